@@ -1,0 +1,96 @@
+# kotoba-broker.  `make run` builds and starts the broker in the foreground;
+# `make check` runs every test.  Both install the Debian packages they need
+# when run as root, and print the apt-get line otherwise.
+
+CC ?= cc
+BUILD ?= build
+PREFIX ?= /usr/local
+
+DEB_PKGS := gcc make pkg-config libseccomp-dev libcap-ng-dev libpcre2-dev \
+	libmsgpack-dev libsqlite3-dev libinih-dev libsystemd-dev libcmocka-dev libssl-dev \
+	python3 python3-msgpack python3-pytest
+PKGS := libseccomp libcap-ng libpcre2-8 msgpack sqlite3 inih libsystemd libcrypto
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
+	-Wformat=2 -Wformat-nonliteral -Wswitch-default -Wswitch-enum \
+	-Wpointer-arith -Wcast-qual -Wvla -Wundef -Wno-unused-parameter
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE \
+	-I. $(PKG_CFLAGS)
+LDFLAGS += -pie -Wl,-z,relro,-z,now
+# Recursive (=) so they are read after deps-ok has installed the packages.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+PROTO_SRC := $(wildcard proto/*.c)
+BROKER_SRC := $(wildcard broker/*.c)
+WORKER_SRC := $(wildcard worker/*.c)
+CLIENT_SRC := $(wildcard client/*.c)
+# Broker code shared with the CLI (`kotoba scan` runs the pre-screen offline).
+SCAN_SRC := broker/scan.c
+
+PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/%.o)
+BROKER_OBJ := $(BROKER_SRC:%.c=$(BUILD)/%.o)
+WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
+CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
+SCAN_OBJ := $(SCAN_SRC:%.c=$(BUILD)/%.o)
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+BINS := $(BUILD)/kotoba-brokerd $(BUILD)/kotoba-worker $(BUILD)/kotoba
+
+.PHONY: all run check check-unit check-integration check-asan deps clean
+all: deps-ok $(BINS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/kotoba-brokerd: $(BROKER_OBJ) $(PROTO_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/kotoba-worker: $(WORKER_OBJ) $(PROTO_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/kotoba: $(CLIENT_OBJ) $(PROTO_OBJ) $(SCAN_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# Each unit test links the object files of the module it tests; a test
+# names them in a `// link:` line, e.g. `// link: proto/frame.c proto/messages.c`.
+$(BUILD)/tests/%: tests/unit/%.c $(PROTO_OBJ) $(BROKER_OBJ) $(WORKER_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< \
+		$(patsubst %.c,$(BUILD)/%.o,$(shell sed -n 's|^// link: ||p' $<)) \
+		$(LIBS) -lcmocka
+
+# ---- dependencies ----------------------------------------------------------
+.PHONY: deps-ok
+deps-ok:
+	@./tests/deps.sh $(DEB_PKGS)
+
+# ---- running ---------------------------------------------------------------
+run: all
+	$(BUILD)/kotoba-brokerd --worker $(abspath $(BUILD)/kotoba-worker) $(ARGS)
+
+# ---- tests -----------------------------------------------------------------
+PYTEST := /usr/bin/python3 -m pytest -q -p no:cacheprovider
+
+check: all check-unit check-integration check-asan
+	@echo "make check: all suites passed"
+
+check-unit: all $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+check-integration: all
+	KOTOBA_BUILD=$(abspath $(BUILD)) $(PYTEST) tests/integration
+
+# The whole suite again, every program built with AddressSanitizer and
+# UndefinedBehaviorSanitizer; any report fails the run.
+ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+check-asan: deps-ok
+	$(MAKE) BUILD=$(BUILD)/asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
+		check-unit check-integration
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

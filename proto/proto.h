@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT
+ * kotoba-broker wire protocol v1: framing, limits and every message of both
+ * links (client <-> broker, broker <-> worker).  proto/PROTOCOL.md is the
+ * normative description; this header mirrors it.  Nothing outside proto/
+ * reads or writes msgpack.
+ *
+ * Strings and byte strings in decoded messages point into the frame buffer
+ * they were decoded from: they stay valid until that buffer is reused.
+ */
+#ifndef KOTOBA_PROTO_H
+#define KOTOBA_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PROTO_VERSION 1
+#define PROTO_HEADER_LEN 4
+#define PROTO_FRAME_MAX_DEFAULT (4u << 20)   /* 4 MiB, header excluded */
+#define PROTO_SNIPPET_MAX_DEFAULT (1u << 20) /* 1 MiB of UTF-8 source */
+#define PROTO_DEPTH_MAX 8                    /* nesting of maps/arrays */
+#define PROTO_ENV_MAX 64                     /* env entries in exec/job */
+#define PROTO_GROUPS_MAX 64                  /* supplementary groups */
+#define PROTO_LABELS_MAX 16
+#define PROTO_ROWS_MAX 256                   /* rows in a list answer */
+
+/* Error codes carried by `error` frames (PROTOCOL.md, "Error codes"). */
+#define PERR_BAD_FRAME "bad-frame"         /* framing lost: connection closed */
+#define PERR_TOO_LARGE "too-large"         /* frame over the frame limit */
+#define PERR_BAD_MSGPACK "bad-msgpack"     /* not exactly one msgpack map */
+#define PERR_BAD_UTF8 "bad-utf8"           /* a str that is not UTF-8 */
+#define PERR_BAD_FIELD "bad-field"         /* missing or mistyped field */
+#define PERR_UNKNOWN_TYPE "unknown-type"
+#define PERR_BAD_STATE "bad-state"         /* message not allowed now */
+#define PERR_VERSION "version"             /* no common protocol version */
+#define PERR_SNIPPET_TOO_LARGE "snippet-too-large"
+#define PERR_BAD_CWD "bad-cwd"
+#define PERR_BUSY "busy"
+#define PERR_NOT_OFFERED "not-offered"
+#define PERR_REFUSED "refused"
+#define PERR_NO_SUCH_RUN "no-such-run"
+#define PERR_NO_SUCH_CARD "no-such-card"
+#define PERR_SETUP_FAILED "setup-failed"
+#define PERR_INTERNAL "internal"
+
+/* A length-counted byte string; for msgpack str it is valid UTF-8 but not
+ * NUL-terminated. */
+struct pstr {
+	const char *ptr;
+	size_t len;
+};
+
+/* Where a decode or encode failed: a code from the list above and a
+ * sentence for the peer. */
+struct proto_error {
+	const char *code;
+	char message[200];
+};
+
+/* ---- framing (proto/frame.c) -------------------------------------------- */
+
+/* Incremental reader for a stream socket.  The 4-byte length is checked
+ * against `max` before any payload memory is allocated. */
+struct frame_reader {
+	uint8_t *buf;
+	size_t len;  /* bytes held */
+	size_t cap;
+	size_t max;  /* payload limit */
+	size_t used; /* bytes of the last frame returned, dropped on next call */
+};
+
+void frame_reader_init(struct frame_reader *r, size_t max);
+void frame_reader_free(struct frame_reader *r);
+/* Reads what is available from a non-blocking fd.  Returns bytes read,
+ * 0 at EOF, -EAGAIN when nothing was there, or another -errno. */
+ssize_t frame_reader_fill(struct frame_reader *r, int fd);
+/* Returns 1 with the next complete payload, 0 when more bytes are needed,
+ * -EMSGSIZE when the header announces more than r->max (framing is lost). */
+int frame_reader_next(struct frame_reader *r, const uint8_t **payload, size_t *len);
+/* True when the reader holds a partial frame (used to report truncation). */
+bool frame_reader_partial(const struct frame_reader *r);
+
+/* Reads exactly one frame from a blocking fd (stream or seqpacket).
+ * Returns payload length, 0 at clean EOF, -errno on error (-EMSGSIZE when
+ * over max, -EPROTO when truncated).  *buf is malloc'd; caller frees. */
+ssize_t frame_read_blocking(int fd, size_t max, uint8_t **buf);
+/* Writes a whole buffer to a blocking fd, retrying on EINTR. */
+int write_all(int fd, const void *buf, size_t len);
+
+/* ---- encoding (proto/encode.c) ------------------------------------------ */
+
+/* An encoded frame, header included, ready to write. */
+struct frame {
+	uint8_t *data;
+	size_t len;
+};
+void frame_free(struct frame *f);
+
+/* ---- messages (proto/messages.c) ---------------------------------------- */
+
+enum msg_type {
+	MSG_UNKNOWN = 0,
+	/* client -> broker */
+	MSG_HELLO,
+	MSG_EXEC,
+	MSG_ANSWER,
+	MSG_CANCEL,
+	MSG_GRANTS,
+	MSG_REVOKE,
+	MSG_AUDIT,
+	/* broker -> client */
+	MSG_WELCOME,
+	MSG_STARTED,
+	MSG_OUTPUT,
+	MSG_EXIT,
+	MSG_CARD,
+	MSG_GRANT_LIST,
+	MSG_AUDIT_ROWS,
+	MSG_OK,
+	MSG_ERROR,
+	/* broker -> worker */
+	MSG_JOB,
+	/* worker -> broker */
+	MSG_READY,
+	MSG_SETUP_ERROR,
+	MSG_FINISHED,
+	MSG_TYPE_COUNT
+};
+
+const char *msg_type_name(enum msg_type t);
+
+struct msg_hello {
+	uint64_t version; /* highest version the client speaks */
+	bool channel;     /* the client can show approval cards */
+	struct pstr client; /* free-form client name, may be empty */
+};
+
+struct msg_welcome {
+	uint64_t version;
+	const char *broker;     /* "kotoba-brokerd/x.y" */
+	const char *mode;       /* "local" | "docker" | "none" */
+	bool execute_code;      /* the tool is offered */
+	uint64_t max_frame, max_snippet, max_timeout_ms;
+};
+
+struct env_pair {
+	struct pstr name, value;
+};
+
+struct msg_exec {
+	uint64_t id;
+	struct pstr code;
+	struct pstr cwd;          /* absolute path; len 0 = not given */
+	uint64_t timeout_ms;      /* 0 = broker default */
+	size_t n_env;
+	struct env_pair env[PROTO_ENV_MAX];
+};
+
+struct msg_started {
+	uint64_t id;
+	const char *profile; /* "approved" | "unattended" */
+	const char *approver;
+};
+
+struct msg_output {
+	uint64_t id;
+	const char *stream; /* "stdout" | "stderr" */
+	const uint8_t *data;
+	size_t len;
+};
+
+/* How a snippet ended, shared by `finished` (worker) and `exit` (client). */
+struct run_result {
+	bool exited;          /* true: code is valid; false: signal is */
+	int64_t code;
+	int64_t signal;
+	bool timed_out;
+	const char *limit;    /* "", "cpu", "wall", "file-size"... */
+	uint64_t duration_us;
+	uint64_t cpu_us;
+	uint64_t max_rss_kb;
+};
+
+struct msg_exit {
+	uint64_t id;
+	struct run_result r;
+	bool truncated;          /* either stream was capped */
+	const char *profile;
+	const char *decision;    /* "ran" */
+	const char *approver;    /* "user" | "grant" | "container" | "unattended" */
+	size_t n_labels;
+	const char *labels[PROTO_LABELS_MAX];
+};
+
+struct msg_error {
+	bool has_id;
+	uint64_t id;
+	struct pstr code;
+	struct pstr message;
+	struct pstr step;   /* setup step, for setup-failed */
+	int64_t err_no;     /* errno, for setup-failed; 0 if none */
+};
+
+struct msg_cancel {
+	uint64_t id;
+};
+
+/* broker -> worker: everything the worker needs; it reads nothing else. */
+struct job_limits {
+	uint64_t cpu_s, as_bytes, nproc, fsize_bytes, nofile;
+};
+
+struct msg_job {
+	struct pstr profile;     /* "approved" | "unattended" */
+	struct pstr python;      /* absolute path of the interpreter */
+	struct pstr cwd;         /* absolute */
+	struct pstr scratch_base;/* directory the per-run scratch dir goes in */
+	uint64_t timeout_ms, grace_ms;
+	struct job_limits lim;
+	bool landlock;           /* use Landlock where the kernel has it */
+	bool set_ids;            /* switch to uid/gid/groups below */
+	uint64_t uid, gid;
+	size_t n_groups;
+	uint32_t groups[PROTO_GROUPS_MAX];
+	size_t n_env;            /* "NAME=value" strings, already scrubbed */
+	struct pstr env[PROTO_ENV_MAX];
+};
+
+struct msg_ready {
+	uint64_t pid;
+	uint64_t landlock_abi; /* 0 when not in force */
+};
+
+struct msg_setup_error {
+	struct pstr step;
+	int64_t err_no;
+	struct pstr message;
+};
+
+struct msg_finished {
+	struct run_result r;
+};
+
+/* Decodes a payload (header excluded).  Checks: exactly one msgpack map,
+ * nesting <= PROTO_DEPTH_MAX, every str valid UTF-8, a known `type`, each
+ * field's type and limits.  Returns the type or MSG_UNKNOWN with *err set. */
+struct msg;
+enum msg_type proto_decode(const uint8_t *payload, size_t len, size_t max_snippet,
+			   struct msg *out, struct proto_error *err);
+
+/* All decoded forms, one at a time. */
+struct msg {
+	enum msg_type type;
+	union {
+		struct msg_hello hello;
+		struct msg_exec exec;
+		struct msg_cancel cancel;
+		struct msg_error error;
+		struct msg_welcome welcome;
+		struct msg_started started;
+		struct msg_output output;
+		struct msg_exit exit;
+		struct msg_job job;
+		struct msg_ready ready;
+		struct msg_setup_error setup_error;
+		struct msg_finished finished;
+	} u;
+};
+
+/* Encoders: each returns 0 and a complete frame, or -errno. */
+int enc_hello(struct frame *f, const struct msg_hello *m);
+int enc_welcome(struct frame *f, const struct msg_welcome *m);
+int enc_exec(struct frame *f, const struct msg_exec *m);
+int enc_cancel(struct frame *f, const struct msg_cancel *m);
+int enc_started(struct frame *f, const struct msg_started *m);
+int enc_output(struct frame *f, const struct msg_output *m);
+int enc_exit(struct frame *f, const struct msg_exit *m);
+int enc_error(struct frame *f, const struct msg_error *m);
+int enc_job(struct frame *f, const struct msg_job *m);
+int enc_ready(struct frame *f, const struct msg_ready *m);
+int enc_setup_error(struct frame *f, const struct msg_setup_error *m);
+int enc_finished(struct frame *f, const struct msg_finished *m);
+
+/* Convenience for the many places that answer with an error frame. */
+int enc_error_simple(struct frame *f, bool has_id, uint64_t id, const char *code,
+		     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static inline struct pstr pstr_c(const char *s);
+/* True when s is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+bool utf8_valid(const uint8_t *s, size_t len);
+/* pstr equals a C string */
+bool pstr_eq(struct pstr a, const char *s);
+/* malloc'd NUL-terminated copy, NULL on ENOMEM */
+char *pstr_dup(struct pstr a);
+
+#include <string.h>
+static inline struct pstr pstr_c(const char *s)
+{
+	struct pstr p = { s, s ? strlen(s) : 0 };
+	return p;
+}
+
+#endif
