@@ -130,6 +130,9 @@ enum msg_type {
 
 const char *msg_type_name(enum msg_type t);
 
+/* The seven pre-screen labels, in their canonical order, NULL-terminated. */
+extern const char *const proto_labels[];
+
 struct msg_hello {
 	uint64_t version; /* highest version the client speaks */
 	bool channel;     /* the client can show approval cards */
@@ -138,7 +141,7 @@ struct msg_hello {
 
 struct msg_welcome {
 	uint64_t version;
-	const char *broker;     /* "kotoba-brokerd/x.y" */
+	char broker[48];        /* "kotoba-brokerd/x.y" */
 	const char *mode;       /* "local" | "docker" | "none" */
 	bool execute_code;      /* the tool is offered */
 	uint64_t max_frame, max_snippet, max_timeout_ms;

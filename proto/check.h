@@ -1,0 +1,9 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef KOTOBA_PROTO_CHECK_H
+#define KOTOBA_PROTO_CHECK_H
+#include "proto/proto.h"
+/* 0 when the payload is exactly one well-formed msgpack map within the
+ * depth limit, every declared count fits the bytes left, and every str is
+ * UTF-8; -EPROTO with *err set otherwise. */
+int proto_check(const uint8_t *p, size_t len, struct proto_error *err);
+#endif

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT
+ * Framing: a 4-byte big-endian payload length, then the payload (one
+ * msgpack map).  The length is checked against the limit before any
+ * payload memory is allocated, as OpenSSH's monitor does.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "proto/proto.h"
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+void frame_reader_init(struct frame_reader *r, size_t max)
+{
+	memset(r, 0, sizeof(*r));
+	r->max = max;
+}
+
+void frame_reader_free(struct frame_reader *r)
+{
+	free(r->buf);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Drops the frame handed out by the previous frame_reader_next(). */
+static void drop_used(struct frame_reader *r)
+{
+	if (!r->used)
+		return;
+	memmove(r->buf, r->buf + r->used, r->len - r->used);
+	r->len -= r->used;
+	r->used = 0;
+}
+
+/* Grows the buffer to hold `need` bytes; `need` is already bounded by
+ * max + header, so a peer cannot make us allocate more than that. */
+static int reserve(struct frame_reader *r, size_t need)
+{
+	uint8_t *nb;
+	size_t cap;
+
+	if (need <= r->cap)
+		return 0;
+	cap = r->cap ? r->cap : 4096;
+	while (cap < need)
+		cap *= 2;
+	nb = realloc(r->buf, cap);
+	if (!nb)
+		return -ENOMEM;
+	r->buf = nb;
+	r->cap = cap;
+	return 0;
+}
+
+/* How many bytes the reader wants in total before it can return a frame. */
+static size_t wanted(const struct frame_reader *r)
+{
+	if (r->len < PROTO_HEADER_LEN)
+		return PROTO_HEADER_LEN;
+	return PROTO_HEADER_LEN + (size_t)be32(r->buf);
+}
+
+ssize_t frame_reader_fill(struct frame_reader *r, int fd)
+{
+	size_t want;
+	ssize_t n;
+	int rc;
+
+	drop_used(r);
+	want = wanted(r);
+	if (r->len >= PROTO_HEADER_LEN && be32(r->buf) > r->max)
+		return -EMSGSIZE;
+	/* Read ahead up to 64 KiB past the current frame so that small frames
+	 * arriving together cost one read, but never past the limit. */
+	if (want < r->len + 65536)
+		want = r->len + 65536;
+	if (want > r->max + PROTO_HEADER_LEN)
+		want = r->max + PROTO_HEADER_LEN;
+	if (want <= r->len)
+		want = r->len + PROTO_HEADER_LEN;
+	rc = reserve(r, want);
+	if (rc < 0)
+		return rc;
+	do
+		n = read(fd, r->buf + r->len, want - r->len);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	r->len += (size_t)n;
+	return n;
+}
+
+int frame_reader_next(struct frame_reader *r, const uint8_t **payload, size_t *len)
+{
+	uint32_t n;
+
+	drop_used(r);
+	if (r->len < PROTO_HEADER_LEN)
+		return 0;
+	n = be32(r->buf);
+	if (n > r->max)
+		return -EMSGSIZE;
+	if (r->len - PROTO_HEADER_LEN < n)
+		return 0;
+	*payload = r->buf + PROTO_HEADER_LEN;
+	*len = n;
+	r->used = PROTO_HEADER_LEN + n;
+	return 1;
+}
+
+bool frame_reader_partial(const struct frame_reader *r)
+{
+	return r->len > r->used;
+}
+
+static ssize_t read_full(int fd, uint8_t *p, size_t len)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		n = read(fd, p + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* On a SOCK_SEQPACKET socket each frame is one message: it is received
+ * whole with recv(MSG_TRUNC) so a frame longer than promised is detected
+ * rather than silently split. */
+static ssize_t read_seqpacket(int fd, size_t max, uint8_t **buf)
+{
+	uint8_t *b = malloc(max + PROTO_HEADER_LEN);
+	ssize_t n;
+
+	if (!b)
+		return -ENOMEM;
+	do
+		n = recv(fd, b, max + PROTO_HEADER_LEN, MSG_TRUNC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0) {
+		free(b);
+		return n < 0 ? -errno : 0;
+	}
+	if ((size_t)n > max + PROTO_HEADER_LEN || be32(b) > max) {
+		free(b);
+		return -EMSGSIZE;
+	}
+	if ((size_t)n < PROTO_HEADER_LEN || be32(b) != (size_t)n - PROTO_HEADER_LEN) {
+		free(b);
+		return -EPROTO;
+	}
+	memmove(b, b + PROTO_HEADER_LEN, (size_t)n - PROTO_HEADER_LEN);
+	*buf = b;
+	return n - PROTO_HEADER_LEN;
+}
+
+static ssize_t read_stream(int fd, size_t max, uint8_t **buf)
+{
+	uint8_t hdr[PROTO_HEADER_LEN];
+	uint8_t *b;
+	uint32_t n;
+	ssize_t got;
+
+	got = read_full(fd, hdr, sizeof(hdr));
+	if (got <= 0)
+		return got;
+	if (got < (ssize_t)sizeof(hdr))
+		return -EPROTO;
+	n = be32(hdr);
+	if (n > max)
+		return -EMSGSIZE;
+	b = malloc(n ? n : 1);
+	if (!b)
+		return -ENOMEM;
+	got = read_full(fd, b, n);
+	if (got != (ssize_t)n) {
+		free(b);
+		return got < 0 ? got : -EPROTO;
+	}
+	*buf = b;
+	return n;
+}
+
+ssize_t frame_read_blocking(int fd, size_t max, uint8_t **buf)
+{
+	int type = 0;
+	socklen_t sl = sizeof(type);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &sl) == 0 && type == SOCK_SEQPACKET)
+		return read_seqpacket(fd, max, buf);
+	return read_stream(fd, max, buf);
+}
+
+int write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+void frame_free(struct frame *f)
+{
+	free(f->data);
+	f->data = NULL;
+	f->len = 0;
+}

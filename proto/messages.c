@@ -1,0 +1,662 @@
+/* SPDX-License-Identifier: MIT
+ * Every message of both links: one encoder and one decoder each, in the
+ * order PROTOCOL.md lists them.  Unknown fields are ignored (a newer peer
+ * may add optional ones); unknown types, missing or mistyped fields and
+ * values outside their set are errors that name the field.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proto/check.h"
+#include "proto/decode_util.h"
+#include "proto/encode_util.h"
+
+#define PATH_FIELD_MAX 4095
+#define NAME_FIELD_MAX 255
+#define TEXT_FIELD_MAX 4096
+
+static const char *const profiles[] = { "approved", "unattended", NULL };
+static const char *const approvers[] = { "user", "grant", "container", "unattended", "", NULL };
+static const char *const decisions[] = { "ran",	    "card",	   "denied", "expired",
+					 "refused", "not-offered", "failed", "cancelled",
+					 NULL };
+static const char *const streams[] = { "stdout", "stderr", NULL };
+static const char *const modes[] = { "local", "docker", "none", NULL };
+static const char *const limits[] = { "", "cpu", "wall", "file-size", "memory", NULL };
+static const char *const statuses[] = { "exited", "signaled", NULL };
+const char *const proto_labels[] = { "fs-destroy", "shell-spawn", "raw-socket", "dynamic-eval",
+				     "fs-write",   "data-out",	  "secret-read", NULL };
+
+static const char *const type_names[MSG_TYPE_COUNT] = {
+	[MSG_UNKNOWN] = "unknown",     [MSG_HELLO] = "hello",
+	[MSG_EXEC] = "exec",	       [MSG_ANSWER] = "answer",
+	[MSG_CANCEL] = "cancel",       [MSG_GRANTS] = "grants",
+	[MSG_REVOKE] = "revoke",       [MSG_AUDIT] = "audit",
+	[MSG_WELCOME] = "welcome",     [MSG_STARTED] = "started",
+	[MSG_OUTPUT] = "output",       [MSG_EXIT] = "exit",
+	[MSG_CARD] = "card",	       [MSG_GRANT_LIST] = "grant_list",
+	[MSG_AUDIT_ROWS] = "audit_rows", [MSG_OK] = "ok",
+	[MSG_ERROR] = "error",	       [MSG_JOB] = "job",
+	[MSG_READY] = "ready",	       [MSG_SETUP_ERROR] = "setup_error",
+	[MSG_FINISHED] = "finished",
+};
+
+const char *msg_type_name(enum msg_type t)
+{
+	return (unsigned)t < MSG_TYPE_COUNT && type_names[t] ? type_names[t] : "unknown";
+}
+
+/* The job's `limits` map, in wire order. */
+#define JOB_LIMITS 5
+static const char *const job_limit_keys[JOB_LIMITS] = { "cpu_s", "as_bytes", "nproc",
+							 "fsize_bytes", "nofile" };
+static uint64_t *job_limit(struct job_limits *l, size_t i)
+{
+	uint64_t *v[JOB_LIMITS] = { &l->cpu_s, &l->as_bytes, &l->nproc, &l->fsize_bytes,
+				    &l->nofile };
+
+	return v[i];
+}
+
+/* ---- encoders ------------------------------------------------------------ */
+
+int enc_hello(struct frame *f, const struct msg_hello *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "hello", 3);
+	put_uint(&e, "version", m->version);
+	put_bool(&e, "channel", m->channel);
+	put_pstr(&e, "client", m->client);
+	return enc_end(&e, f);
+}
+
+int enc_welcome(struct frame *f, const struct msg_welcome *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "welcome", 7);
+	put_uint(&e, "version", m->version);
+	put_str(&e, "broker", m->broker);
+	put_str(&e, "mode", m->mode);
+	put_key(&e, "tools");
+	raw_array(&e, m->execute_code ? 1 : 0);
+	if (m->execute_code)
+		raw_str(&e, "execute_code", 12);
+	put_uint(&e, "max_frame", m->max_frame);
+	put_uint(&e, "max_snippet", m->max_snippet);
+	put_uint(&e, "max_timeout_ms", m->max_timeout_ms);
+	return enc_end(&e, f);
+}
+
+static void put_env_map(struct enc *e, const struct env_pair *env, size_t n)
+{
+	put_key(e, "env");
+	raw_map(e, n);
+	for (size_t i = 0; i < n; i++) {
+		raw_str(e, env[i].name.ptr, env[i].name.len);
+		raw_str(e, env[i].value.ptr, env[i].value.len);
+	}
+}
+
+int enc_exec(struct frame *f, const struct msg_exec *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "exec", 2 + (m->cwd.len > 0) + (m->timeout_ms > 0) + (m->n_env > 0));
+	put_uint(&e, "id", m->id);
+	put_pstr(&e, "code", m->code);
+	if (m->cwd.len)
+		put_pstr(&e, "cwd", m->cwd);
+	if (m->timeout_ms)
+		put_uint(&e, "timeout_ms", m->timeout_ms);
+	if (m->n_env)
+		put_env_map(&e, m->env, m->n_env);
+	return enc_end(&e, f);
+}
+
+int enc_cancel(struct frame *f, const struct msg_cancel *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "cancel", 1);
+	put_uint(&e, "id", m->id);
+	return enc_end(&e, f);
+}
+
+int enc_started(struct frame *f, const struct msg_started *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "started", 3);
+	put_uint(&e, "id", m->id);
+	put_str(&e, "profile", m->profile);
+	put_str(&e, "approver", m->approver);
+	return enc_end(&e, f);
+}
+
+int enc_output(struct frame *f, const struct msg_output *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "output", 3);
+	put_uint(&e, "id", m->id);
+	put_str(&e, "stream", m->stream);
+	put_bin(&e, "data", m->data, m->len);
+	return enc_end(&e, f);
+}
+
+/* The fields a run_result adds to `finished` and `exit`. */
+#define RESULT_FIELDS 7
+static void put_result(struct enc *e, const struct run_result *r)
+{
+	put_str(e, "status", r->exited ? "exited" : "signaled");
+	if (r->exited)
+		put_int(e, "code", r->code);
+	else
+		put_int(e, "signal", r->signal);
+	put_bool(e, "timed_out", r->timed_out);
+	put_str(e, "limit", r->limit);
+	put_uint(e, "duration_us", r->duration_us);
+	put_uint(e, "cpu_us", r->cpu_us);
+	put_uint(e, "max_rss_kb", r->max_rss_kb);
+}
+
+int enc_exit(struct frame *f, const struct msg_exit *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 5);
+	put_uint(&e, "id", m->id);
+	put_result(&e, &m->r);
+	put_bool(&e, "truncated", m->truncated);
+	put_str(&e, "profile", m->profile);
+	put_str(&e, "decision", m->decision);
+	put_str(&e, "approver", m->approver);
+	put_key(&e, "labels");
+	raw_array(&e, m->n_labels);
+	for (size_t i = 0; i < m->n_labels; i++)
+		raw_str(&e, m->labels[i], strlen(m->labels[i]));
+	return enc_end(&e, f);
+}
+
+int enc_error(struct frame *f, const struct msg_error *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "error", 2 + m->has_id + (m->step.len > 0) * 2);
+	if (m->has_id)
+		put_uint(&e, "id", m->id);
+	put_pstr(&e, "code", m->code);
+	put_pstr(&e, "message", m->message);
+	if (m->step.len) {
+		put_pstr(&e, "step", m->step);
+		put_int(&e, "errno", m->err_no);
+	}
+	return enc_end(&e, f);
+}
+
+int enc_error_simple(struct frame *f, bool has_id, uint64_t id, const char *code,
+		     const char *fmt, ...)
+{
+	struct msg_error m = { .has_id = has_id, .id = id, .code = pstr_c(code) };
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	m.message = pstr_c(text);
+	return enc_error(f, &m);
+}
+
+int enc_job(struct frame *f, const struct msg_job *m)
+{
+	struct job_limits lim = m->lim;
+	struct enc e;
+
+	enc_begin(&e, "job", 10 + m->set_ids);
+	put_pstr(&e, "profile", m->profile);
+	put_pstr(&e, "python", m->python);
+	put_pstr(&e, "cwd", m->cwd);
+	put_pstr(&e, "scratch_base", m->scratch_base);
+	put_uint(&e, "timeout_ms", m->timeout_ms);
+	put_uint(&e, "grace_ms", m->grace_ms);
+	put_bool(&e, "landlock", m->landlock);
+	put_key(&e, "limits");
+	raw_map(&e, JOB_LIMITS);
+	for (size_t i = 0; i < JOB_LIMITS; i++) {
+		raw_str(&e, job_limit_keys[i], strlen(job_limit_keys[i]));
+		raw_uint(&e, *job_limit(&lim, i));
+	}
+	if (m->set_ids) {
+		put_key(&e, "identity");
+		raw_map(&e, 3);
+		raw_str(&e, "uid", 3);
+		raw_uint(&e, m->uid);
+		raw_str(&e, "gid", 3);
+		raw_uint(&e, m->gid);
+		raw_str(&e, "groups", 6);
+		raw_array(&e, m->n_groups);
+		for (size_t i = 0; i < m->n_groups; i++)
+			raw_uint(&e, m->groups[i]);
+	}
+	put_key(&e, "env");
+	raw_array(&e, m->n_env);
+	for (size_t i = 0; i < m->n_env; i++)
+		raw_str(&e, m->env[i].ptr, m->env[i].len);
+	return enc_end(&e, f);
+}
+
+int enc_ready(struct frame *f, const struct msg_ready *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "ready", 2);
+	put_uint(&e, "pid", m->pid);
+	put_uint(&e, "landlock_abi", m->landlock_abi);
+	return enc_end(&e, f);
+}
+
+int enc_setup_error(struct frame *f, const struct msg_setup_error *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "setup_error", 3);
+	put_pstr(&e, "step", m->step);
+	put_int(&e, "errno", m->err_no);
+	put_pstr(&e, "message", m->message);
+	return enc_end(&e, f);
+}
+
+int enc_finished(struct frame *f, const struct msg_finished *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "finished", RESULT_FIELDS);
+	put_result(&e, &m->r);
+	return enc_end(&e, f);
+}
+
+/* ---- decoders ------------------------------------------------------------ */
+
+static int dec_hello(struct dec *d, struct msg_hello *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "version", true, &m->version)) < 0 ||
+	    (rc = dec_bool(d, "channel", true, &m->channel)) < 0 ||
+	    (rc = dec_str(d, "client", false, NAME_FIELD_MAX, &m->client)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_welcome(struct dec *d, struct msg_welcome *m)
+{
+	const msgpack_object *tools;
+	struct pstr broker;
+	int rc;
+
+	if ((rc = dec_uint(d, "version", true, &m->version)) < 0 ||
+	    (rc = dec_str(d, "broker", true, sizeof(m->broker) - 1, &broker)) < 0 ||
+	    (rc = dec_enum(d, "mode", true, modes, &m->mode)) < 0 ||
+	    (rc = dec_uint(d, "max_frame", true, &m->max_frame)) < 0 ||
+	    (rc = dec_uint(d, "max_snippet", true, &m->max_snippet)) < 0 ||
+	    (rc = dec_uint(d, "max_timeout_ms", true, &m->max_timeout_ms)) < 0)
+		return rc;
+	memcpy(m->broker, broker.ptr, broker.len);
+	m->broker[broker.len] = '\0';
+	tools = dec_find(d, "tools");
+	if (!tools || tools->type != MSGPACK_OBJECT_ARRAY)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'tools' must be an array");
+	m->execute_code = false;
+	for (uint32_t i = 0; i < tools->via.array.size; i++) {
+		const msgpack_object *t = &tools->via.array.ptr[i];
+
+		if (t->type == MSGPACK_OBJECT_STR && t->via.str.size == 12 &&
+		    !memcmp(t->via.str.ptr, "execute_code", 12))
+			m->execute_code = true;
+	}
+	return 0;
+}
+
+/* Environment names follow POSIX: a letter or _, then letters, digits, _. */
+static bool env_name_ok(const msgpack_object *k)
+{
+	if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 || k->via.str.size > 128)
+		return false;
+	for (uint32_t i = 0; i < k->via.str.size; i++) {
+		char c = k->via.str.ptr[i];
+		bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+
+		if (!alpha && (i == 0 || c < '0' || c > '9'))
+			return false;
+	}
+	return true;
+}
+
+static int dec_env_map(struct dec *d, struct msg_exec *m)
+{
+	const msgpack_object *o = dec_find(d, "env");
+	struct dec sub = { .err = d->err, .type = "exec.env" };
+	int rc;
+
+	m->n_env = 0;
+	if (!o)
+		return 0;
+	if ((rc = dec_map(&sub, o, PROTO_ENV_MAX)) < 0)
+		return rc;
+	for (uint32_t i = 0; i < sub.m->size; i++) {
+		const msgpack_object *k = &sub.m->ptr[i].key, *v = &sub.m->ptr[i].val;
+
+		if (!env_name_ok(k))
+			return dec_fail(d, PERR_BAD_FIELD, "env name '%.*s' is not a valid name",
+					(int)k->via.str.size, k->via.str.ptr);
+		if (v->type != MSGPACK_OBJECT_STR || v->via.str.size > TEXT_FIELD_MAX ||
+		    memchr(v->via.str.ptr, '\0', v->via.str.size))
+			return dec_fail(d, PERR_BAD_FIELD, "env value of '%.*s' must be a str "
+					"without NUL of at most %d bytes",
+					(int)k->via.str.size, k->via.str.ptr, TEXT_FIELD_MAX);
+		m->env[m->n_env].name = (struct pstr){ k->via.str.ptr, k->via.str.size };
+		m->env[m->n_env].value = (struct pstr){ v->via.str.ptr, v->via.str.size };
+		m->n_env++;
+	}
+	return 0;
+}
+
+static int dec_exec(struct dec *d, struct msg_exec *m, size_t max_snippet)
+{
+	const msgpack_object *code = dec_find(d, "code");
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0)
+		return rc;
+	/* The size limit gets its own code so a client can tell it apart. */
+	if (code && code->type == MSGPACK_OBJECT_STR && code->via.str.size > max_snippet)
+		return dec_fail(d, PERR_SNIPPET_TOO_LARGE,
+				"the snippet is %u bytes; the limit is %zu bytes",
+				code->via.str.size, max_snippet);
+	if ((rc = dec_str(d, "code", true, max_snippet, &m->code)) < 0 ||
+	    (rc = dec_str(d, "cwd", false, PATH_FIELD_MAX, &m->cwd)) < 0 ||
+	    (rc = dec_uint(d, "timeout_ms", false, &m->timeout_ms)) < 0)
+		return rc;
+	if (memchr(m->code.ptr, '\0', m->code.len))
+		return dec_fail(d, PERR_BAD_FIELD, "field 'code' contains a NUL byte");
+	if (m->cwd.len && (m->cwd.ptr[0] != '/' || memchr(m->cwd.ptr, '\0', m->cwd.len)))
+		return dec_fail(d, PERR_BAD_CWD, "field 'cwd' must be an absolute path");
+	return dec_env_map(d, m);
+}
+
+static int dec_cancel(struct dec *d, struct msg_cancel *m)
+{
+	return dec_uint(d, "id", true, &m->id) < 0 ? -EPROTO : 0;
+}
+
+static int dec_started(struct dec *d, struct msg_started *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
+	    (rc = dec_enum(d, "profile", true, profiles, &m->profile)) < 0 ||
+	    (rc = dec_enum(d, "approver", true, approvers, &m->approver)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_output(struct dec *d, struct msg_output *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
+	    (rc = dec_enum(d, "stream", true, streams, &m->stream)) < 0 ||
+	    (rc = dec_bin(d, "data", true, PROTO_FRAME_MAX_DEFAULT, &m->data, &m->len)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_result(struct dec *d, struct run_result *r)
+{
+	const char *status;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if ((rc = dec_enum(d, "status", true, statuses, &status)) < 0)
+		return rc;
+	r->exited = !strcmp(status, "exited");
+	if ((rc = dec_int(d, r->exited ? "code" : "signal", true,
+			  r->exited ? &r->code : &r->signal)) < 0 ||
+	    (rc = dec_bool(d, "timed_out", true, &r->timed_out)) < 0 ||
+	    (rc = dec_enum(d, "limit", true, limits, &r->limit)) < 0 ||
+	    (rc = dec_uint(d, "duration_us", true, &r->duration_us)) < 0 ||
+	    (rc = dec_uint(d, "cpu_us", true, &r->cpu_us)) < 0 ||
+	    (rc = dec_uint(d, "max_rss_kb", true, &r->max_rss_kb)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_labels(struct dec *d, const char *key, const char **out, size_t *n)
+{
+	const msgpack_object *o = dec_find(d, key);
+
+	*n = 0;
+	if (!o || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > PROTO_LABELS_MAX)
+		return dec_fail(d, PERR_BAD_FIELD, "field '%s' must be an array of labels", key);
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *s = &o->via.array.ptr[i];
+		size_t k;
+
+		for (k = 0; proto_labels[k]; k++)
+			if (s->type == MSGPACK_OBJECT_STR &&
+			    s->via.str.size == strlen(proto_labels[k]) &&
+			    !memcmp(s->via.str.ptr, proto_labels[k], s->via.str.size))
+				break;
+		if (!proto_labels[k])
+			return dec_fail(d, PERR_BAD_FIELD, "field '%s' holds an unknown label", key);
+		out[(*n)++] = proto_labels[k];
+	}
+	return 0;
+}
+
+static int dec_exit(struct dec *d, struct msg_exit *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 || (rc = dec_result(d, &m->r)) < 0 ||
+	    (rc = dec_bool(d, "truncated", true, &m->truncated)) < 0 ||
+	    (rc = dec_enum(d, "profile", true, profiles, &m->profile)) < 0 ||
+	    (rc = dec_enum(d, "decision", true, decisions, &m->decision)) < 0 ||
+	    (rc = dec_enum(d, "approver", true, approvers, &m->approver)) < 0)
+		return rc;
+	return dec_labels(d, "labels", m->labels, &m->n_labels);
+}
+
+static int dec_error(struct dec *d, struct msg_error *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "id", false, &m->id)) < 0)
+		return rc;
+	m->has_id = rc > 0;
+	if ((rc = dec_str(d, "code", true, NAME_FIELD_MAX, &m->code)) < 0 ||
+	    (rc = dec_str(d, "message", true, TEXT_FIELD_MAX, &m->message)) < 0 ||
+	    (rc = dec_str(d, "step", false, NAME_FIELD_MAX, &m->step)) < 0 ||
+	    (rc = dec_int(d, "errno", false, &m->err_no)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_job_limits(struct dec *d, struct msg_job *m)
+{
+	struct dec sub = { .err = d->err, .type = "job.limits" };
+	const msgpack_object *o = dec_find(d, "limits");
+	int rc;
+
+	if (!o)
+		return dec_fail(d, PERR_BAD_FIELD, "missing field 'limits'");
+	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0)
+		return rc;
+	for (size_t i = 0; i < JOB_LIMITS; i++)
+		if ((rc = dec_uint(&sub, job_limit_keys[i], true, job_limit(&m->lim, i))) < 0)
+			return rc;
+	return 0;
+}
+
+static int dec_job_identity(struct dec *d, struct msg_job *m)
+{
+	struct dec sub = { .err = d->err, .type = "job.identity" };
+	const msgpack_object *o = dec_find(d, "identity"), *g;
+	int rc;
+
+	m->set_ids = o != NULL;
+	m->n_groups = 0;
+	if (!o)
+		return 0;
+	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
+	    (rc = dec_uint(&sub, "uid", true, &m->uid)) < 0 ||
+	    (rc = dec_uint(&sub, "gid", true, &m->gid)) < 0)
+		return rc;
+	if (m->uid > UINT32_MAX - 1 || m->gid > UINT32_MAX - 1)
+		return dec_fail(d, PERR_BAD_FIELD, "uid or gid out of range");
+	g = dec_find(&sub, "groups");
+	if (!g || g->type != MSGPACK_OBJECT_ARRAY || g->via.array.size > PROTO_GROUPS_MAX)
+		return dec_fail(d, PERR_BAD_FIELD, "identity.groups must be an array of at most %d",
+				PROTO_GROUPS_MAX);
+	for (uint32_t i = 0; i < g->via.array.size; i++) {
+		const msgpack_object *x = &g->via.array.ptr[i];
+
+		if (x->type != MSGPACK_OBJECT_POSITIVE_INTEGER || x->via.u64 >= UINT32_MAX)
+			return dec_fail(d, PERR_BAD_FIELD, "identity.groups holds a bad gid");
+		m->groups[m->n_groups++] = (uint32_t)x->via.u64;
+	}
+	return 0;
+}
+
+static int dec_job_env(struct dec *d, struct msg_job *m)
+{
+	const msgpack_object *o = dec_find(d, "env");
+
+	m->n_env = 0;
+	if (!o || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > PROTO_ENV_MAX)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'env' must be an array of at most %d",
+				PROTO_ENV_MAX);
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *s = &o->via.array.ptr[i];
+
+		if (s->type != MSGPACK_OBJECT_STR || !memchr(s->via.str.ptr, '=', s->via.str.size) ||
+		    memchr(s->via.str.ptr, '\0', s->via.str.size))
+			return dec_fail(d, PERR_BAD_FIELD, "env entries must be NAME=value strings");
+		m->env[m->n_env++] = (struct pstr){ s->via.str.ptr, s->via.str.size };
+	}
+	return 0;
+}
+
+static int dec_job(struct dec *d, struct msg_job *m)
+{
+	const char *profile;
+	int rc;
+
+	if ((rc = dec_enum(d, "profile", true, profiles, &profile)) < 0 ||
+	    (rc = dec_str(d, "python", true, PATH_FIELD_MAX, &m->python)) < 0 ||
+	    (rc = dec_str(d, "cwd", true, PATH_FIELD_MAX, &m->cwd)) < 0 ||
+	    (rc = dec_str(d, "scratch_base", true, PATH_FIELD_MAX, &m->scratch_base)) < 0 ||
+	    (rc = dec_uint(d, "timeout_ms", true, &m->timeout_ms)) < 0 ||
+	    (rc = dec_uint(d, "grace_ms", true, &m->grace_ms)) < 0 ||
+	    (rc = dec_bool(d, "landlock", true, &m->landlock)) < 0)
+		return rc;
+	m->profile = pstr_c(profile);
+	if ((rc = dec_job_limits(d, m)) < 0 || (rc = dec_job_identity(d, m)) < 0)
+		return rc;
+	return dec_job_env(d, m);
+}
+
+static int dec_ready(struct dec *d, struct msg_ready *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "pid", true, &m->pid)) < 0 ||
+	    (rc = dec_uint(d, "landlock_abi", true, &m->landlock_abi)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_setup_error(struct dec *d, struct msg_setup_error *m)
+{
+	int rc;
+
+	if ((rc = dec_str(d, "step", true, NAME_FIELD_MAX, &m->step)) < 0 ||
+	    (rc = dec_int(d, "errno", true, &m->err_no)) < 0 ||
+	    (rc = dec_str(d, "message", true, TEXT_FIELD_MAX, &m->message)) < 0)
+		return rc;
+	return 0;
+}
+
+static enum msg_type type_of(struct pstr t)
+{
+	for (int i = MSG_UNKNOWN + 1; i < MSG_TYPE_COUNT; i++)
+		if (type_names[i] && pstr_eq(t, type_names[i]))
+			return (enum msg_type)i;
+	return MSG_UNKNOWN;
+}
+
+static int dec_body(struct dec *d, struct msg *out, size_t max_snippet)
+{
+	switch (out->type) {
+	case MSG_HELLO: return dec_hello(d, &out->u.hello);
+	case MSG_EXEC: return dec_exec(d, &out->u.exec, max_snippet);
+	case MSG_CANCEL: return dec_cancel(d, &out->u.cancel);
+	case MSG_WELCOME: return dec_welcome(d, &out->u.welcome);
+	case MSG_STARTED: return dec_started(d, &out->u.started);
+	case MSG_OUTPUT: return dec_output(d, &out->u.output);
+	case MSG_EXIT: return dec_exit(d, &out->u.exit);
+	case MSG_ERROR: return dec_error(d, &out->u.error);
+	case MSG_JOB: return dec_job(d, &out->u.job);
+	case MSG_READY: return dec_ready(d, &out->u.ready);
+	case MSG_SETUP_ERROR: return dec_setup_error(d, &out->u.setup_error);
+	case MSG_FINISHED: return dec_result(d, &out->u.finished.r);
+	case MSG_ANSWER: case MSG_GRANTS: case MSG_REVOKE: case MSG_AUDIT:
+	case MSG_CARD: case MSG_GRANT_LIST: case MSG_AUDIT_ROWS: case MSG_OK:
+	case MSG_UNKNOWN: case MSG_TYPE_COUNT:
+	default:
+		return dec_fail(d, PERR_UNKNOWN_TYPE, "no decoder for this type");
+	}
+}
+
+enum msg_type proto_decode(const uint8_t *payload, size_t len, size_t max_snippet,
+			   struct msg *out, struct proto_error *err)
+{
+	struct dec d = { .err = err, .type = "frame" };
+	msgpack_unpacked up;
+	struct pstr type;
+	size_t off = 0;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (proto_check(payload, len, err) < 0)
+		return MSG_UNKNOWN;
+	msgpack_unpacked_init(&up);
+	if (msgpack_unpack_next(&up, (const char *)payload, len, &off) != MSGPACK_UNPACK_SUCCESS) {
+		dec_fail(&d, PERR_BAD_MSGPACK, "msgpack-c could not decode the map");
+		goto fail;
+	}
+	if (dec_map(&d, &up.data, MAP_FIELDS_MAX) < 0 ||
+	    dec_str(&d, "type", true, NAME_FIELD_MAX, &type) < 0)
+		goto fail;
+	out->type = type_of(type);
+	if (out->type == MSG_UNKNOWN) {
+		dec_fail(&d, PERR_UNKNOWN_TYPE, "unknown message type '%.*s'", (int)type.len, type.ptr);
+		goto fail;
+	}
+	d.type = type_names[out->type];
+	rc = dec_body(&d, out, max_snippet);
+	if (rc < 0)
+		goto fail;
+	/* Decoded strings point into `payload`, never into the zone. */
+	msgpack_unpacked_destroy(&up);
+	return out->type;
+fail:
+	msgpack_unpacked_destroy(&up);
+	out->type = MSG_UNKNOWN;
+	return MSG_UNKNOWN;
+}
