@@ -15,7 +15,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes 
 	-Wformat=2 -Wformat-nonliteral -Wswitch-default -Wswitch-enum \
 	-Wpointer-arith -Wcast-qual -Wvla -Wundef -Wno-unused-parameter
 CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE \
+CFLAGS += -std=gnu11 -D_GNU_SOURCE $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE \
 	-I. $(PKG_CFLAGS)
 LDFLAGS += -pie -Wl,-z,relro,-z,now
 # Recursive (=) so they are read after deps-ok has installed the packages.
@@ -27,7 +27,7 @@ BROKER_SRC := $(wildcard broker/*.c)
 WORKER_SRC := $(wildcard worker/*.c)
 CLIENT_SRC := $(wildcard client/*.c)
 # Broker code shared with the CLI (`kotoba scan` runs the pre-screen offline).
-SCAN_SRC := broker/scan.c
+SCAN_SRC := $(wildcard broker/scan.c)
 
 PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 BROKER_OBJ := $(BROKER_SRC:%.c=$(BUILD)/%.o)

@@ -77,6 +77,16 @@ void raw_uint(struct enc *e, uint64_t v)
 	track(e, msgpack_pack_uint64(&e->pk, v));
 }
 
+void raw_int(struct enc *e, int64_t v)
+{
+	track(e, msgpack_pack_int64(&e->pk, v));
+}
+
+void raw_bool(struct enc *e, bool v)
+{
+	track(e, v ? msgpack_pack_true(&e->pk) : msgpack_pack_false(&e->pk));
+}
+
 void raw_map(struct enc *e, size_t n)
 {
 	track(e, msgpack_pack_map(&e->pk, n));

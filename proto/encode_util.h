@@ -27,6 +27,8 @@ void put_bin(struct enc *e, const char *key, const void *p, size_t len);
 /* Values without a key, for arrays and nested maps. */
 void raw_str(struct enc *e, const char *p, size_t len);
 void raw_uint(struct enc *e, uint64_t v);
+void raw_int(struct enc *e, int64_t v);
+void raw_bool(struct enc *e, bool v);
 void raw_map(struct enc *e, size_t n);
 void raw_array(struct enc *e, size_t n);
 int enc_end(struct enc *e, struct frame *f);

@@ -18,6 +18,7 @@
 #define TEXT_FIELD_MAX 4096
 
 static const char *const profiles[] = { "approved", "unattended", NULL };
+static const char *const profiles_or_none[] = { "approved", "unattended", "", NULL };
 static const char *const approvers[] = { "user", "grant", "container", "unattended", "", NULL };
 static const char *const decisions[] = { "ran",	    "card",	   "denied", "expired",
 					 "refused", "not-offered", "failed", "cancelled",
@@ -217,7 +218,7 @@ int enc_job(struct frame *f, const struct msg_job *m)
 	struct job_limits lim = m->lim;
 	struct enc e;
 
-	enc_begin(&e, "job", 10 + m->set_ids);
+	enc_begin(&e, "job", 9 + m->set_ids);
 	put_pstr(&e, "profile", m->profile);
 	put_pstr(&e, "python", m->python);
 	put_pstr(&e, "cwd", m->cwd);
@@ -277,6 +278,170 @@ int enc_finished(struct frame *f, const struct msg_finished *m)
 
 	enc_begin(&e, "finished", RESULT_FIELDS);
 	put_result(&e, &m->r);
+	return enc_end(&e, f);
+}
+
+int enc_card(struct frame *f, const struct msg_card *m)
+{
+	static const char *const options[] = { "once", "always", "deny" };
+	struct enc e;
+
+	enc_begin(&e, "card", 9);
+	put_uint(&e, "id", m->id);
+	put_pstr(&e, "card", m->card);
+	put_pstr(&e, "snippet", m->snippet);
+	put_key(&e, "labels");
+	raw_array(&e, m->n_labels);
+	for (size_t i = 0; i < m->n_labels; i++) {
+		raw_map(&e, 4);
+		raw_str(&e, "label", 5);
+		raw_str(&e, m->labels[i].label, strlen(m->labels[i].label));
+		raw_str(&e, "start", 5);
+		raw_uint(&e, m->labels[i].start);
+		raw_str(&e, "end", 3);
+		raw_uint(&e, m->labels[i].end);
+		raw_str(&e, "line", 4);
+		raw_uint(&e, m->labels[i].line);
+	}
+	put_key(&e, "options");
+	raw_array(&e, 3);
+	for (size_t i = 0; i < 3; i++)
+		raw_str(&e, options[i], strlen(options[i]));
+	put_str(&e, "family", CARD_FAMILY);
+	put_key(&e, "family_text");
+	raw_map(&e, 2);
+	raw_str(&e, "button", 6);
+	raw_str(&e, CARD_FAMILY_BUTTON, strlen(CARD_FAMILY_BUTTON));
+	raw_str(&e, "detail", 6);
+	raw_str(&e, CARD_FAMILY_DETAIL, strlen(CARD_FAMILY_DETAIL));
+	put_uint(&e, "expires_ms", m->expires_ms);
+	put_pstr(&e, "reason", m->reason);
+	return enc_end(&e, f);
+}
+
+int enc_answer(struct frame *f, const struct msg_answer *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "answer", 2);
+	put_pstr(&e, "card", m->card);
+	put_str(&e, "choice", m->choice);
+	return enc_end(&e, f);
+}
+
+int enc_grants(struct frame *f, const struct msg_grants *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "grants", 1);
+	put_uint(&e, "id", m->id);
+	return enc_end(&e, f);
+}
+
+int enc_grant_list(struct frame *f, const struct msg_grant_list *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "grant_list", 2);
+	put_uint(&e, "id", m->id);
+	put_key(&e, "grants");
+	raw_array(&e, m->n);
+	for (size_t i = 0; i < m->n; i++) {
+		const struct grant_info *g = &m->rows[i];
+
+		raw_map(&e, 5);
+		raw_str(&e, "family", 6);
+		raw_str(&e, g->family.ptr, g->family.len);
+		raw_str(&e, "saved_at_ms", 11);
+		raw_int(&e, g->saved_at_ms);
+		raw_str(&e, "card", 4);
+		raw_str(&e, g->card.ptr, g->card.len);
+		raw_str(&e, "use_count", 9);
+		raw_uint(&e, g->use_count);
+		raw_str(&e, "last_used_ms", 12);
+		raw_int(&e, g->last_used_ms);
+	}
+	return enc_end(&e, f);
+}
+
+int enc_revoke(struct frame *f, const struct msg_revoke *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "revoke", 2);
+	put_uint(&e, "id", m->id);
+	put_pstr(&e, "family", m->family);
+	return enc_end(&e, f);
+}
+
+int enc_audit(struct frame *f, const struct msg_audit *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "audit", 3);
+	put_uint(&e, "id", m->id);
+	put_str(&e, "op", m->op);
+	put_uint(&e, "max", m->max);
+	return enc_end(&e, f);
+}
+
+#define AUDIT_ROW_FIELDS 12
+static void put_audit_row(struct enc *e, const struct audit_info *a)
+{
+	raw_map(e, AUDIT_ROW_FIELDS + (a->has_exit ? 4 : 0));
+	raw_str(e, "seq", 3);
+	raw_uint(e, a->seq);
+	raw_str(e, "time_ms", 7);
+	raw_int(e, a->time_ms);
+	raw_str(e, "run", 3);
+	raw_uint(e, a->run);
+	raw_str(e, "pid", 3);
+	raw_int(e, a->pid);
+#define KV(k, v) raw_str(e, k, strlen(k)), raw_str(e, (v), strlen(v))
+	KV("event", a->event);
+	raw_str(e, "sha256", 6);
+	raw_str(e, a->sha256.ptr, a->sha256.len);
+	raw_str(e, "labels", 6);
+	raw_str(e, a->labels.ptr, a->labels.len);
+	KV("mode", a->mode);
+	KV("decision", a->decision);
+	KV("approver", a->approver);
+	KV("profile", a->profile);
+#undef KV
+	raw_str(e, "has_exit", 8);
+	raw_bool(e, a->has_exit);
+	if (a->has_exit) {
+		raw_str(e, "exit_code", 9);
+		raw_int(e, a->exit_code);
+		raw_str(e, "signal", 6);
+		raw_int(e, a->signal);
+		raw_str(e, "timed_out", 9);
+		raw_bool(e, a->timed_out);
+		raw_str(e, "duration_ms", 11);
+		raw_int(e, a->duration_ms);
+	}
+}
+
+int enc_audit_rows(struct frame *f, const struct msg_audit_rows *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "audit_rows", 2);
+	put_uint(&e, "id", m->id);
+	put_key(&e, "rows");
+	raw_array(&e, m->n);
+	for (size_t i = 0; i < m->n; i++)
+		put_audit_row(&e, &m->rows[i]);
+	return enc_end(&e, f);
+}
+
+int enc_ok(struct frame *f, const struct msg_ok *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "ok", 2);
+	put_uint(&e, "id", m->id);
+	put_pstr(&e, "message", m->message);
 	return enc_end(&e, f);
 }
 
@@ -592,6 +757,183 @@ static int dec_setup_error(struct dec *d, struct msg_setup_error *m)
 	return 0;
 }
 
+static const char *const choices[] = { "once", "always", "deny", NULL };
+static const char *const audit_ops[] = { "tail", "verify", NULL };
+static const char *const events[] = { "decision", "exit", NULL };
+
+/* Decodes element i of array field `key` as a map into *sub. */
+static int dec_array(struct dec *d, const char *key, size_t max, const msgpack_object_array **a)
+{
+	const msgpack_object *o = dec_find(d, key);
+
+	if (!o || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > max)
+		return dec_fail(d, PERR_BAD_FIELD, "field '%s' must be an array of at most %zu",
+				key, max);
+	*a = &o->via.array;
+	return 0;
+}
+
+static int dec_card_label(struct dec *d, const msgpack_object *o, struct card_label *l)
+{
+	struct dec sub = { .err = d->err, .type = "card.labels" };
+	int rc;
+
+	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
+	    (rc = dec_enum(&sub, "label", true, proto_labels, &l->label)) < 0 ||
+	    (rc = dec_uint(&sub, "start", true, &l->start)) < 0 ||
+	    (rc = dec_uint(&sub, "end", true, &l->end)) < 0 ||
+	    (rc = dec_uint(&sub, "line", true, &l->line)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_card(struct dec *d, struct msg_card *m, size_t max_snippet)
+{
+	const msgpack_object_array *a = NULL;
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
+	    (rc = dec_str(d, "card", true, NAME_FIELD_MAX, &m->card)) < 0 ||
+	    (rc = dec_str(d, "snippet", true, max_snippet, &m->snippet)) < 0 ||
+	    (rc = dec_uint(d, "expires_ms", true, &m->expires_ms)) < 0 ||
+	    (rc = dec_str(d, "reason", true, TEXT_FIELD_MAX, &m->reason)) < 0 ||
+	    (rc = dec_array(d, "labels", PROTO_LABELS_MAX, &a)) < 0)
+		return rc;
+	for (uint32_t i = 0; i < a->size; i++)
+		if ((rc = dec_card_label(d, &a->ptr[i], &m->labels[i])) < 0)
+			return rc;
+	m->n_labels = a->size;
+	return 0;
+}
+
+static int dec_answer(struct dec *d, struct msg_answer *m)
+{
+	int rc;
+
+	if ((rc = dec_str(d, "card", true, NAME_FIELD_MAX, &m->card)) < 0 ||
+	    (rc = dec_enum(d, "choice", true, choices, &m->choice)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_grant(struct dec *d, const msgpack_object *o, struct grant_info *g)
+{
+	struct dec sub = { .err = d->err, .type = "grant_list.grants" };
+	int rc;
+
+	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
+	    (rc = dec_str(&sub, "family", true, NAME_FIELD_MAX, &g->family)) < 0 ||
+	    (rc = dec_int(&sub, "saved_at_ms", true, &g->saved_at_ms)) < 0 ||
+	    (rc = dec_str(&sub, "card", true, NAME_FIELD_MAX, &g->card)) < 0 ||
+	    (rc = dec_uint(&sub, "use_count", true, &g->use_count)) < 0 ||
+	    (rc = dec_int(&sub, "last_used_ms", true, &g->last_used_ms)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_grant_list(struct dec *d, struct msg_grant_list *m)
+{
+	const msgpack_object_array *a = NULL;
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
+	    (rc = dec_array(d, "grants", sizeof(m->rows) / sizeof(m->rows[0]), &a)) < 0)
+		return rc;
+	for (uint32_t i = 0; i < a->size; i++)
+		if ((rc = dec_grant(d, &a->ptr[i], &m->rows[i])) < 0)
+			return rc;
+	m->n = a->size;
+	return 0;
+}
+
+static int dec_id_only(struct dec *d, uint64_t *id)
+{
+	return dec_uint(d, "id", true, id) < 0 ? -EPROTO : 0;
+}
+
+static int dec_revoke(struct dec *d, struct msg_revoke *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
+	    (rc = dec_str(d, "family", true, NAME_FIELD_MAX, &m->family)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_audit(struct dec *d, struct msg_audit *m)
+{
+	int rc;
+
+	m->max = 20;
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
+	    (rc = dec_enum(d, "op", true, audit_ops, &m->op)) < 0 ||
+	    (rc = dec_uint(d, "max", false, &m->max)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_audit_exit(struct dec *d, struct audit_info *a)
+{
+	int rc;
+
+	if (!a->has_exit)
+		return 0;
+	if ((rc = dec_int(d, "exit_code", true, &a->exit_code)) < 0 ||
+	    (rc = dec_int(d, "signal", true, &a->signal)) < 0 ||
+	    (rc = dec_bool(d, "timed_out", true, &a->timed_out)) < 0 ||
+	    (rc = dec_int(d, "duration_ms", true, &a->duration_ms)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_info *a)
+{
+	struct dec sub = { .err = d->err, .type = "audit_rows.rows" };
+	int rc;
+
+	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
+	    (rc = dec_uint(&sub, "seq", true, &a->seq)) < 0 ||
+	    (rc = dec_int(&sub, "time_ms", true, &a->time_ms)) < 0 ||
+	    (rc = dec_uint(&sub, "run", true, &a->run)) < 0 ||
+	    (rc = dec_int(&sub, "pid", true, &a->pid)) < 0 ||
+	    (rc = dec_enum(&sub, "event", true, events, &a->event)) < 0 ||
+	    (rc = dec_str(&sub, "sha256", true, 64, &a->sha256)) < 0 ||
+	    (rc = dec_str(&sub, "labels", true, TEXT_FIELD_MAX, &a->labels)) < 0 ||
+	    (rc = dec_enum(&sub, "mode", true, modes, &a->mode)) < 0 ||
+	    (rc = dec_enum(&sub, "decision", true, decisions, &a->decision)) < 0 ||
+	    (rc = dec_enum(&sub, "approver", true, approvers, &a->approver)) < 0 ||
+	    (rc = dec_enum(&sub, "profile", true, profiles_or_none, &a->profile)) < 0 ||
+	    (rc = dec_bool(&sub, "has_exit", true, &a->has_exit)) < 0)
+		return rc;
+	return dec_audit_exit(&sub, a);
+}
+
+static int dec_audit_rows(struct dec *d, struct msg_audit_rows *m)
+{
+	const msgpack_object_array *a = NULL;
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
+	    (rc = dec_array(d, "rows", PROTO_ROWS_MAX, &a)) < 0)
+		return rc;
+	for (uint32_t i = 0; i < a->size; i++)
+		if ((rc = dec_audit_row(d, &a->ptr[i], &m->rows[i])) < 0)
+			return rc;
+	m->n = a->size;
+	return 0;
+}
+
+static int dec_ok(struct dec *d, struct msg_ok *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
+	    (rc = dec_str(d, "message", true, TEXT_FIELD_MAX, &m->message)) < 0)
+		return rc;
+	return 0;
+}
+
 static enum msg_type type_of(struct pstr t)
 {
 	for (int i = MSG_UNKNOWN + 1; i < MSG_TYPE_COUNT; i++)
@@ -615,8 +957,14 @@ static int dec_body(struct dec *d, struct msg *out, size_t max_snippet)
 	case MSG_READY: return dec_ready(d, &out->u.ready);
 	case MSG_SETUP_ERROR: return dec_setup_error(d, &out->u.setup_error);
 	case MSG_FINISHED: return dec_result(d, &out->u.finished.r);
-	case MSG_ANSWER: case MSG_GRANTS: case MSG_REVOKE: case MSG_AUDIT:
-	case MSG_CARD: case MSG_GRANT_LIST: case MSG_AUDIT_ROWS: case MSG_OK:
+	case MSG_CARD: return dec_card(d, &out->u.card, max_snippet);
+	case MSG_ANSWER: return dec_answer(d, &out->u.answer);
+	case MSG_GRANTS: return dec_id_only(d, &out->u.grants.id);
+	case MSG_GRANT_LIST: return dec_grant_list(d, &out->u.grant_list);
+	case MSG_REVOKE: return dec_revoke(d, &out->u.revoke);
+	case MSG_AUDIT: return dec_audit(d, &out->u.audit);
+	case MSG_AUDIT_ROWS: return dec_audit_rows(d, &out->u.audit_rows);
+	case MSG_OK: return dec_ok(d, &out->u.ok);
 	case MSG_UNKNOWN: case MSG_TYPE_COUNT:
 	default:
 		return dec_fail(d, PERR_UNKNOWN_TYPE, "no decoder for this type");

@@ -26,8 +26,7 @@
 #define PROTO_ROWS_MAX 256                   /* rows in a list answer */
 
 /* Error codes carried by `error` frames (PROTOCOL.md, "Error codes"). */
-#define PERR_BAD_FRAME "bad-frame"         /* framing lost: connection closed */
-#define PERR_TOO_LARGE "too-large"         /* frame over the frame limit */
+#define PERR_TOO_LARGE "too-large"         /* frame over the limit: closed */
 #define PERR_BAD_MSGPACK "bad-msgpack"     /* not exactly one msgpack map */
 #define PERR_BAD_UTF8 "bad-utf8"           /* a str that is not UTF-8 */
 #define PERR_BAD_FIELD "bad-field"         /* missing or mistyped field */
@@ -42,6 +41,12 @@
 #define PERR_NO_SUCH_RUN "no-such-run"
 #define PERR_NO_SUCH_CARD "no-such-card"
 #define PERR_SETUP_FAILED "setup-failed"
+#define PERR_CANCELLED "cancelled"
+#define PERR_DENIED "denied"               /* the person answered deny */
+#define PERR_EXPIRED "expired"             /* nobody answered the card in time */
+#define PERR_AUDIT "audit-unavailable"     /* cannot record: nothing runs */
+#define PERR_AUDIT_BROKEN "audit-broken"   /* the hash chain does not verify */
+#define PERR_WORKER_LOST "worker-lost"     /* the worker died without a result */
 #define PERR_INTERNAL "internal"
 
 /* A length-counted byte string; for msgpack str it is valid UTF-8 but not
@@ -209,6 +214,89 @@ struct msg_cancel {
 	uint64_t id;
 };
 
+/* The family option's wording, exactly as the spec gives it. */
+#define CARD_FAMILY "execute_code"
+#define CARD_FAMILY_BUTTON "Always allow her to run Python"
+#define CARD_FAMILY_DETAIL \
+	"Any code she writes then runs on this computer without asking, until you revoke it in " \
+	"Settings."
+
+struct card_label {
+	const char *label;  /* one of proto_labels */
+	uint64_t start, end; /* byte span of the first match */
+	uint64_t line;       /* 1-based */
+};
+
+/* broker -> client: a person must decide.  The snippet is the label. */
+struct msg_card {
+	uint64_t id;          /* the exec it belongs to */
+	struct pstr card;     /* card id, answered by `answer` */
+	struct pstr snippet;  /* the whole code */
+	size_t n_labels;
+	struct card_label labels[PROTO_LABELS_MAX];
+	uint64_t expires_ms;  /* how long the broker waits for an answer */
+	struct pstr reason;   /* why a card: "no saved grant", "labels" ... */
+};
+
+struct msg_answer {
+	struct pstr card;
+	const char *choice; /* "once" | "always" | "deny" */
+};
+
+struct msg_grants {
+	uint64_t id;
+};
+
+struct grant_info {
+	struct pstr family;
+	int64_t saved_at_ms;
+	struct pstr card;
+	uint64_t use_count;
+	int64_t last_used_ms;
+};
+
+struct msg_grant_list {
+	uint64_t id;
+	size_t n;
+	struct grant_info rows[16];
+};
+
+struct msg_revoke {
+	uint64_t id;
+	struct pstr family;
+};
+
+struct msg_audit {
+	uint64_t id;
+	const char *op; /* "tail" | "verify" */
+	uint64_t max;   /* rows for tail */
+};
+
+struct audit_info {
+	uint64_t seq;
+	int64_t time_ms;
+	uint64_t run;
+	int64_t pid;
+	const char *event;    /* "decision" | "exit" */
+	struct pstr sha256;
+	struct pstr labels;   /* comma-separated */
+	const char *mode, *decision, *approver, *profile;
+	bool has_exit;
+	int64_t exit_code, signal, duration_ms;
+	bool timed_out;
+};
+
+struct msg_audit_rows {
+	uint64_t id;
+	size_t n;
+	struct audit_info rows[PROTO_ROWS_MAX];
+};
+
+struct msg_ok {
+	uint64_t id;
+	struct pstr message;
+};
+
 /* broker -> worker: everything the worker needs; it reads nothing else. */
 struct job_limits {
 	uint64_t cpu_s, as_bytes, nproc, fsize_bytes, nofile;
@@ -259,6 +347,14 @@ struct msg {
 		struct msg_hello hello;
 		struct msg_exec exec;
 		struct msg_cancel cancel;
+		struct msg_card card;
+		struct msg_answer answer;
+		struct msg_grants grants;
+		struct msg_grant_list grant_list;
+		struct msg_revoke revoke;
+		struct msg_audit audit;
+		struct msg_audit_rows audit_rows;
+		struct msg_ok ok;
 		struct msg_error error;
 		struct msg_welcome welcome;
 		struct msg_started started;
@@ -277,6 +373,14 @@ int enc_welcome(struct frame *f, const struct msg_welcome *m);
 int enc_exec(struct frame *f, const struct msg_exec *m);
 int enc_cancel(struct frame *f, const struct msg_cancel *m);
 int enc_started(struct frame *f, const struct msg_started *m);
+int enc_card(struct frame *f, const struct msg_card *m);
+int enc_answer(struct frame *f, const struct msg_answer *m);
+int enc_grants(struct frame *f, const struct msg_grants *m);
+int enc_grant_list(struct frame *f, const struct msg_grant_list *m);
+int enc_revoke(struct frame *f, const struct msg_revoke *m);
+int enc_audit(struct frame *f, const struct msg_audit *m);
+int enc_audit_rows(struct frame *f, const struct msg_audit_rows *m);
+int enc_ok(struct frame *f, const struct msg_ok *m);
 int enc_output(struct frame *f, const struct msg_output *m);
 int enc_exit(struct frame *f, const struct msg_exit *m);
 int enc_error(struct frame *f, const struct msg_error *m);

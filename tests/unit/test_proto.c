@@ -1,0 +1,224 @@
+// link: proto/frame.c proto/check.c proto/decode_util.c proto/encode_util.c proto/messages.c
+/* The codec against the test vectors in proto/PROTOCOL.md, and the framing
+ * and structural limits. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proto/check.h"
+#include "proto/proto.h"
+
+struct vector {
+	char name[32];
+	uint8_t bytes[4096];
+	size_t len;
+};
+
+static size_t load_vectors(struct vector *v, size_t max)
+{
+	FILE *f = fopen("proto/PROTOCOL.md", "r");
+	char line[512];
+	size_t n = 0;
+	bool in_hex = false;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "### Vector: ", 12) && n < max) {
+			memset(&v[n], 0, sizeof(v[n]));
+			sscanf(line + 12, "%31s", v[n].name);
+			n++;
+		} else if (!strncmp(line, "```hex", 6)) {
+			in_hex = true;
+		} else if (!strncmp(line, "```", 3)) {
+			in_hex = false;
+		} else if (in_hex && n > 0) {
+			unsigned b;
+			int off = 0, k;
+
+			while (sscanf(line + off, "%2x%n", &b, &k) == 1) {
+				v[n - 1].bytes[v[n - 1].len++] = (uint8_t)b;
+				off += k;
+			}
+		}
+	}
+	fclose(f);
+	return n;
+}
+
+static int reencode(const struct msg *m, struct frame *f)
+{
+	switch (m->type) {
+	case MSG_HELLO: return enc_hello(f, &m->u.hello);
+	case MSG_WELCOME: return enc_welcome(f, &m->u.welcome);
+	case MSG_EXEC: return enc_exec(f, &m->u.exec);
+	case MSG_STARTED: return enc_started(f, &m->u.started);
+	case MSG_OUTPUT: return enc_output(f, &m->u.output);
+	case MSG_EXIT: return enc_exit(f, &m->u.exit);
+	case MSG_CARD: return enc_card(f, &m->u.card);
+	case MSG_ANSWER: return enc_answer(f, &m->u.answer);
+	case MSG_CANCEL: return enc_cancel(f, &m->u.cancel);
+	case MSG_ERROR: return enc_error(f, &m->u.error);
+	case MSG_GRANTS: return enc_grants(f, &m->u.grants);
+	case MSG_GRANT_LIST: return enc_grant_list(f, &m->u.grant_list);
+	case MSG_REVOKE: return enc_revoke(f, &m->u.revoke);
+	case MSG_AUDIT: return enc_audit(f, &m->u.audit);
+	case MSG_AUDIT_ROWS: return enc_audit_rows(f, &m->u.audit_rows);
+	case MSG_OK: return enc_ok(f, &m->u.ok);
+	case MSG_JOB: return enc_job(f, &m->u.job);
+	case MSG_READY: return enc_ready(f, &m->u.ready);
+	case MSG_SETUP_ERROR: return enc_setup_error(f, &m->u.setup_error);
+	case MSG_FINISHED: return enc_finished(f, &m->u.finished);
+	case MSG_UNKNOWN: case MSG_TYPE_COUNT:
+	default: return -EINVAL;
+	}
+}
+
+static void test_vectors_round_trip(void **state)
+{
+	static struct vector v[64];
+	static struct msg m;
+	size_t n = load_vectors(v, 64);
+	bool seen[MSG_TYPE_COUNT] = { 0 };
+
+	assert_true(n >= 20);
+	for (size_t i = 0; i < n; i++) {
+		struct proto_error err = { 0 };
+		struct frame f;
+		uint32_t len = (uint32_t)v[i].bytes[0] << 24 | v[i].bytes[1] << 16 |
+			       v[i].bytes[2] << 8 | v[i].bytes[3];
+
+		assert_int_equal(len, v[i].len - 4);
+		if (proto_decode(v[i].bytes + 4, len, PROTO_SNIPPET_MAX_DEFAULT, &m, &err) ==
+		    MSG_UNKNOWN)
+			fail_msg("vector %s: %s", v[i].name, err.message);
+		assert_string_equal(msg_type_name(m.type), v[i].name);
+		seen[m.type] = true;
+		assert_int_equal(reencode(&m, &f), 0);
+		assert_int_equal(f.len, v[i].len);
+		assert_memory_equal(f.data, v[i].bytes, f.len);
+		frame_free(&f);
+	}
+	/* PROTOCOL.md must have a vector for every message there is. */
+	for (int t = MSG_UNKNOWN + 1; t < MSG_TYPE_COUNT; t++)
+		if (!seen[t])
+			fail_msg("no vector in PROTOCOL.md for '%s'", msg_type_name((enum msg_type)t));
+}
+
+static int check(const char *bytes, size_t len)
+{
+	struct proto_error err;
+
+	return proto_check((const uint8_t *)bytes, len, &err);
+}
+
+static void test_structural_limits(void **state)
+{
+	char deep[64];
+
+	assert_int_equal(check("\x80", 1), 0);
+	assert_int_equal(check("\x81\xa1k\xc0", 4), 0);
+	assert_int_equal(check("\x90", 1), -EPROTO);                /* not a map */
+	assert_int_equal(check("\xdf\xff\xff\xff\xff", 5), -EPROTO); /* 4G entries */
+	assert_int_equal(check("\x81\xa1k\xdd\x00\x01\x00\x00", 8), -EPROTO);
+	assert_int_equal(check("\x81\xa1k\xc1", 4), -EPROTO);        /* never-used byte */
+	assert_int_equal(check("\x81\xa1k\xc0\xc0", 5), -EPROTO);    /* trailing */
+	assert_int_equal(check("\x81\xa1k\xd9\x05" "ab", 7), -EPROTO);  /* str8 past end */
+	memset(deep, 0x91, sizeof(deep));
+	deep[0] = (char)0x81, deep[1] = (char)0xa1, deep[2] = 'k';
+	deep[sizeof(deep) - 1] = (char)0xc0;
+	assert_int_equal(check(deep, sizeof(deep)), -EPROTO);        /* too deep */
+	deep[12] = (char)0xc0;                                      /* depth 9: still too deep */
+	assert_int_equal(check(deep, 13), -EPROTO);
+	deep[9] = (char)0xc0;                                       /* depth 7: fine */
+	assert_int_equal(check(deep, 10), 0);
+}
+
+static void test_utf8(void **state)
+{
+	assert_true(utf8_valid((const uint8_t *)"h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80", 15));
+	assert_false(utf8_valid((const uint8_t *)"\xc0\xaf", 2));         /* overlong */
+	assert_false(utf8_valid((const uint8_t *)"\xe0\x80\xaf", 3));     /* overlong */
+	assert_false(utf8_valid((const uint8_t *)"\xed\xa0\x80", 3));     /* surrogate */
+	assert_false(utf8_valid((const uint8_t *)"\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+	assert_false(utf8_valid((const uint8_t *)"\xe2\x82", 2));         /* truncated */
+	assert_false(utf8_valid((const uint8_t *)"\x80", 1));
+}
+
+/* The reader refuses an oversize frame from its header alone. */
+static void test_reader_limit_before_allocation(void **state)
+{
+	struct frame_reader r;
+	const uint8_t *p;
+	size_t len;
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	frame_reader_init(&r, 1024);
+	assert_int_equal(write(sv[1], "\x00\x00\x04\x01", 4), 4);
+	assert_true(frame_reader_fill(&r, sv[0]) > 0);
+	assert_int_equal(frame_reader_next(&r, &p, &len), -EMSGSIZE);
+	assert_true(r.cap <= 65536 + 4);
+	frame_reader_free(&r);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_reader_split_and_joined_frames(void **state)
+{
+	struct frame_reader r;
+	const uint8_t *p;
+	size_t len;
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	frame_reader_init(&r, 1024);
+	assert_int_equal(write(sv[1], "\x00\x00\x00\x01\x80\x00\x00", 7), 7);
+	assert_true(frame_reader_fill(&r, sv[0]) > 0);
+	assert_int_equal(frame_reader_next(&r, &p, &len), 1);
+	assert_int_equal(len, 1);
+	assert_int_equal(frame_reader_next(&r, &p, &len), 0);
+	assert_true(frame_reader_partial(&r));
+	assert_int_equal(write(sv[1], "\x00\x02\x81\xc0", 4), 4);
+	assert_true(frame_reader_fill(&r, sv[0]) > 0);
+	assert_int_equal(frame_reader_next(&r, &p, &len), 1);
+	assert_int_equal(len, 2);
+	assert_int_equal(frame_reader_fill(&r, sv[0]), -EAGAIN);
+	frame_reader_free(&r);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_decoder_errors_name_the_field(void **state)
+{
+	static struct msg m;
+	struct proto_error err = { 0 };
+	/* {"type":"exec","id":1,"code":5} */
+	const uint8_t bad[] = { 0x83, 0xa4, 't', 'y', 'p', 'e', 0xa4, 'e', 'x', 'e', 'c',
+				0xa2, 'i', 'd', 0x01, 0xa4, 'c', 'o', 'd', 'e', 0x05 };
+
+	assert_int_equal(proto_decode(bad, sizeof(bad), 1024, &m, &err), MSG_UNKNOWN);
+	assert_string_equal(err.code, PERR_BAD_FIELD);
+	assert_non_null(strstr(err.message, "'code'"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_vectors_round_trip),
+		cmocka_unit_test(test_structural_limits),
+		cmocka_unit_test(test_utf8),
+		cmocka_unit_test(test_reader_limit_before_allocation),
+		cmocka_unit_test(test_reader_split_and_joined_frames),
+		cmocka_unit_test(test_decoder_errors_name_the_field),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
