@@ -14,10 +14,12 @@ PKGS := libseccomp libcap-ng libpcre2-8 msgpack sqlite3 inih libsystemd libcrypt
 WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
 	-Wformat=2 -Wformat-nonliteral -Wswitch-default -Wswitch-enum \
 	-Wpointer-arith -Wcast-qual -Wvla -Wundef -Wno-unused-parameter
+# CFLAGS and LDFLAGS are the caller's (optimisation, sanitizers); the
+# project's own flags are always added.
 CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 -D_GNU_SOURCE $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE \
-	-I. $(PKG_CFLAGS)
-LDFLAGS += -pie -Wl,-z,relro,-z,now
+ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
+	-fPIE -I. $(PKG_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = -pie -Wl,-z,relro,-z,now $(LDFLAGS)
 # Recursive (=) so they are read after deps-ok has installed the packages.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -45,20 +47,20 @@ all: deps-ok $(BINS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/kotoba-brokerd: $(BROKER_OBJ) $(PROTO_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/kotoba-worker: $(WORKER_OBJ) $(PROTO_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/kotoba: $(CLIENT_OBJ) $(PROTO_OBJ) $(SCAN_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 # Each unit test links the object files of the module it tests; a test
 # names them in a `// link:` line, e.g. `// link: proto/frame.c proto/messages.c`.
 $(BUILD)/tests/%: tests/unit/%.c $(PROTO_OBJ) $(BROKER_OBJ) $(WORKER_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< \
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< \
 		$(patsubst %.c,$(BUILD)/%.o,$(shell sed -n 's|^// link: ||p' $<)) \
 		$(LIBS) -lcmocka
 
@@ -69,7 +71,7 @@ deps-ok:
 
 # ---- running ---------------------------------------------------------------
 run: all
-	$(BUILD)/kotoba-brokerd --worker $(abspath $(BUILD)/kotoba-worker) $(ARGS)
+	$(BUILD)/kotoba-brokerd $(ARGS)
 
 # ---- tests -----------------------------------------------------------------
 PYTEST := /usr/bin/python3 -m pytest -q -p no:cacheprovider

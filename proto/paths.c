@@ -14,9 +14,11 @@ int default_socket_path(char *out, size_t len)
 
 	if (env && *env)
 		n = snprintf(out, len, "%s", env);
-	else if (geteuid() != 0 && rt && *rt == '/')
+	else if (geteuid() == 0)
+		n = snprintf(out, len, "/run/kotoba/broker.sock");
+	else if (rt && *rt == '/')
 		n = snprintf(out, len, "%s/kotoba/broker.sock", rt);
 	else
-		n = snprintf(out, len, "/run/kotoba/broker.sock");
+		n = snprintf(out, len, "/tmp/kotoba-%u/broker.sock", (unsigned)geteuid());
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT
  * Where the broker's socket lives when nobody says: the same rule for the
  * broker and every client, so neither needs a flag in the common case.
- *   $XDG_RUNTIME_DIR/kotoba/broker.sock   a per-user broker or client
- *   /run/kotoba/broker.sock               as root, or with no runtime dir
+ *   /run/kotoba/broker.sock               as root
+ *   $XDG_RUNTIME_DIR/kotoba/broker.sock   as an ordinary user
+ *   /tmp/kotoba-UID/broker.sock           as a user without a runtime dir
+ *                                         (the broker checks it owns the
+ *                                         directory and makes it 0700)
  * KOTOBA_SOCKET overrides both, for clients and the broker alike.
  */
 #ifndef KOTOBA_PATHS_H

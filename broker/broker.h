@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT
+ * The broker's state: its sessions (one per client connection) and its runs
+ * (one per snippet, each with its worker).  broker/session.c speaks the
+ * client link, broker/run.c the worker link.
+ */
+#ifndef KOTOBA_BROKER_H
+#define KOTOBA_BROKER_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "broker/config.h"
+#include "broker/loop.h"
+#include "proto/proto.h"
+
+#ifndef TAILQ_FOREACH_SAFE
+#define TAILQ_FOREACH_SAFE(var, head, field, tvar)                                             \
+	for ((var) = TAILQ_FIRST(head); (var) && ((tvar) = TAILQ_NEXT(var, field), 1);          \
+	     (var) = (tvar))
+#endif
+
+#define SESSION_QUEUE_HIGH (1u << 20) /* stop reading a run's output above this */
+#define SESSION_QUEUE_LOW (256u << 10)
+#define OUTPUT_CHUNK 65536
+
+struct run;
+struct session;
+
+struct outbuf {
+	TAILQ_ENTRY(outbuf) link;
+	struct frame f;
+	size_t off;
+};
+
+struct session {
+	TAILQ_ENTRY(session) link;
+	struct broker *b;
+	struct watch w;
+	uint64_t sid;
+	struct ucred peer;
+	enum { SESSION_NEW, SESSION_READY, SESSION_CLOSING } state;
+	bool channel;
+	struct frame_reader rd;
+	TAILQ_HEAD(, outbuf) outq;
+	size_t queued;
+	unsigned nruns;
+	TAILQ_HEAD(, run) runs;
+};
+
+/* Snippet code and what the gate decided, handed to run_start(). */
+struct run_request {
+	uint64_t id;
+	const char *code;
+	size_t code_len;
+	const char *cwd;
+	uint64_t timeout_ms;
+	const struct env_pair *env;
+	size_t n_env;
+	const char *profile;  /* "approved" | "unattended" */
+	const char *approver; /* "user" | "grant" | "container" | "unattended" */
+	size_t n_labels;
+	const char *labels[PROTO_LABELS_MAX];
+	char sha256[65];      /* of the code, for the audit trail */
+};
+
+struct run {
+	TAILQ_ENTRY(run) slink;   /* in session->runs while the client waits */
+	TAILQ_ENTRY(run) blink;   /* in broker->runs until the worker is reaped */
+	struct broker *b;
+	struct session *s;        /* NULL once the client has gone */
+	uint64_t id;              /* the client's id */
+	uint64_t run_id;          /* broker-wide, for logs and audit */
+	uid_t uid;
+	pid_t worker;
+	bool reaped, ready, done, reported;
+	struct watch sock;
+	struct watch out[2];
+	uint64_t out_bytes[2];
+	bool truncated;
+	bool paused;
+	bool cancelled;
+	uint64_t kill_at_ms, abandon_at_ms;
+	uint64_t start_us;
+	/* how it ended */
+	enum { END_NONE, END_FINISHED, END_SETUP, END_LOST } end;
+	struct run_result result;
+	char setup_step[32];
+	int64_t setup_errno;
+	char setup_msg[256];
+	const char *profile, *approver;
+	size_t n_labels;
+	const char *labels[PROTO_LABELS_MAX];
+	char sha256[65];
+	pid_t peer_pid;
+};
+
+struct broker {
+	struct config cfg;
+	char socket_path[108];
+	char worker_path[4096];
+	struct watch listen;
+	struct watch sig;
+	bool stopping;
+	uint64_t next_sid, next_run_id;
+	unsigned nsessions, nruns;
+	TAILQ_HEAD(, session) sessions;
+	TAILQ_HEAD(, run) runs;
+};
+
+/* session.c */
+void session_accept(struct watch *w, uint32_t events);
+int session_send(struct session *s, struct frame *f);
+void session_send_error(struct session *s, bool has_id, uint64_t id, const char *code,
+			const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+bool session_backlogged(const struct session *s);
+void session_close(struct session *s);
+
+/* run.c */
+int run_start(struct broker *b, struct session *s, const struct run_request *rq,
+	      char *err, size_t errlen);
+void run_cancel(struct run *r);
+void run_detach(struct run *r);  /* the client went away */
+void run_resume(struct run *r);  /* the client's queue drained */
+void runs_reap(struct broker *b);
+void runs_tick(struct broker *b, uint64_t now);
+int runs_next_deadline(struct broker *b, uint64_t now);
+
+/* env.c: the snippet's environment, never the broker's. */
+#define ENV_OUT_MAX (PROTO_ENV_MAX)
+int env_build(uid_t uid, const struct env_pair *req, size_t n_req, char **out, size_t *n_out,
+	      char *err, size_t errlen);
+bool env_name_allowed(const char *name, size_t len);
+void env_free(char **env, size_t n);
+#endif

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT
+ * The broker's configuration: one INI file (dist/broker.conf documents every
+ * key), KOTOBA_SANDBOX from the environment, then command-line overrides.
+ *
+ * The caller applies the layers lowest first, so a later layer wins:
+ *
+ *	config_defaults(&c);
+ *	config_load(&c, path, &err);		the file
+ *	config_apply_env(&c, envp, &err);	KOTOBA_SANDBOX
+ *	config_set(&c, "broker", "sandbox", "docker", &err);	command line
+ *	config_validate(&c, &err);		cross-field checks, once, last
+ *
+ * Every function that can fail returns 0 or -1 and leaves the struct as it
+ * was on failure; err says where and why (file and line where there is one).
+ */
+#ifndef KOTOBA_BROKER_CONFIG_H
+#define KOTOBA_BROKER_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum sandbox_mode { SANDBOX_LOCAL, SANDBOX_DOCKER, SANDBOX_NONE };
+enum unattended_policy { UNATTENDED_DOCUMENTED, UNATTENDED_REFUSE };
+
+struct config {
+	enum sandbox_mode sandbox;     /* [broker] sandbox = local|docker|none */
+	char socket_path[108];         /* [broker] socket; "" = default discovery */
+	char socket_group[64];         /* [broker] socket_group, default "kotoba" */
+	unsigned socket_mode;          /* [broker] socket_mode, octal, default 0660 */
+	char state_dir[256];           /* [broker] state_dir; "" = default */
+	char user[64];                 /* [broker] user, default "kotoba" */
+	char allow_users[512];         /* [broker] allow_users: comma/space list, "" = anyone who can connect */
+	char allow_groups[512];        /* [broker] allow_groups */
+	char worker_path[256];         /* [broker] worker; "" = next to the broker binary */
+	unsigned max_connections;      /* [broker] default 1024 */
+	unsigned max_runs;             /* [broker] max_runs total, default 64 */
+	unsigned max_runs_per_uid;     /* default 16 */
+	unsigned max_cards_per_conn;   /* default 4 */
+	char python[256];              /* [python] path, default /usr/bin/python3 */
+	char scratch_dir[256];         /* [python] scratch_dir, default /tmp */
+	uint64_t timeout_ms;           /* [limits] timeout, default 60s */
+	uint64_t timeout_max_ms;       /* [limits] timeout_max, default 600s; timeout <= timeout_max */
+	uint64_t grace_ms;             /* [limits] kill_grace, default 2s */
+	uint64_t output_cap;           /* [limits] output, bytes per stream, default 200000 */
+	uint64_t memory;               /* [limits] memory (RLIMIT_AS), default 4G */
+	uint64_t processes;            /* [limits] processes (RLIMIT_NPROC), default 512 */
+	uint64_t file_size;            /* [limits] file_size (RLIMIT_FSIZE), default 1G */
+	uint64_t open_files;           /* [limits] open_files (RLIMIT_NOFILE), default 256 */
+	uint64_t cpu_s;                /* [limits] cpu seconds (RLIMIT_CPU), default 600 */
+	uint64_t snippet_max;          /* [limits] snippet, default 1M (1048576) */
+	uint64_t frame_max;            /* [limits] frame, default 4M; must be > snippet + 64K */
+	uint64_t card_timeout_ms;      /* [gate] card_timeout, default 300s */
+	enum unattended_policy unattended; /* [gate] unattended = documented|refuse */
+	bool landlock;                 /* [sandbox] landlock = yes|no, default yes */
+	char container_cli[64];        /* [docker] cli, default "docker" */
+	char container_image[128];     /* [docker] image, default "" */
+};
+
+/* file is "" and line 0 when the error is not tied to a file or a line
+ * (environment, command line, cross-field checks). */
+struct config_error {
+	char file[256];
+	unsigned line;
+	char message[200];
+};
+
+void config_defaults(struct config *c);
+/* Applies the file's keys over what c already holds; a missing file is an
+ * error naming it.  Nothing is applied unless the whole file is valid. */
+int config_load(struct config *c, const char *path, struct config_error *err);
+/* KOTOBA_SANDBOX; a bad or empty value is an error naming the variable. */
+int config_apply_env(struct config *c, const char *const *envp,
+		     struct config_error *err);
+/* One key, as if from the file; also for command-line overrides, e.g.
+ * ("broker", "sandbox", "docker"). */
+int config_set(struct config *c, const char *section, const char *key,
+	       const char *value, struct config_error *err);
+int config_validate(const struct config *c, struct config_error *err);
+/* The effective configuration as a valid INI file (for --check-config):
+ * every key with its help text; config_load reads it back unchanged. */
+void config_print(FILE *out, const struct config *c);
+/* "FILE:LINE: message", "FILE: message" or "message", and a newline. */
+void config_error_print(FILE *out, const struct config_error *err);
+const char *sandbox_mode_name(enum sandbox_mode m);
+
+#endif

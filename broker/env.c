@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT
+ * The snippet's environment.  It is built here from three sources only:
+ * fixed values, the snippet user's passwd entry, and the names on the
+ * allowlist below taken from the client's `exec` request.  The broker's own
+ * environment is never read, so a secret exported to the daemon cannot
+ * reach a snippet.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/broker.h"
+
+#define SNIPPET_PATH "/usr/local/bin:/usr/bin:/bin"
+
+/* What a client may pass through: locale, terminal shape and Python's own
+ * behaviour switches.  Nothing here can name a credential. */
+static const char *const allowed[] = {
+	"LANG",	     "LANGUAGE",	 "LC_ALL",	      "LC_CTYPE",     "LC_COLLATE",
+	"LC_MESSAGES", "LC_MONETARY",	 "LC_NUMERIC",	      "LC_TIME",      "TZ",
+	"TERM",	     "COLUMNS",		 "LINES",	      "NO_COLOR",     "PYTHONPATH",
+	"PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONUNBUFFERED", "PYTHONWARNINGS", "PYTHONUTF8",
+	"VIRTUAL_ENV", "MPLBACKEND",	 NULL,
+};
+
+/* Even an allowlisted name is dropped if it looks like it holds a secret:
+ * the allowlist may grow, this rule must keep holding. */
+static const char *const secret_words[] = {
+	"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", NULL,
+};
+
+static bool name_looks_secret(const char *name, size_t len)
+{
+	char up[129];
+
+	if (len >= sizeof(up))
+		return true;
+	for (size_t i = 0; i < len; i++)
+		up[i] = (char)toupper((unsigned char)name[i]);
+	up[len] = '\0';
+	for (size_t i = 0; secret_words[i]; i++)
+		if (strstr(up, secret_words[i]))
+			return true;
+	return false;
+}
+
+bool env_name_allowed(const char *name, size_t len)
+{
+	if (name_looks_secret(name, len))
+		return false;
+	for (size_t i = 0; allowed[i]; i++)
+		if (strlen(allowed[i]) == len && !memcmp(allowed[i], name, len))
+			return true;
+	return false;
+}
+
+static int push(char **out, size_t *n, const char *name, size_t nlen, const char *value,
+		size_t vlen)
+{
+	char *s;
+
+	if (*n >= ENV_OUT_MAX - 4) /* room for the worker's TMPDIR and friends */
+		return -E2BIG;
+	if (asprintf(&s, "%.*s=%.*s", (int)nlen, name, (int)vlen, value) < 0)
+		return -ENOMEM;
+	out[(*n)++] = s;
+	return 0;
+}
+
+static bool requested(const struct env_pair *req, size_t n_req, const char *name)
+{
+	for (size_t i = 0; i < n_req; i++)
+		if (pstr_eq(req[i].name, name))
+			return true;
+	return false;
+}
+
+static int push_fixed(uid_t uid, const struct env_pair *req, size_t n_req, char **out,
+		      size_t *n, char *err, size_t errlen)
+{
+	struct passwd pw, *pwp = NULL;
+	char buf[4096];
+	int rc = getpwuid_r(uid, &pw, buf, sizeof(buf), &pwp);
+
+	if (rc != 0 || !pwp) {
+		snprintf(err, errlen, "uid %u has no passwd entry, so HOME and USER are unknown",
+			 (unsigned)uid);
+		return -ENOENT;
+	}
+#define FIXED(name, value) push(out, n, name, strlen(name), value, strlen(value))
+	if ((rc = FIXED("PATH", SNIPPET_PATH)) < 0 || (rc = FIXED("HOME", pw.pw_dir)) < 0 ||
+	    (rc = FIXED("USER", pw.pw_name)) < 0 || (rc = FIXED("LOGNAME", pw.pw_name)) < 0 ||
+	    (rc = FIXED("SHELL", pw.pw_shell)) < 0)
+		return rc;
+	/* Python decodes its streams by the locale: default to UTF-8 unless
+	 * the client chose a locale. */
+	if (!requested(req, n_req, "LANG") && !requested(req, n_req, "LC_ALL") &&
+	    (rc = FIXED("LANG", "C.UTF-8")) < 0)
+		return rc;
+	/* Output is streamed as it is written, and stdout/stderr keep their
+	 * relative order, which an agent reading both needs. */
+	if (!requested(req, n_req, "PYTHONUNBUFFERED") && (rc = FIXED("PYTHONUNBUFFERED", "1")) < 0)
+		return rc;
+#undef FIXED
+	return 0;
+}
+
+int env_build(uid_t uid, const struct env_pair *req, size_t n_req, char **out, size_t *n_out,
+	      char *err, size_t errlen)
+{
+	int rc;
+
+	*n_out = 0;
+	rc = push_fixed(uid, req, n_req, out, n_out, err, errlen);
+	for (size_t i = 0; rc == 0 && i < n_req; i++) {
+		if (!env_name_allowed(req[i].name.ptr, req[i].name.len))
+			continue;
+		rc = push(out, n_out, req[i].name.ptr, req[i].name.len, req[i].value.ptr,
+			  req[i].value.len);
+	}
+	if (rc < 0) {
+		if (!err[0])
+			snprintf(err, errlen, "could not build the environment: %s", strerror(-rc));
+		env_free(out, *n_out);
+		*n_out = 0;
+	}
+	return rc;
+}
+
+void env_free(char **env, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(env[i]);
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT
+ * The approval gate: what happens to an `exec` between the client's request
+ * and the worker (DESIGN.md, "The decision").
+ */
+#ifndef KOTOBA_GATE_H
+#define KOTOBA_GATE_H
+#include "broker/broker.h"
+
+int gate_init(struct broker *b, char *err, size_t errlen);
+void gate_fini(void);
+void gate_exec(struct session *s, const struct msg_exec *e);
+int gate_on_answer(struct session *s, const struct msg *m);
+int gate_on_grants(struct session *s, const struct msg *m);
+int gate_on_revoke(struct session *s, const struct msg *m);
+int gate_on_audit(struct session *s, const struct msg *m);
+bool gate_card_for_id(struct session *s, uint64_t id);
+bool gate_cancel_card(struct session *s, uint64_t id);
+void gate_session_closed(struct session *s);
+void gate_tick(struct broker *b, uint64_t now);
+int gate_next_deadline(struct broker *b, uint64_t now);
+/* Called by run.c when a run it started ends, for the audit trail. */
+void gate_run_ended(struct run *r);
+#endif

@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT
+ * kotoba-brokerd: the unprivileged broker.  It owns the socket, the gate,
+ * the grants and the audit trail, and starts one kotoba-worker per snippet.
+ * It runs in the foreground and logs to stderr, as a systemd service does.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "broker/broker.h"
+#include "broker/gate.h"
+#include "broker/listener.h"
+#include "broker/log.h"
+#include "proto/paths.h"
+
+#define SHUTDOWN_WAIT_MS 5000
+
+extern char **environ;
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: kotoba-brokerd [--socket PATH] [--state-dir DIR] [--config FILE]\n"
+		"                      [--sandbox local|docker|none] [--check-config] [--verbose]\n"
+		"\n"
+		"Runs the kotoba broker in the foreground, logging to stderr.\n"
+		"  --socket PATH     listen here (default: $XDG_RUNTIME_DIR/kotoba/broker.sock,\n"
+		"                    /run/kotoba/broker.sock as root)\n"
+		"  --state-dir DIR   grants and audit trail (default: ~/.local/state/kotoba,\n"
+		"                    /var/lib/kotoba as root)\n"
+		"  --config FILE     INI configuration (default: /etc/kotoba/broker.conf as root,\n"
+		"                    ~/.config/kotoba/broker.conf otherwise, when present)\n"
+		"  --sandbox MODE    overrides the config file and KOTOBA_SANDBOX\n"
+		"  --check-config    validate, print the effective configuration, exit\n"
+		"  --verbose         log each connection\n");
+}
+
+/* OpenSSH's sanitise_stdfd: a daemon started with 0-2 closed would
+ * otherwise hand its first sockets out as someone's stdout. */
+static void sanitise_stdfd(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	while (fd >= 0 && fd <= 2)
+		fd = dup(fd);
+	if (fd > 2)
+		close(fd);
+}
+
+struct options {
+	const char *config;
+	bool check_config;
+	struct { const char *section, *key, *value; } set[8];
+	size_t n_set;
+};
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "state-dir", required_argument, NULL, 'd' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "sandbox", required_argument, NULL, 'm' },
+		{ "check-config", no_argument, NULL, 'C' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's': o->set[o->n_set++] = (typeof(o->set[0])){ "broker", "socket", optarg }; break;
+		case 'd': o->set[o->n_set++] = (typeof(o->set[0])){ "broker", "state_dir", optarg }; break;
+		case 'm': o->set[o->n_set++] = (typeof(o->set[0])){ "broker", "sandbox", optarg }; break;
+		case 'c': o->config = optarg; break;
+		case 'C': o->check_config = true; break;
+		case 'v': log_threshold = LOG_LVL_DEBUG; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kotoba-brokerd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return -1;
+	}
+	return 0;
+}
+
+static const char *default_config_path(char *buf, size_t len)
+{
+	const char *home = getenv("HOME");
+
+	if (geteuid() == 0)
+		snprintf(buf, len, "/etc/kotoba/broker.conf");
+	else if (home && *home == '/')
+		snprintf(buf, len, "%s/.config/kotoba/broker.conf", home);
+	else
+		return NULL;
+	return access(buf, F_OK) == 0 ? buf : NULL;
+}
+
+static int load_config(struct broker *b, const struct options *o)
+{
+	struct config_error err = { 0 };
+	char path[4096];
+	const char *file = o->config ? o->config : default_config_path(path, sizeof(path));
+
+	config_defaults(&b->cfg);
+	if (file && config_load(&b->cfg, file, &err) < 0)
+		goto fail;
+	if (config_apply_env(&b->cfg, (const char *const *)environ, &err) < 0)
+		goto fail;
+	for (size_t i = 0; i < o->n_set; i++)
+		if (config_set(&b->cfg, o->set[i].section, o->set[i].key, o->set[i].value, &err) < 0)
+			goto fail;
+	if (config_validate(&b->cfg, &err) < 0)
+		goto fail;
+	return 0;
+fail:
+	fputs("kotoba-brokerd: ", stderr);
+	config_error_print(stderr, &err);
+	return -1;
+}
+
+static int find_worker(struct broker *b)
+{
+	char self[4096];
+	ssize_t n;
+
+	if (b->cfg.worker_path[0]) {
+		snprintf(b->worker_path, sizeof(b->worker_path), "%s", b->cfg.worker_path);
+	} else {
+		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (n < 0) {
+			log_err("cannot find my own path to locate kotoba-worker: %s", strerror(errno));
+			return -1;
+		}
+		self[n] = '\0';
+		snprintf(b->worker_path, sizeof(b->worker_path), "%s/kotoba-worker", dirname(self));
+	}
+	if (access(b->worker_path, X_OK) < 0) {
+		log_err("the worker %s is not executable: %s (set 'worker' in [broker])",
+			b->worker_path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int check_dirs(struct broker *b)
+{
+	struct stat st;
+
+	if (stat(b->cfg.scratch_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_err("scratch_dir %s is not a directory (set 'scratch_dir' in [python])",
+			b->cfg.scratch_dir);
+		return -1;
+	}
+	if (access(b->cfg.python, X_OK) < 0)
+		log_warn("python %s is not executable: %s; every snippet will fail until it is "
+			 "(set 'path' in [python])", b->cfg.python, strerror(errno));
+	return 0;
+}
+
+static void on_signal(struct watch *w, uint32_t events)
+{
+	struct broker *b = w->ctx;
+	struct signalfd_siginfo si;
+
+	while (read(w->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		switch (si.ssi_signo) {
+		case SIGCHLD:
+			runs_reap(b);
+			break;
+		case SIGTERM:
+		case SIGINT:
+			if (!b->stopping)
+				log_info("signal %d: stopping", (int)si.ssi_signo);
+			b->stopping = true;
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static int setup_signals(struct broker *b)
+{
+	sigset_t set;
+	int fd;
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -errno;
+	fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return loop_add(&b->sig, fd, EPOLLIN, on_signal, b);
+}
+
+static int open_socket(struct broker *b)
+{
+	char err[300] = "";
+	bool activated;
+	int fd;
+
+	if (b->cfg.socket_path[0])
+		snprintf(b->socket_path, sizeof(b->socket_path), "%s", b->cfg.socket_path);
+	else if (default_socket_path(b->socket_path, sizeof(b->socket_path)) < 0) {
+		log_err("the default socket path is too long; use --socket");
+		return -1;
+	}
+	/* A per-user broker's socket is for its user alone. */
+	fd = listener_open(b->socket_path, geteuid() == 0 ? b->cfg.socket_mode : 0600, &activated,
+			   err, sizeof(err));
+	if (fd < 0) {
+		log_err("%s", err);
+		return -1;
+	}
+	if (activated)
+		b->socket_path[0] = '\0'; /* systemd owns the file */
+	log_info("listening on %s, sandbox=%s", activated ? "the socket systemd passed" :
+		 b->socket_path, sandbox_mode_name(b->cfg.sandbox));
+	return loop_add(&b->listen, fd, EPOLLIN, session_accept, b);
+}
+
+static int next_timeout(struct broker *b)
+{
+	uint64_t now = now_ms();
+	int a = runs_next_deadline(b, now), g = gate_next_deadline(b, now);
+
+	if (b->stopping)
+		return 100;
+	if (a < 0)
+		return g;
+	return g < 0 || a < g ? a : g;
+}
+
+/* Stop accepting, cancel every run (each worker then kills its snippet),
+ * and wait for the workers; a worker that does not go is killed. */
+static void shut_down(struct broker *b)
+{
+	uint64_t deadline = now_ms() + SHUTDOWN_WAIT_MS;
+	struct session *s, *tmp;
+	struct run *r;
+
+	loop_close(&b->listen);
+	if (b->socket_path[0])
+		unlink(b->socket_path);
+	TAILQ_FOREACH_SAFE(s, &b->sessions, link, tmp)
+		session_close(s);
+	while (b->nruns > 0 && now_ms() < deadline)
+		loop_run_once(100);
+	TAILQ_FOREACH(r, &b->runs, blink)
+		kill(r->worker, SIGKILL);
+	while (b->nruns > 0 && loop_run_once(100) == 0 && now_ms() < deadline + 1000)
+		;
+}
+
+static int serve(struct broker *b)
+{
+	while (!b->stopping) {
+		if (loop_run_once(next_timeout(b)) < 0)
+			return -1;
+		runs_tick(b, now_ms());
+		gate_tick(b, now_ms());
+	}
+	shut_down(b);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct broker b;
+	struct options o = { 0 };
+	char err[300] = "";
+
+	sanitise_stdfd();
+	TAILQ_INIT(&b.sessions);
+	TAILQ_INIT(&b.runs);
+	if (parse_args(argc, argv, &o) < 0)
+		return 64;
+	if (load_config(&b, &o) < 0)
+		return 78; /* EX_CONFIG */
+	if (o.check_config) {
+		config_print(stdout, &b.cfg);
+		return 0;
+	}
+	if (loop_init() < 0 || setup_signals(&b) < 0) {
+		log_err("cannot set up the event loop: %s", strerror(errno));
+		return 1;
+	}
+	if (find_worker(&b) < 0 || check_dirs(&b) < 0)
+		return 1;
+	if (gate_init(&b, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return 1;
+	}
+	if (open_socket(&b) < 0)
+		return 1;
+	serve(&b);
+	gate_fini();
+	loop_fini();
+	log_info("stopped");
+	return 0;
+}

@@ -1,0 +1,545 @@
+/* SPDX-License-Identifier: MIT
+ * One run = one snippet = one kotoba-worker process.  The broker hands the
+ * worker its job over a SOCK_SEQPACKET socketpair on fd 3, the code as a
+ * sealed memfd on fd 0, and the write ends of two pipes on fds 1 and 2 that
+ * it reads itself, so output never passes through the worker.  A run ends
+ * when the worker has spoken its last (or died) and both pipes are at EOF.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <sys/epoll.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "broker/broker.h"
+#include "broker/gate.h"
+#include "broker/log.h"
+
+/* A worker that has not finished this long after its own deadline is
+ * killed, and this long after that the run is given up on. */
+#define BACKSTOP_MS 5000
+#define ABANDON_MS 2000
+
+static void on_sock(struct watch *w, uint32_t events);
+static void on_output(struct watch *w, uint32_t events);
+
+static int seal_code(const char *code, size_t len)
+{
+	int fd = memfd_create("kotoba-snippet", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	size_t off = 0;
+
+	if (fd < 0)
+		return -errno;
+	/* pwrite keeps the file offset at 0, where python starts reading. */
+	while (off < len) {
+		ssize_t n = pwrite(fd, code + off, len - off, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			close(fd);
+			return n < 0 ? -errno : -EIO;
+		}
+		off += (size_t)n;
+	}
+	/* Sealed: the code python reads is exactly the code that was scanned
+	 * and approved, whatever else holds the fd. */
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+/* The worker starts with an empty environment, default signal handling,
+ * an empty signal mask, and exactly fds 0-3. */
+static int spawn_worker(struct broker *b, int code_fd, int out_w, int err_w, int sock,
+			pid_t *pid)
+{
+	char *const argv[] = { (char *)"kotoba-worker", NULL };
+	char *const envp[] = { NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, all;
+	int rc;
+
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&at);
+	posix_spawn_file_actions_adddup2(&fa, code_fd, 0);
+	posix_spawn_file_actions_adddup2(&fa, out_w, 1);
+	posix_spawn_file_actions_adddup2(&fa, err_w, 2);
+	posix_spawn_file_actions_adddup2(&fa, sock, 3);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	rc = posix_spawn(pid, b->worker_path, &fa, &at, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	return -rc;
+}
+
+static int send_job(struct run *r, const struct run_request *rq, char *err, size_t errlen)
+{
+	const struct config *c = &r->b->cfg;
+	struct msg_job job = { 0 };
+	char *env[ENV_OUT_MAX];
+	struct frame f;
+	size_t n_env = 0;
+	int rc;
+
+	rc = env_build(r->uid, rq->env, rq->n_env, env, &n_env, err, errlen);
+	if (rc < 0)
+		return rc;
+	job.profile = pstr_c(rq->profile);
+	job.python = pstr_c(c->python);
+	job.cwd = pstr_c(rq->cwd);
+	job.scratch_base = pstr_c(c->scratch_dir);
+	job.timeout_ms = rq->timeout_ms;
+	job.grace_ms = c->grace_ms;
+	job.landlock = c->landlock;
+	job.lim = (struct job_limits){ c->cpu_s, c->memory, c->processes, c->file_size,
+				       c->open_files };
+	for (size_t i = 0; i < n_env; i++)
+		job.env[i] = pstr_c(env[i]);
+	job.n_env = n_env;
+	rc = enc_job(&f, &job);
+	env_free(env, n_env);
+	if (rc < 0) {
+		snprintf(err, errlen, "could not encode the job: %s", strerror(-rc));
+		return rc;
+	}
+	rc = send(r->sock.fd, f.data, f.len, MSG_NOSIGNAL) < 0 ? -errno : 0;
+	frame_free(&f);
+	if (rc < 0)
+		snprintf(err, errlen, "could not hand the job to the worker: %s", strerror(-rc));
+	return rc;
+}
+
+static unsigned runs_of_uid(struct broker *b, uid_t uid)
+{
+	unsigned n = 0;
+	struct run *r;
+
+	TAILQ_FOREACH(r, &b->runs, blink)
+		n += r->uid == uid && !r->done;
+	return n;
+}
+
+static struct run *run_new(struct broker *b, struct session *s, const struct run_request *rq)
+{
+	struct run *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->b = b;
+	r->s = s;
+	r->id = rq->id;
+	r->run_id = ++b->next_run_id;
+	r->uid = s->peer.uid;
+	r->sock.fd = r->out[0].fd = r->out[1].fd = -1;
+	r->profile = rq->profile;
+	r->approver = rq->approver;
+	r->n_labels = rq->n_labels;
+	memcpy(r->labels, rq->labels, sizeof(r->labels));
+	memcpy(r->sha256, rq->sha256, sizeof(r->sha256));
+	r->peer_pid = s->peer.pid;
+	r->start_us = now_us();
+	r->kill_at_ms = now_ms() + rq->timeout_ms + b->cfg.grace_ms + BACKSTOP_MS;
+	r->abandon_at_ms = r->kill_at_ms + ABANDON_MS;
+	return r;
+}
+
+static void close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* fds: code, out_r, out_w, err_r, err_w, sock_broker, sock_worker */
+enum { F_CODE, F_OUT_R, F_OUT_W, F_ERR_R, F_ERR_W, F_SOCK_B, F_SOCK_W, F_COUNT };
+
+static int make_fds(int *fd, const struct run_request *rq)
+{
+	int p[2], sp[2];
+
+	for (int i = 0; i < F_COUNT; i++)
+		fd[i] = -1;
+	fd[F_CODE] = seal_code(rq->code, rq->code_len);
+	if (fd[F_CODE] < 0)
+		return fd[F_CODE];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	fd[F_OUT_R] = p[0], fd[F_OUT_W] = p[1];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	fd[F_ERR_R] = p[0], fd[F_ERR_W] = p[1];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return -errno;
+	fd[F_SOCK_B] = sp[0], fd[F_SOCK_W] = sp[1];
+	if (fcntl(fd[F_OUT_R], F_SETFL, O_NONBLOCK) < 0 ||
+	    fcntl(fd[F_ERR_R], F_SETFL, O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+static int watch_run(struct run *r, int *fd)
+{
+	int rc;
+
+	if ((rc = loop_add(&r->sock, fd[F_SOCK_B], EPOLLIN, on_sock, r)) < 0)
+		return rc;
+	fd[F_SOCK_B] = -1;
+	if ((rc = loop_add(&r->out[0], fd[F_OUT_R], EPOLLIN, on_output, r)) < 0)
+		return rc;
+	fd[F_OUT_R] = -1;
+	if ((rc = loop_add(&r->out[1], fd[F_ERR_R], EPOLLIN, on_output, r)) < 0)
+		return rc;
+	fd[F_ERR_R] = -1;
+	return 0;
+}
+
+static void run_free(void *p)
+{
+	free(p);
+}
+
+static void run_release(struct run *r)
+{
+	loop_close(&r->sock);
+	loop_close(&r->out[0]);
+	loop_close(&r->out[1]);
+	if (r->s) {
+		TAILQ_REMOVE(&r->s->runs, r, slink);
+		r->s->nruns--;
+		r->s = NULL;
+	}
+	if (!r->reaped) {
+		/* not spawned, or not reaped yet: runs_reap frees it later */
+		if (r->worker > 0)
+			return;
+	}
+	TAILQ_REMOVE(&r->b->runs, r, blink);
+	r->b->nruns--;
+	loop_defer_free(run_free, r);
+}
+
+int run_start(struct broker *b, struct session *s, const struct run_request *rq,
+	      char *err, size_t errlen)
+{
+	int fd[F_COUNT], rc;
+	struct run *r;
+
+	if (b->nruns >= b->cfg.max_runs || runs_of_uid(b, s->peer.uid) >= b->cfg.max_runs_per_uid) {
+		snprintf(err, errlen, "too many snippets running (%u in all, at most %u per user)",
+			 b->nruns, b->cfg.max_runs_per_uid);
+		return -EBUSY;
+	}
+	r = run_new(b, s, rq);
+	if (!r)
+		return -ENOMEM;
+	TAILQ_INSERT_TAIL(&b->runs, r, blink);
+	TAILQ_INSERT_TAIL(&s->runs, r, slink);
+	b->nruns++;
+	s->nruns++;
+	rc = make_fds(fd, rq);
+	if (rc == 0)
+		rc = spawn_worker(b, fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W], &r->worker);
+	if (rc < 0)
+		snprintf(err, errlen, "could not start the worker %s: %s", b->worker_path,
+			 strerror(-rc));
+	close_all((int[]){ fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] }, 4);
+	fd[F_CODE] = fd[F_OUT_W] = fd[F_ERR_W] = fd[F_SOCK_W] = -1;
+	if (rc == 0)
+		rc = watch_run(r, fd);
+	if (rc == 0)
+		rc = send_job(r, rq, err, errlen);
+	close_all(fd, F_COUNT);
+	if (rc < 0) {
+		if (r->worker > 0)
+			kill(r->worker, SIGKILL);
+		r->done = true;
+		run_release(r);
+		return rc;
+	}
+	log_info("uid=%u run=%" PRIu64 " started worker pid=%d profile=%s", (unsigned)r->uid,
+		 r->run_id, (int)r->worker, r->profile);
+	return 0;
+}
+
+/* ---- while it runs -------------------------------------------------------- */
+
+static void report_setup_error(struct run *r)
+{
+	const char *code = !strcmp(r->setup_step, "cwd") ? PERR_BAD_CWD : PERR_SETUP_FAILED;
+	struct msg_error m = { .has_id = true, .id = r->id, .code = pstr_c(code),
+			       .step = pstr_c(r->setup_step), .err_no = r->setup_errno };
+	char text[512];
+	struct frame f;
+
+	snprintf(text, sizeof(text), "the snippet did not run: sandbox step '%s' failed: %s",
+		 r->setup_step, r->setup_msg);
+	m.message = pstr_c(text);
+	if (enc_error(&f, &m) == 0)
+		session_send(r->s, &f);
+}
+
+static void report_exit(struct run *r)
+{
+	struct msg_exit m = { .id = r->id, .r = r->result, .truncated = r->truncated,
+			      .profile = r->profile, .decision = "ran", .approver = r->approver,
+			      .n_labels = r->n_labels };
+	struct frame f;
+
+	memcpy(m.labels, r->labels, sizeof(m.labels));
+	if (enc_exit(&f, &m) == 0)
+		session_send(r->s, &f);
+}
+
+/* Called whenever a source closes; the run is over once all three are. */
+static void maybe_complete(struct run *r)
+{
+	if (r->done || r->sock.fd >= 0 || r->out[0].fd >= 0 || r->out[1].fd >= 0)
+		return;
+	r->done = true;
+	if (r->s) {
+		switch (r->end) {
+		case END_FINISHED:
+			report_exit(r);
+			break;
+		case END_SETUP:
+			report_setup_error(r);
+			break;
+		case END_LOST:
+		case END_NONE:
+		default:
+			session_send_error(r->s, true, r->id, r->cancelled ? PERR_CANCELLED
+						   : PERR_WORKER_LOST,
+					   "%s", r->cancelled
+							 ? "the run was cancelled"
+							 : "the worker ended without a result; the "
+							   "snippet was stopped");
+			break;
+		}
+	}
+	gate_run_ended(r);
+	log_info("uid=%u run=%" PRIu64 " ended: %s", (unsigned)r->uid, r->run_id,
+		 r->end == END_FINISHED ? "finished" : r->end == END_SETUP ? r->setup_step : "lost");
+	run_release(r);
+}
+
+static void take_worker_msg(struct run *r, const struct msg *m)
+{
+	struct frame f;
+
+	if (m->type == MSG_READY && !r->ready && r->end == END_NONE) {
+		struct msg_started st = { r->id, r->profile, r->approver };
+
+		r->ready = true;
+		if (r->s && enc_started(&f, &st) == 0)
+			session_send(r->s, &f);
+	} else if (m->type == MSG_SETUP_ERROR && !r->ready && r->end == END_NONE) {
+		const struct msg_setup_error *e = &m->u.setup_error;
+
+		r->end = END_SETUP;
+		snprintf(r->setup_step, sizeof(r->setup_step), "%.*s", (int)e->step.len, e->step.ptr);
+		snprintf(r->setup_msg, sizeof(r->setup_msg), "%.*s", (int)e->message.len,
+			 e->message.ptr);
+		r->setup_errno = e->err_no;
+	} else if (m->type == MSG_FINISHED && r->ready && r->end == END_NONE) {
+		r->end = END_FINISHED;
+		r->result = m->u.finished.r;
+	} else {
+		/* The worker link allows ready, then finished; or setup_error.
+		 * Anything else means the worker is not the program we started. */
+		log_warn("uid=%u run=%" PRIu64 " worker sent %s out of order; killing it",
+			 (unsigned)r->uid, r->run_id, msg_type_name(m->type));
+		kill(r->worker, SIGKILL);
+	}
+}
+
+static void on_sock(struct watch *w, uint32_t events)
+{
+	struct run *r = w->ctx;
+	uint8_t buf[8192];
+	struct proto_error err;
+	struct msg m;
+	ssize_t n;
+
+	n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		if (r->end == END_NONE)
+			r->end = END_LOST;
+		loop_close(w);
+		maybe_complete(r);
+		return;
+	}
+	/* A worker message is one small frame per datagram; anything else
+	 * means the worker is not the program we started. */
+	if ((size_t)n > sizeof(buf) || n < PROTO_HEADER_LEN ||
+	    ((uint32_t)buf[0] << 24 | (uint32_t)buf[1] << 16 | (uint32_t)buf[2] << 8 | buf[3]) !=
+		    (size_t)n - PROTO_HEADER_LEN ||
+	    proto_decode(buf + PROTO_HEADER_LEN, (size_t)n - PROTO_HEADER_LEN, 0, &m, &err) ==
+		    MSG_UNKNOWN) {
+		log_warn("uid=%u run=%" PRIu64 " worker sent a bad frame; killing it",
+			 (unsigned)r->uid, r->run_id);
+		kill(r->worker, SIGKILL);
+		return;
+	}
+	take_worker_msg(r, &m);
+}
+
+static void forward(struct run *r, int stream, const uint8_t *data, size_t len)
+{
+	uint64_t cap = r->b->cfg.output_cap;
+	uint64_t room = r->out_bytes[stream] < cap ? cap - r->out_bytes[stream] : 0;
+	struct msg_output m = { r->id, stream ? "stderr" : "stdout", data, len };
+	struct frame f;
+
+	/* Past the cap the pipe is still drained, so a runaway writer never
+	 * blocks, but the bytes are dropped. */
+	r->out_bytes[stream] += len;
+	if (len > room) {
+		r->truncated = true;
+		m.len = (size_t)room;
+	}
+	if (!r->s || m.len == 0)
+		return;
+	if (enc_output(&f, &m) == 0)
+		session_send(r->s, &f);
+}
+
+static void on_output(struct watch *w, uint32_t events)
+{
+	struct run *r = w->ctx;
+	int stream = w == &r->out[1];
+	uint8_t buf[OUTPUT_CHUNK];
+	ssize_t n = read(w->fd, buf, sizeof(buf));
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		loop_close(w);
+		maybe_complete(r);
+		return;
+	}
+	forward(r, stream, buf, (size_t)n);
+	/* A client that does not read its output stops this run's pipes, not
+	 * the broker: the snippet blocks on write until its timeout. */
+	if (r->s && session_backlogged(r->s)) {
+		r->paused = true;
+		loop_mod(&r->out[0], 0);
+		loop_mod(&r->out[1], 0);
+	}
+}
+
+void run_resume(struct run *r)
+{
+	if (!r->paused)
+		return;
+	r->paused = false;
+	loop_mod(&r->out[0], EPOLLIN);
+	loop_mod(&r->out[1], EPOLLIN);
+}
+
+/* Closing the worker's socket is the cancel signal: the worker sees EOF
+ * and kills every process of the snippet. */
+void run_cancel(struct run *r)
+{
+	if (r->done)
+		return;
+	r->cancelled = true;
+	if (r->end == END_NONE)
+		r->end = END_LOST;
+	loop_close(&r->sock);
+	run_resume(r);
+	maybe_complete(r);
+}
+
+void run_detach(struct run *r)
+{
+	TAILQ_REMOVE(&r->s->runs, r, slink);
+	r->s->nruns--;
+	r->s = NULL;
+	/* Still drain the pipes so the snippet is not blocked while dying. */
+	run_resume(r);
+	run_cancel(r);
+}
+
+void runs_reap(struct broker *b)
+{
+	struct run *r, *tmp;
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		TAILQ_FOREACH_SAFE(r, &b->runs, blink, tmp) {
+			if (r->worker != pid)
+				continue;
+			r->reaped = true;
+			if (WIFSIGNALED(status))
+				log_warn("uid=%u run=%" PRIu64 " worker killed by signal %d",
+					 (unsigned)r->uid, r->run_id, WTERMSIG(status));
+			if (r->done)
+				run_release(r);
+			break;
+		}
+	}
+}
+
+/* The worker enforces the snippet's timeout; this is the backstop for a
+ * worker that itself stops answering. */
+void runs_tick(struct broker *b, uint64_t now)
+{
+	struct run *r, *tmp;
+
+	TAILQ_FOREACH_SAFE(r, &b->runs, blink, tmp) {
+		if (r->done || r->reaped)
+			continue;
+		if (now >= r->abandon_at_ms) {
+			log_err("uid=%u run=%" PRIu64 " worker pid=%d gave no result; abandoning",
+				(unsigned)r->uid, r->run_id, (int)r->worker);
+			loop_close(&r->sock);
+			loop_close(&r->out[0]);
+			loop_close(&r->out[1]);
+			if (r->end == END_NONE)
+				r->end = END_LOST;
+			maybe_complete(r);
+		} else if (now >= r->kill_at_ms) {
+			kill(r->worker, SIGKILL);
+		}
+	}
+}
+
+int runs_next_deadline(struct broker *b, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+	struct run *r;
+
+	TAILQ_FOREACH(r, &b->runs, blink) {
+		if (r->done || r->reaped)
+			continue;
+		if (r->kill_at_ms < next)
+			next = r->kill_at_ms;
+		if (r->abandon_at_ms < next)
+			next = r->abandon_at_ms;
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
+}

@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: MIT
+ * The client link: accept, read frames, dispatch by a table that says in
+ * which state each message is allowed, queue answers.  Code here never
+ * dies on what a client sends: every fault is an `error` frame, and a fault
+ * that loses the framing also closes that one connection.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "broker/broker.h"
+#include "broker/gate.h"
+#include "broker/log.h"
+
+#define BROKER_NAME "kotoba-brokerd/0.1"
+
+static void on_client(struct watch *w, uint32_t events);
+
+bool session_backlogged(const struct session *s)
+{
+	return s->queued > SESSION_QUEUE_HIGH;
+}
+
+static void flush(struct session *s)
+{
+	struct outbuf *o;
+
+	while ((o = TAILQ_FIRST(&s->outq))) {
+		ssize_t n = send(s->w.fd, o->f.data + o->off, o->f.len - o->off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n < 0) {
+			session_close(s);
+			return;
+		}
+		o->off += (size_t)n;
+		s->queued -= (size_t)n;
+		if (o->off < o->f.len)
+			break;
+		TAILQ_REMOVE(&s->outq, o, link);
+		frame_free(&o->f);
+		free(o);
+	}
+	if (s->state == SESSION_CLOSING && TAILQ_EMPTY(&s->outq)) {
+		session_close(s);
+		return;
+	}
+	loop_mod(&s->w, (s->state == SESSION_CLOSING ? 0 : EPOLLIN) |
+				(TAILQ_EMPTY(&s->outq) ? 0 : EPOLLOUT));
+	if (s->queued < SESSION_QUEUE_LOW) {
+		struct run *r;
+
+		TAILQ_FOREACH(r, &s->runs, slink)
+			run_resume(r);
+	}
+}
+
+/* Takes ownership of *f. */
+int session_send(struct session *s, struct frame *f)
+{
+	struct outbuf *o;
+
+	if (s->w.fd < 0) {
+		frame_free(f);
+		return -EPIPE;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		frame_free(f);
+		return -ENOMEM;
+	}
+	o->f = *f;
+	f->data = NULL;
+	TAILQ_INSERT_TAIL(&s->outq, o, link);
+	s->queued += o->f.len;
+	flush(s);
+	return 0;
+}
+
+void session_send_error(struct session *s, bool has_id, uint64_t id, const char *code,
+			const char *fmt, ...)
+{
+	char text[512];
+	struct frame f;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (enc_error_simple(&f, has_id, id, code, "%s", text) == 0)
+		session_send(s, &f);
+}
+
+/* Answers what is queued, then closes: used when framing is lost. */
+static void session_fail(struct session *s, const char *code, const char *text)
+{
+	session_send_error(s, false, 0, code, "%s", text);
+	if (s->w.fd < 0)
+		return;
+	s->state = SESSION_CLOSING;
+	flush(s);
+}
+
+static void session_free(void *p)
+{
+	struct session *s = p;
+
+	frame_reader_free(&s->rd);
+	free(s);
+}
+
+void session_close(struct session *s)
+{
+	struct outbuf *o;
+	struct run *r, *tmp;
+
+	if (s->w.fd < 0)
+		return;
+	TAILQ_FOREACH_SAFE(r, &s->runs, slink, tmp)
+		run_detach(r);
+	gate_session_closed(s);
+	while ((o = TAILQ_FIRST(&s->outq))) {
+		TAILQ_REMOVE(&s->outq, o, link);
+		frame_free(&o->f);
+		free(o);
+	}
+	loop_close(&s->w);
+	TAILQ_REMOVE(&s->b->sessions, s, link);
+	s->b->nsessions--;
+	log_debug("uid=%u session=%" PRIu64 " closed", (unsigned)s->peer.uid, s->sid);
+	loop_defer_free(session_free, s);
+}
+
+/* ---- dispatch ------------------------------------------------------------- */
+
+static int on_hello(struct session *s, const struct msg *m)
+{
+	const struct config *c = &s->b->cfg;
+	struct msg_welcome w = { .version = PROTO_VERSION, .broker = BROKER_NAME,
+				 .mode = sandbox_mode_name(c->sandbox),
+				 .execute_code = c->sandbox != SANDBOX_NONE,
+				 .max_frame = c->frame_max, .max_snippet = c->snippet_max,
+				 .max_timeout_ms = c->timeout_max_ms };
+	struct frame f;
+
+	if (m->u.hello.version < 1) {
+		session_fail(s, PERR_VERSION, "this broker speaks protocol version 1 only");
+		return -EPROTO;
+	}
+	s->channel = m->u.hello.channel;
+	s->state = SESSION_READY;
+	if (enc_welcome(&f, &w) < 0)
+		return -ENOMEM;
+	return session_send(s, &f);
+}
+
+static bool id_in_use(struct session *s, uint64_t id)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &s->runs, slink)
+		if (r->id == id)
+			return true;
+	return gate_card_for_id(s, id);
+}
+
+static int on_exec(struct session *s, const struct msg *m)
+{
+	const struct msg_exec *e = &m->u.exec;
+	const struct config *c = &s->b->cfg;
+
+	if (id_in_use(s, e->id)) {
+		session_send_error(s, true, e->id, PERR_BAD_FIELD,
+				   "exec: id %" PRIu64 " is already in use on this connection", e->id);
+		return 0;
+	}
+	if (e->timeout_ms > c->timeout_max_ms) {
+		session_send_error(s, true, e->id, PERR_BAD_FIELD,
+				   "exec: timeout_ms %" PRIu64 " is over the maximum of %" PRIu64,
+				   e->timeout_ms, c->timeout_max_ms);
+		return 0;
+	}
+	gate_exec(s, e);
+	return 0;
+}
+
+static int on_cancel(struct session *s, const struct msg *m)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &s->runs, slink)
+		if (r->id == m->u.cancel.id) {
+			run_cancel(r);
+			return 0;
+		}
+	if (gate_cancel_card(s, m->u.cancel.id))
+		return 0;
+	session_send_error(s, true, m->u.cancel.id, PERR_NO_SUCH_RUN,
+			   "cancel: no run or card with id %" PRIu64 " on this connection",
+			   m->u.cancel.id);
+	return 0;
+}
+
+#define IN_NEW (1u << SESSION_NEW)
+#define IN_READY (1u << SESSION_READY)
+
+/* Which message is allowed in which state: hello once, first; everything
+ * else after it.  A known type that a client never sends (a worker-link or
+ * broker->client message) is answered `bad-state`. */
+static const struct handler {
+	enum msg_type type;
+	unsigned states;
+	int (*fn)(struct session *s, const struct msg *m);
+} handlers[] = {
+	{ MSG_HELLO, IN_NEW, on_hello },
+	{ MSG_EXEC, IN_READY, on_exec },
+	{ MSG_CANCEL, IN_READY, on_cancel },
+	{ MSG_ANSWER, IN_READY, gate_on_answer },
+	{ MSG_GRANTS, IN_READY, gate_on_grants },
+	{ MSG_REVOKE, IN_READY, gate_on_revoke },
+	{ MSG_AUDIT, IN_READY, gate_on_audit },
+};
+
+static const struct handler *handler_for(enum msg_type t)
+{
+	for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
+		if (handlers[i].type == t)
+			return &handlers[i];
+	return NULL;
+}
+
+static int dispatch(struct session *s, const uint8_t *p, size_t len)
+{
+	const struct handler *h;
+	struct proto_error err = { 0 };
+	struct msg *m = malloc(sizeof(*m));
+	int rc = 0;
+
+	if (!m)
+		return -ENOMEM;
+	if (proto_decode(p, len, s->b->cfg.snippet_max, m, &err) == MSG_UNKNOWN) {
+		session_send_error(s, false, 0, err.code, "%s", err.message);
+		goto out;
+	}
+	h = handler_for(m->type);
+	if (!h) {
+		session_send_error(s, false, 0, PERR_BAD_STATE,
+				   "'%s' is not a message a client sends", msg_type_name(m->type));
+		goto out;
+	}
+	if (!(h->states & (1u << s->state))) {
+		session_send_error(s, false, 0, PERR_BAD_STATE, "'%s' is not allowed %s",
+				   msg_type_name(m->type),
+				   s->state == SESSION_NEW ? "before hello" : "after hello");
+		goto out;
+	}
+	rc = h->fn(s, m);
+out:
+	free(m);
+	return rc;
+}
+
+static void read_frames(struct session *s)
+{
+	const uint8_t *p;
+	size_t len;
+	int rc;
+
+	while (s->w.fd >= 0 && s->state != SESSION_CLOSING &&
+	       (rc = frame_reader_next(&s->rd, &p, &len)) != 0) {
+		if (rc < 0) {
+			char text[160];
+
+			snprintf(text, sizeof(text),
+				 "frame announces more than the limit of %zu bytes; closing",
+				 s->rd.max);
+			session_fail(s, PERR_TOO_LARGE, text);
+			return;
+		}
+		if (dispatch(s, p, len) < 0 && s->w.fd >= 0 && s->state != SESSION_CLOSING)
+			session_fail(s, PERR_INTERNAL, "the broker could not handle that message");
+	}
+}
+
+static void on_client(struct watch *w, uint32_t events)
+{
+	struct session *s = w->ctx;
+	ssize_t n;
+
+	if (events & EPOLLOUT)
+		flush(s);
+	if (s->w.fd < 0 || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ||
+	    s->state == SESSION_CLOSING)
+		return;
+	n = frame_reader_fill(&s->rd, w->fd);
+	if (n == -EAGAIN)
+		return;
+	if (n == -EMSGSIZE) {
+		read_frames(s);
+		return;
+	}
+	if (n <= 0) {
+		if (n == 0 && frame_reader_partial(&s->rd))
+			log_info("uid=%u session=%" PRIu64 " closed mid-frame",
+				 (unsigned)s->peer.uid, s->sid);
+		session_close(s);
+		return;
+	}
+	read_frames(s);
+}
+
+static bool peer_allowed(struct broker *b, const struct ucred *cr, char *why, size_t len)
+{
+	/* A per-user broker serves its own user only. */
+	if (cr->uid != geteuid()) {
+		snprintf(why, len, "this broker serves uid %u only; you are uid %u",
+			 (unsigned)geteuid(), (unsigned)cr->uid);
+		return false;
+	}
+	return true;
+}
+
+static void refuse(int fd, const char *code, const char *why)
+{
+	struct frame f;
+
+	if (enc_error_simple(&f, false, 0, code, "%s", why) == 0) {
+		/* Best effort on a fresh socket: the buffer is empty. */
+		if (send(fd, f.data, f.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			log_debug("could not tell a refused peer why: %s", strerror(errno));
+		frame_free(&f);
+	}
+	close(fd);
+}
+
+static struct session *session_new(struct broker *b, int fd, const struct ucred *cr)
+{
+	struct session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->b = b;
+	s->sid = ++b->next_sid;
+	s->peer = *cr;
+	s->state = SESSION_NEW;
+	TAILQ_INIT(&s->outq);
+	TAILQ_INIT(&s->runs);
+	frame_reader_init(&s->rd, b->cfg.frame_max);
+	if (loop_add(&s->w, fd, EPOLLIN, on_client, s) < 0) {
+		free(s);
+		return NULL;
+	}
+	TAILQ_INSERT_TAIL(&b->sessions, s, link);
+	b->nsessions++;
+	return s;
+}
+
+void session_accept(struct watch *w, uint32_t events)
+{
+	struct broker *b = w->ctx;
+	struct ucred cr;
+	socklen_t sl = sizeof(cr);
+	char why[200];
+	int fd;
+
+	fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			log_warn("accept: %s", strerror(errno));
+		return;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0) {
+		log_warn("SO_PEERCRED: %s; closing", strerror(errno));
+		close(fd);
+		return;
+	}
+	if (b->nsessions >= b->cfg.max_connections) {
+		log_warn("uid=%u refused: %u connections open", (unsigned)cr.uid, b->nsessions);
+		refuse(fd, PERR_BUSY, "the broker has too many connections; try again later");
+		return;
+	}
+	if (!peer_allowed(b, &cr, why, sizeof(why))) {
+		log_warn("uid=%u pid=%d refused: %s", (unsigned)cr.uid, (int)cr.pid, why);
+		refuse(fd, PERR_REFUSED, why);
+		return;
+	}
+	if (!session_new(b, fd, &cr)) {
+		close(fd);
+		return;
+	}
+	log_debug("uid=%u pid=%d connected", (unsigned)cr.uid, (int)cr.pid);
+}

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT
+ * Persistent state of the broker: saved grants and the audit trail, in one
+ * SQLite database <state_dir>/kotoba.db (WAL, synchronous=FULL).
+ *
+ * Every call is one transaction: after a crash (SIGKILL, power loss) the
+ * database holds either all of a change or none of it.  Every function
+ * returns 0 or a negative errno-style code and, on failure, leaves a
+ * sentence for store_last_error():
+ *   -EINVAL   bad argument (e.g. a family or card id with odd characters)
+ *   -ENOENT   store_grant_touch on a grant that does not exist
+ *   -EBUSY    another process held the database past the busy timeout
+ *   -ENOSPC   disk full;  -EROFS / -EACCES  cannot write
+ *   -EUCLEAN  the database is corrupt or was edited by hand
+ *   -EBADMSG  store_audit_verify: the hash chain is broken
+ *   -ENOMEM, -EIO  as usual
+ * A struct store is used by one thread at a time.
+ */
+#ifndef KOTOBA_STORE_H
+#define KOTOBA_STORE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+
+/* Opens (creating) <state_dir>/kotoba.db with mode 0600 (also its -wal and
+ * -shm files; an existing wider mode is tightened).  state_dir must exist,
+ * be a directory and not be world-writable.  Migrates the schema and runs
+ * PRAGMA quick_check: a corrupt, read-only or newer-schema database fails
+ * closed.  On failure *out is NULL and err holds a sentence naming the path. */
+int store_open(const char *state_dir, struct store **out, char *err, size_t errlen);
+void store_close(struct store *s);
+
+/* Grants, per peer uid and family ("execute_code" is the only family today).
+ * A family is 1-31 characters of [a-z0-9_]; a card id 1-39 printable ASCII
+ * characters without spaces. */
+int store_grant_get(struct store *s, uint32_t uid, const char *family, bool *has);
+/* Idempotent: re-saving keeps the first saved_at and card_id. */
+int store_grant_save(struct store *s, uint32_t uid, const char *family, const char *card_id);
+/* use_count++, last_used = now; -ENOENT if there is no such grant. */
+int store_grant_touch(struct store *s, uint32_t uid, const char *family);
+int store_grant_revoke(struct store *s, uint32_t uid, const char *family, bool *existed);
+struct grant_row {
+	char family[32];
+	int64_t saved_at_ms;
+	char card_id[40];
+	uint64_t use_count;
+	int64_t last_used_ms; /* 0 = never */
+};
+/* The uid's grants ordered by family; fills at most max rows, *n = filled. */
+int store_grant_list(struct store *s, uint32_t uid, struct grant_row *rows, size_t max, size_t *n);
+
+/* Audit trail: append-only (triggers refuse UPDATE and DELETE); each row
+ * carries the SHA-256 of the previous row (hash chain), and the table
+ * audit_head holds the newest row's seq and hash so a deleted last row
+ * shows too.  The chain needs no key: it proves that rows were not edited,
+ * deleted, inserted or reordered by anyone who did not also recompute every
+ * later hash and the head; anchor the head elsewhere (log it) for more. */
+struct audit_row {
+	int64_t time_ms;        /* filled by store if 0 */
+	uint32_t uid;
+	int32_t pid;
+	uint64_t run_id;        /* broker's run/request id */
+	const char *event;      /* "decision" | "exit" */
+	const char *code;       /* snippet bytes (may be NULL, e.g. for exit rows) */
+	size_t code_len;
+	char sha256[65];        /* hex of the snippet; computed from code if empty */
+	const char *labels;     /* comma-separated, "" or NULL if none */
+	const char *mode;       /* "local" | "docker" | "none" */
+	const char *decision;   /* "ran" | "card" | "denied" | "expired" | "refused" | "not-offered" | "failed" */
+	const char *approver;   /* "user" | "grant" | "container" | "unattended" | "" */
+	const char *profile;    /* "approved" | "unattended" | "" */
+	bool has_exit;
+	int64_t exit_code;
+	int64_t signal;
+	bool timed_out;
+	int64_t duration_ms;
+	/* filled by store_audit_append and when read back: */
+	int64_t seq;
+	char prev_hash[65];
+	char hash[65];
+};
+/* event and decision are required; the word fields (event, mode, decision,
+ * approver, profile) are at most 31 characters of [a-z0-9_-], labels at
+ * most 255 of [a-z0-9_,-]; NULL counts as "".  If both code and sha256 are
+ * given they must agree.  Fills time_ms (if 0), sha256, seq, prev_hash and
+ * hash; one transaction. */
+int store_audit_append(struct store *s, struct audit_row *row);
+
+/* Calls cb for the newest max rows of this uid, oldest first (newest last).
+ * The row and every string it points at (event, code, labels, ...) belong
+ * to the store and are valid only until cb returns: copy what you keep.
+ * cb must not call other store functions.  cb returns 0 to go on; any other
+ * value stops the walk and store_audit_tail returns it. */
+typedef int (*audit_cb)(const struct audit_row *row, void *arg);
+int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, void *arg);
+
+/* Walks the whole chain in one read snapshot.  Returns 0 with *rows = the
+ * number of rows when intact.  Otherwise -EBADMSG, *rows = rows intact
+ * before the break and *bad_seq = the first row whose seq, link or hash is
+ * wrong (for a row deleted at the end: the missing seq the head names). */
+int store_audit_verify(struct store *s, uint64_t *rows, int64_t *bad_seq);
+
+/* The sentence describing the last failure ("" if none). */
+const char *store_last_error(struct store *s);
+#endif

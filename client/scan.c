@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT
+ * `kotoba scan FILE|-`: the broker's pre-screen, run here, offline, so
+ * anyone can check what the patterns catch.  Exit 0 when no label matches,
+ * 1 when some do.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/scan.h"
+#include "client/cli.h"
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	size_t cap = 65536, n;
+	char *buf;
+
+	if (!f)
+		return NULL;
+	buf = malloc(cap);
+	*len = 0;
+	while (buf && (n = fread(buf + *len, 1, cap - *len, f)) > 0) {
+		*len += n;
+		if (*len == cap) {
+			char *nb = realloc(buf, cap *= 2);
+
+			if (!nb) {
+				free(buf);
+				return NULL;
+			}
+			buf = nb;
+		}
+	}
+	if (f != stdin)
+		fclose(f);
+	return buf;
+}
+
+int cmd_scan(int argc, char **argv)
+{
+	struct scan_result r;
+	char err[200];
+	size_t len;
+	char *code;
+	int rc;
+
+	if (argc != 2) {
+		fputs("usage: kotoba scan FILE|-\n", stderr);
+		return KOTOBA_EXIT_USAGE;
+	}
+	code = slurp(argv[1], &len);
+	if (!code) {
+		cli_error("cannot read %s: %s", argv[1], strerror(errno));
+		return KOTOBA_EXIT_USAGE;
+	}
+	if (scan_init(err, sizeof(err)) < 0) {
+		cli_error("%s", err);
+		free(code);
+		return KOTOBA_EXIT_USAGE;
+	}
+	rc = scan_snippet(code, len, PROTO_SNIPPET_MAX_DEFAULT, &r);
+	if (rc == -E2BIG)
+		cli_error("%s is %zu bytes; the snippet limit is %u bytes", argv[1], len,
+			  PROTO_SNIPPET_MAX_DEFAULT);
+	else
+		scan_print(stdout, code, len, &r);
+	scan_fini();
+	free(code);
+	return rc < 0 ? KOTOBA_EXIT_USAGE : r.n > 0;
+}

@@ -1,0 +1,282 @@
+"""The run path end to end: CLI -> broker -> worker -> python3, for real."""
+import errno
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import KOTOBA
+
+
+def pid_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_print_42(broker):
+    p = broker.kotoba("run", "-c", "print(6*7)", "--no-channel")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"42\n"
+
+
+def test_file_in_cwd(broker, tmpdir_k):
+    work = os.path.join(tmpdir_k, "work")
+    os.mkdir(work)
+    script = os.path.join(tmpdir_k, "script.py")
+    with open(script, "w") as f:
+        f.write("import os\nprint(os.getcwd())\n")
+    p = broker.kotoba("run", script, "--cwd", work, "--no-channel")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode().strip() == work
+
+
+def test_stdin_exit_status(broker):
+    p = broker.kotoba("run", "-", "--no-channel", input=b"import sys; sys.exit(3)")
+    assert p.returncode == 3
+
+
+def test_options_after_operands(broker):
+    p = broker.kotoba("run", "-", "--no-channel", input=b"print('x')")
+    assert p.returncode == 0 and p.stdout == b"x\n"
+
+
+def test_json_fields(broker):
+    r = broker.run_json("import sys; print('o'); print('e', file=sys.stderr); sys.exit(5)")
+    assert r["stdout"] == "o\n" and r["stderr"] == "e\n"
+    assert r["exit"] == 5 and r["signal"] is None and r["_status"] == 5
+    assert r["timed_out"] is False and r["truncated"] is False
+    assert r["duration_ms"] >= 0 and r["decision"] == "ran"
+
+
+def test_kernel_state_inside_snippet(broker):
+    code = ("s = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
+            "for k in ('CapInh', 'CapPrm', 'CapEff', 'CapAmb', 'NoNewPrivs', 'Seccomp'):\n"
+            "    print(k, s[k].strip())\n")
+    r = broker.run_json(code)
+    got = dict(line.split() for line in r["stdout"].splitlines())
+    assert got["CapEff"] == "0000000000000000"
+    assert got["CapPrm"] == "0000000000000000"
+    assert got["CapInh"] == "0000000000000000"
+    assert got["CapAmb"] == "0000000000000000"
+    assert got["NoNewPrivs"] == "1"
+    assert got["Seccomp"] == "2"
+
+
+def test_secret_env_never_reaches_snippet(make_broker):
+    env = dict(os.environ, AWS_SECRET_ACCESS_KEY="hunter2", GITHUB_TOKEN="ghp_x",
+               KOTOBA_TEST_PLAIN="visible-to-broker-only")
+    b = make_broker(env=env).start()
+    c = b.client()
+    c.exec("import os, json; print(json.dumps(dict(os.environ)))",
+           env={"LANG": "C.UTF-8", "MY_API_KEY": "k", "OPENAI_API_KEY": "sk",
+                "LD_PRELOAD": "/tmp/x.so", "PYTHONPATH": "/opt/lib", "TZ": "UTC"})
+    import json
+    out = c.until_end()
+    assert out["end"]["type"] == "exit", out["end"]
+    snippet_env = json.loads(out["stdout"])
+    for name in ("AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "KOTOBA_TEST_PLAIN", "MY_API_KEY",
+                 "OPENAI_API_KEY", "LD_PRELOAD"):
+        assert name not in snippet_env, name
+    assert "hunter2" not in out["stdout"].decode()
+    assert snippet_env["PYTHONPATH"] == "/opt/lib" and snippet_env["TZ"] == "UTC"
+    assert snippet_env["PATH"] == "/usr/local/bin:/usr/bin:/bin"
+    assert os.path.isabs(snippet_env["HOME"]) and snippet_env["USER"]
+    tmp = snippet_env["TMPDIR"]
+    assert snippet_env["MPLCONFIGDIR"].startswith(tmp)
+    assert snippet_env["XDG_CACHE_HOME"].startswith(tmp)
+    assert not os.path.exists(tmp), "scratch dir must be removed after the run"
+    c.close()
+
+
+SYSCALL_PROBE = r"""
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def probe(name, nr, *args):
+    ctypes.set_errno(0)
+    rc = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
+    print(name, rc, errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()))
+probe('ptrace', 101, 16, os.getppid(), 0, 0)      # PTRACE_ATTACH
+probe('mount', 165, 0, 0, 0, 0, 0)
+probe('unshare', 272, 0x10000000)                  # CLONE_NEWUSER
+probe('bpf', 321, 0, 0, 0)
+probe('keyctl', 250, 0, 0, 0)
+probe('io_uring_setup', 425, 1, 0)
+probe('userfaultfd', 323, 0)
+probe('perf_event_open', 298, 0, 0, -1, -1, 0)
+"""
+
+
+def test_denied_syscalls_fail_with_eperm(broker):
+    # ctypes is labelled, so a person approves it: kernel-attack surface is
+    # denied in the approved profile too.
+    r = broker.run_json(SYSCALL_PROBE, approve=True)
+    assert r["exit"] == 0, r
+    results = {l.split()[0]: l.split()[1:] for l in r["stdout"].splitlines()}
+    for name in ("ptrace", "mount", "unshare", "bpf", "keyctl", "io_uring_setup",
+                 "userfaultfd", "perf_event_open"):
+        assert results[name] == ["-1", "EPERM"], (name, results[name])
+
+
+def test_only_standard_fds(broker):
+    r = broker.run_json("import os\nprint(sorted(int(f) for f in os.listdir('/proc/self/fd')))")
+    fds = eval(r["stdout"])
+    # 0-2 plus the directory fd listdir itself holds open
+    assert fds[:3] == [0, 1, 2] and len(fds) == 4, fds
+
+
+def test_code_not_in_argv(broker):
+    r = broker.run_json("MARKER_8f3a = 1\nprint(open('/proc/self/cmdline').read())")
+    assert "MARKER_8f3a" not in r["stdout"]
+    assert r["stdout"].split("\0")[:3] == ["python3", "-B", "-"] or "-" in r["stdout"]
+
+
+TREE = r"""
+import os, sys, time
+print(os.getpid(), flush=True)
+if os.fork() == 0:
+    # double fork + setsid: the grandchild leaves the snippet's session
+    if os.fork() == 0:
+        os.setsid()
+        print(os.getpid(), flush=True)
+        time.sleep(600)
+    os._exit(0)
+if os.fork() == 0:
+    print(os.getpid(), flush=True)
+    time.sleep(600)
+time.sleep(600)
+"""
+
+
+def test_timeout_kills_whole_tree(broker):
+    r = broker.run_json(TREE, "--timeout", "1.5")
+    assert r["timed_out"] is True and r["_status"] == 124, r
+    pids = [int(x) for x in r["stdout"].split()]
+    assert len(pids) == 3, r
+    time.sleep(0.2)
+    for pid in pids:
+        assert not pid_alive(pid), "pid %d outlived its snippet" % pid
+
+
+def test_background_child_dies_with_snippet(broker):
+    r = broker.run_json("import os, time, sys\n"
+                        "pid = os.fork()\n"
+                        "if pid == 0:\n    os.setsid(); time.sleep(600)\n"
+                        "print(pid)\n")
+    assert r["exit"] == 0
+    time.sleep(0.2)
+    assert not pid_alive(int(r["stdout"]))
+
+
+def test_output_capped_without_deadlock(broker):
+    r = broker.run_json("import sys\nchunk = 'x' * 65536\n"
+                        "for _ in range(800): sys.stdout.write(chunk)\n"
+                        "print('done', file=sys.stderr)", timeout=120)
+    assert r["exit"] == 0, r["stderr"][:200]
+    assert r["truncated"] is True
+    assert len(r["stdout"]) == 200000
+    assert r["stderr"] == "done\n"
+
+
+def test_timeout_returns_output_so_far(broker):
+    r = broker.run_json("print('before', flush=True)\nimport time; time.sleep(60)", "--timeout", "1")
+    assert r["stdout"] == "before\n" and r["timed_out"] and r["_status"] == 124
+
+
+def test_bad_cwd_is_setup_failure(broker, tmpdir_k):
+    c = broker.client()
+    c.exec("print(1)", cwd=os.path.join(tmpdir_k, "does-not-exist"))
+    end = c.until_end()["end"]
+    assert end["type"] == "error" and end["code"] == "bad-cwd", end
+    assert end["step"] == "cwd" and end["errno"] == errno.ENOENT
+    assert "does-not-exist" in end["message"]
+
+
+def test_cli_rejects_missing_cwd(broker):
+    p = broker.kotoba("run", "-c", "print(1)", "--cwd", "/nonexistent-dir", "--no-channel")
+    assert p.returncode == 64 and b"working directory" in p.stderr
+
+
+def test_missing_interpreter_is_setup_failure(make_broker):
+    b = make_broker(config="[python]\npath = /nonexistent/python3\n").start()
+    p = b.kotoba("run", "-c", "print(1)", "--no-channel")
+    assert p.returncode == 127, p.stderr
+    assert b"/nonexistent/python3" in p.stderr and b"exec" in p.stderr
+
+
+def test_cancel_kills_snippet(broker):
+    c = broker.client()
+    c.exec("import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(600)")
+    pid = None
+    while pid is None:
+        m = c.recv()
+        if m["type"] == "output":
+            pid = int(m["data"])
+    c.send({"type": "cancel", "id": 1})
+    end = c.until_end()["end"]
+    assert end["type"] == "error" and end["code"] == "cancelled", end
+    time.sleep(0.3)
+    assert not pid_alive(pid)
+
+
+def test_disconnect_kills_snippet(broker):
+    c = broker.client()
+    c.exec("import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(600)")
+    m = c.recv()
+    while m["type"] != "output":
+        m = c.recv()
+    pid = int(m["data"])
+    c.close()
+    deadline = time.monotonic() + 5
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(pid)
+    assert broker.run_json("print(1)")["exit"] == 0
+
+
+def test_sigterm_leaves_no_snippet(make_broker):
+    b = make_broker().start()
+    c = b.client()
+    c.exec("import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(600)")
+    m = c.recv()
+    while m["type"] != "output":
+        m = c.recv()
+    pid = int(m["data"])
+    b.proc.send_signal(signal.SIGTERM)
+    assert b.proc.wait(10) == 0
+    assert not pid_alive(pid)
+    assert not os.path.exists(b.socket)
+
+
+def test_sandbox_none_offers_nothing(make_broker):
+    b = make_broker(extra_args=["--sandbox", "none"]).start()
+    c = b.client()
+    assert c.welcome["tools"] == [] and c.welcome["mode"] == "none"
+    c.exec("print(1)")
+    end = c.until_end()["end"]
+    assert end["code"] == "not-offered"
+    p = b.kotoba("run", "-c", "print(1)", "--no-channel")
+    assert p.returncode == 126
+
+
+def test_env_kotoba_sandbox(make_broker):
+    b = make_broker(env=dict(os.environ, KOTOBA_SANDBOX="none")).start()
+    assert b.client().welcome["mode"] == "none"
+
+
+def test_broker_unreachable_status(tmpdir_k):
+    p = subprocess.run([KOTOBA, "run", "-c", "1", "--socket", os.path.join(tmpdir_k, "nope")],
+                       capture_output=True)
+    assert p.returncode == 125
+    assert b"cannot reach the broker" in p.stderr
+
+
+def test_usage_status(broker):
+    assert broker.kotoba("run").returncode == 64
+    assert broker.kotoba("run", "-c", "1", "--timeout", "abc").returncode == 64
+    assert subprocess.run([KOTOBA, "frobnicate"], capture_output=True).returncode == 64

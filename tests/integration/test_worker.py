@@ -1,0 +1,461 @@
+# SPDX-License-Identifier: MIT
+"""kotoba-worker, driven directly the way the broker drives it.
+
+Each test execs the worker with an empty environment and exactly the
+broker's fds (0 sealed memfd with the source, 1/2 pipes, 3 SOCK_SEQPACKET),
+sends one `job` frame and reads `ready`/`setup_error`/`finished` back.
+Run with: KOTOBA_BUILD=/work/main/build /usr/bin/python3 -m pytest tests/integration
+"""
+import errno
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import textwrap
+import time
+
+import msgpack
+import pytest
+
+BUILD = os.environ.get("KOTOBA_BUILD", "/work/main/build")
+WORKER = os.path.join(BUILD, "kotoba-worker")
+PYTHON = "/usr/bin/python3"
+BASE_ENV = ["PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp"]
+SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+
+def job(**over):
+    j = {
+        "type": "job",
+        "profile": "approved",
+        "python": PYTHON,
+        "cwd": "/tmp",
+        "scratch_base": "/tmp",
+        "timeout_ms": 20000,
+        "grace_ms": 500,
+        "landlock": False,
+        "limits": {"cpu_s": 0, "as_bytes": 0, "nproc": 0, "fsize_bytes": 0, "nofile": 0},
+        "env": list(BASE_ENV),
+    }
+    limits = over.pop("limits", {})
+    j.update(over)
+    j["limits"] = dict(j["limits"], **limits)
+    return j
+
+
+def frame(obj):
+    body = msgpack.packb(obj, use_bin_type=True)
+    return struct.pack(">I", len(body)) + body
+
+
+def unframe(data):
+    (n,) = struct.unpack(">I", data[:4])
+    assert n == len(data) - 4, "frame length does not match the seqpacket message"
+    return msgpack.unpackb(data[4:], raw=False)
+
+
+def high(fd):
+    """A CLOEXEC copy above the target range, so dup2 always clears CLOEXEC."""
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+
+
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie still answers kill(0); it is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+class Worker:
+    def __init__(self, code, jobmsg=None, raw=None):
+        memfd = os.memfd_create("snippet", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+        os.write(memfd, code.encode())
+        os.lseek(memfd, 0, os.SEEK_SET)
+        fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, SEALS)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        srcs = [high(memfd), high(out_w), high(err_w), high(theirs.fileno())]
+        actions = [(os.POSIX_SPAWN_DUP2, s, t) for t, s in enumerate(srcs)]
+        self.pid = os.posix_spawn(WORKER, ["kotoba-worker"], {}, file_actions=actions)
+        for fd in srcs + [memfd, out_w, err_w]:
+            os.close(fd)
+        theirs.close()
+        self.out_r, self.err_r = out_r, err_r
+        self.out, self.err = bytearray(), bytearray()
+        self.msgs = []
+        self.status = None
+        self.sock.send(raw if raw is not None else frame(jobmsg or job()))
+
+    def pump(self, timeout):
+        """Reads whatever arrives within `timeout`; returns False when all is closed."""
+        fds = [fd for fd in (self.out_r, self.err_r) if fd >= 0]
+        if self.sock is not None:
+            fds.append(self.sock.fileno())
+        if not fds:
+            return False
+        ready, _, _ = select.select(fds, [], [], timeout)
+        for fd in ready:
+            if self.sock is not None and fd == self.sock.fileno():
+                data = self.sock.recv(1 << 20)
+                if not data:
+                    self.sock.close()
+                    self.sock = None
+                else:
+                    self.msgs.append(unframe(data))
+                continue
+            chunk = os.read(fd, 1 << 16)
+            buf = self.out if fd == self.out_r else self.err
+            if chunk:
+                buf += chunk
+            elif fd == self.out_r:
+                os.close(fd)
+                self.out_r = -1
+            else:
+                os.close(fd)
+                self.err_r = -1
+        return True
+
+    def wait_msg(self, mtype, timeout=20):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for m in self.msgs:
+                if m["type"] == mtype:
+                    return m
+            if not self.pump(0.1) and self.sock is None:
+                break
+        raise AssertionError(f"no {mtype!r} message; got {self.msgs}, stderr {bytes(self.err)!r}")
+
+    def finish(self, timeout=30):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and self.pump(0.2):
+            pass
+        assert self.sock is None and self.out_r < 0 and self.err_r < 0, "worker did not finish"
+        _, self.status = os.waitpid(self.pid, 0)
+        # Under KOTOBA_BUILD=.../asan the worker's reports land on fd 2.
+        for marker in (b"Sanitizer", b"runtime error:", b"LeakSanitizer"):
+            assert marker not in self.err, bytes(self.err).decode(errors="replace")
+        return self
+
+    def types(self):
+        return [m["type"] for m in self.msgs]
+
+    def only(self, mtype):
+        found = [m for m in self.msgs if m["type"] == mtype]
+        assert len(found) == 1, f"expected one {mtype!r}, got {self.msgs}"
+        return found[0]
+
+    def exit_code(self):
+        assert os.WIFEXITED(self.status)
+        return os.WEXITSTATUS(self.status)
+
+
+def run(code, **over):
+    return Worker(textwrap.dedent(code), job(**over)).finish()
+
+
+def test_print_reaches_stdout_and_ready_precedes_finished():
+    w = run("import sys, os\nprint('hello'); print('oops', file=sys.stderr); print(os.getpid())")
+    assert w.types() == ["ready", "finished"]
+    lines = bytes(w.out).decode().split()
+    assert lines[0] == "hello" and bytes(w.err) == b"oops\n"
+    assert w.msgs[0]["pid"] == int(lines[1]) and w.msgs[0]["landlock_abi"] == 0
+    fin = w.msgs[1]
+    assert fin["status"] == "exited" and fin["code"] == 0 and fin["timed_out"] is False
+    assert fin["limit"] == "" and fin["duration_us"] > 0 and fin["max_rss_kb"] > 0
+    assert w.exit_code() == 0
+
+
+def test_exit_code_passes_through():
+    fin = run("import sys; sys.exit(7)").only("finished")
+    assert fin["status"] == "exited" and fin["code"] == 7
+
+
+def test_confinement_visible_in_proc_status():
+    w = run("print(open('/proc/self/status').read())")
+    status = dict(l.split(":", 1) for l in bytes(w.out).decode().splitlines() if ":" in l)
+    status = {k: v.strip() for k, v in status.items()}
+    assert status["NoNewPrivs"] == "1"
+    assert status["Seccomp"] == "2"
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert status[cap] == "0" * 16, cap
+    if os.geteuid() == 0:
+        assert status["CapBnd"] == "0" * 16
+
+
+def test_own_session_no_terminal_only_std_fds():
+    w = run("""
+        import os, errno
+        def isopen(fd):
+            try:
+                os.fstat(fd)
+                return True
+            except OSError:
+                return False
+        print([fd for fd in range(1024) if isopen(fd)])
+        print(os.getsid(0) == os.getpid() == os.getpgrp())
+        try:
+            open('/dev/tty')
+            print('tty')
+        except OSError as e:
+            print('no tty', e.errno)
+        print(os.lseek(0, 0, os.SEEK_CUR) > 0)  # python read us from fd 0
+    """)
+    lines = bytes(w.out).decode().splitlines()
+    assert lines[0] == "[0, 1, 2]"
+    assert lines[1] == "True"
+    assert lines[2].startswith("no tty")
+    assert lines[3] == "True"
+
+
+def test_environment_is_exactly_job_env_plus_scratch():
+    w = run("import os, json; print(json.dumps(dict(os.environ)))",
+            env=BASE_ENV + ["KOTOBA_X=1", "TMPDIR=/evil"])
+    env = json.loads(bytes(w.out))
+    scratch = env["TMPDIR"]
+    assert set(env) == {"PATH", "LANG", "HOME", "KOTOBA_X", "TMPDIR", "MPLCONFIGDIR",
+                        "XDG_CACHE_HOME"}
+    assert scratch.startswith("/tmp/kotoba-run-") and scratch != "/evil"
+    assert env["MPLCONFIGDIR"] == scratch + "/matplotlib"
+    assert env["XDG_CACHE_HOME"] == scratch + "/cache"
+
+
+def test_scratch_exists_during_run_and_is_removed_after():
+    w = run("""
+        import os, tempfile
+        d = os.environ['TMPDIR']
+        print(d)
+        print(oct(os.stat(d).st_mode & 0o777), os.path.isdir(d + '/matplotlib'),
+              os.path.isdir(d + '/cache'))
+        with tempfile.NamedTemporaryFile(delete=False) as f:
+            f.write(b'x')
+        os.makedirs(d + '/a/b/c')
+        os.symlink('/etc', d + '/a/etc')      # must not be followed on cleanup
+        os.chmod(d + '/a/b', 0)               # nor stop the cleanup
+        print(os.path.dirname(f.name) == d)
+    """)
+    lines = bytes(w.out).decode().splitlines()
+    scratch = lines[0]
+    assert lines[1] == "0o700 True True" and lines[2] == "True"
+    assert w.only("finished")["code"] == 0
+    assert not os.path.exists(scratch)
+    assert os.path.isdir("/etc")
+
+
+def test_python_works_under_the_baseline_filter():
+    w = run("""
+        import json, math, threading, subprocess, socket, multiprocessing, tempfile, os, sys
+        out = []
+        t = threading.Thread(target=lambda: out.append(math.sqrt(16)))
+        t.start(); t.join()
+        r = subprocess.run(['/bin/echo', 'sub'], capture_output=True, text=True)
+        a, b = socket.socketpair()
+        a.send(b'ping')
+        srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen()
+        c = socket.create_connection(srv.getsockname()); conn, _ = srv.accept()
+        c.sendall(b'tcp')
+        def work(q):
+            q.put(os.getpid())
+        q = multiprocessing.Queue()
+        p = multiprocessing.Process(target=work, args=(q,))
+        p.start(); child = q.get(timeout=10); p.join()
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, 'f'), 'w').write('t')
+        print(json.dumps([out[0], r.stdout.strip(), b.recv(4).decode(),
+                          conn.recv(3).decode(), child != os.getpid(),
+                          sys.stdin.isatty()]))
+    """)
+    assert bytes(w.err) == b"", bytes(w.err).decode()
+    assert json.loads(bytes(w.out)) == [4.0, "sub", "ping", "tcp", True, False]
+
+
+def test_denied_calls_are_readable_errors_not_kills():
+    w = run("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        def err(rc):
+            return os.strerror(ctypes.get_errno()) if rc == -1 else 'ok'
+        print(err(libc.unshare(0x10000000)))                       # CLONE_NEWUSER
+        print(err(libc.mount(b'none', b'/mnt', b'tmpfs', 0, None)))
+        print(err(libc.ptrace(16, os.getppid(), None, None)))       # PTRACE_ATTACH
+        print('alive')
+    """)
+    assert bytes(w.out).decode().split("\n")[:4] == [
+        "Operation not permitted"] * 3 + ["alive"]
+
+
+def test_rlimits_are_set_and_core_is_zero():
+    w = run("""
+        import resource as r
+        for name in ('CPU', 'AS', 'NPROC', 'FSIZE', 'NOFILE', 'CORE'):
+            print(name, *r.getrlimit(getattr(r, 'RLIMIT_' + name)))
+        try:
+            bytearray(600 << 20)
+        except MemoryError:
+            print('MemoryError')
+    """, limits={"cpu_s": 5, "as_bytes": 512 << 20, "nproc": 4000,
+                 "fsize_bytes": 1 << 20, "nofile": 64})
+    got = bytes(w.out).decode().splitlines()
+    assert got == ["CPU 5 6", f"AS {512 << 20} {512 << 20}", "NPROC 4000 4000",
+                   f"FSIZE {1 << 20} {1 << 20}", "NOFILE 64 64", "CORE 0 0", "MemoryError"]
+
+
+def test_unattended_profile_runs_with_the_baseline_for_now():
+    w = run("print('ok')", profile="unattended")
+    assert bytes(w.out) == b"ok\n" and w.only("finished")["code"] == 0
+
+
+def test_nonexistent_cwd_is_setup_error_cwd_enoent():
+    w = run("print('never')", cwd="/nonexistent/kotoba")
+    err = w.only("setup_error")
+    assert err["step"] == "cwd" and err["errno"] == errno.ENOENT
+    assert "/nonexistent/kotoba" in err["message"]
+    assert "ready" not in w.types() and bytes(w.out) == b""
+    assert w.exit_code() == 1
+
+
+def test_missing_python_is_setup_error_exec_enoent():
+    w = run("print('never')", python="/nonexistent/python3")
+    err = w.only("setup_error")
+    assert err["step"] == "exec" and err["errno"] == errno.ENOENT
+    assert "/nonexistent/python3" in err["message"]
+
+
+def test_refuses_uid_zero_identity():
+    w = run("print('never')", identity={"uid": 0, "gid": 0, "groups": []})
+    err = w.only("setup_error")
+    assert err["step"] == "job" and err["errno"] == errno.EPERM
+
+
+def test_garbage_frame_is_setup_error_job():
+    w = Worker("print(1)", raw=struct.pack(">I", 3) + b"\x93\x01\x02").finish()
+    assert w.only("setup_error")["step"] == "job"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching identity needs root")
+def test_identity_switch_runs_as_given_user():
+    w = run("""
+        import os
+        d = os.environ['TMPDIR']
+        print(os.getresuid(), os.getresgid(), os.getgroups(), os.stat(d).st_uid)
+        open(d + '/mine', 'w').write('x')
+    """, identity={"uid": 65534, "gid": 65534, "groups": [65533]})
+    assert bytes(w.out).decode().strip() == \
+        "(65534, 65534, 65534) (65534, 65534, 65534) [65533] 65534"
+    assert w.only("finished")["code"] == 0
+
+
+def test_timeout_kills_snippet_and_setsid_grandchild():
+    w = Worker(textwrap.dedent("""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                print('grandchild', os.getpid(), flush=True)
+                time.sleep(1000)
+            os._exit(0)
+        os.wait()
+        time.sleep(1000)
+    """), job(timeout_ms=1000, grace_ms=300))
+    ready = w.wait_msg("ready")
+    w.finish()
+    fin = w.only("finished")
+    assert fin["timed_out"] is True and fin["limit"] == "wall"
+    assert fin["status"] == "signaled" and fin["signal"] == signal.SIGTERM
+    assert 1_000_000 <= fin["duration_us"] < 5_000_000
+    grandchild = int(bytes(w.out).split()[1])
+    assert gone(ready["pid"]) and gone(grandchild)
+
+
+def test_term_ignoring_snippet_is_killed_after_grace():
+    fin = run("""
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(1000)
+    """, timeout_ms=500, grace_ms=300).only("finished")
+    assert fin["timed_out"] and fin["signal"] == signal.SIGKILL and fin["limit"] == "wall"
+
+
+def test_leftover_background_process_is_killed_when_snippet_exits():
+    w = run("""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            print(os.getpid(), flush=True)
+            time.sleep(1000)
+        time.sleep(0.2)
+    """)
+    assert w.only("finished")["code"] == 0
+    assert gone(int(bytes(w.out).split()[0]))
+
+
+def test_closing_fd3_mid_run_kills_snippet():
+    w = Worker(textwrap.dedent("""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            print(os.getpid(), flush=True)
+            time.sleep(1000)
+        print(os.getpid(), flush=True)
+        time.sleep(1000)
+    """), job())
+    ready = w.wait_msg("ready")
+    end = time.monotonic() + 10
+    while bytes(w.out).count(b"\n") < 2 and time.monotonic() < end:
+        w.pump(0.1)
+    pids = [int(x) for x in bytes(w.out).split()]
+    w.sock.close()
+    w.sock = None
+    w.finish()
+    assert w.exit_code() == 1
+    assert ready["pid"] in pids and all(gone(p) for p in pids)
+
+
+def test_any_frame_after_the_job_stops_the_run():
+    w = Worker("import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(1000)", job())
+    ready = w.wait_msg("ready")
+    w.sock.send(frame({"type": "cancel", "id": 1}))
+    w.finish()
+    assert w.exit_code() == 1 and "finished" not in w.types() and gone(ready["pid"])
+
+
+def test_sigterm_to_the_worker_stops_the_run():
+    w = Worker("import time\ntime.sleep(1000)", job())
+    ready = w.wait_msg("ready")
+    os.kill(w.pid, signal.SIGTERM)
+    w.finish()
+    assert w.exit_code() == 1 and gone(ready["pid"])
+
+
+def test_cpu_limit_is_reported_as_cpu():
+    fin = run("while True: pass", limits={"cpu_s": 1}).only("finished")
+    assert fin["status"] == "signaled" and fin["signal"] in (signal.SIGXCPU, signal.SIGKILL)
+    assert fin["limit"] == "cpu" and fin["timed_out"] is False
+    # rusage and the RLIMIT_CPU check account differently; allow some slack.
+    assert fin["cpu_us"] >= 900_000
+
+
+def test_file_size_limit_is_reported():
+    fin = run("""
+        import os, signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)   # Python ignores it by default
+        with open(os.environ['TMPDIR'] + '/big', 'wb') as f:
+            f.write(b'x' * 200000)
+    """, limits={"fsize_bytes": 100000}).only("finished")
+    assert fin["status"] == "signaled" and fin["signal"] == signal.SIGXFSZ
+    assert fin["limit"] == "file-size"
+
+
+def test_fifty_megabytes_of_output_do_not_deadlock():
+    w = run("import sys; sys.stdout.buffer.write(b'x' * 50_000_000)")
+    assert len(w.out) == 50_000_000
+    assert w.only("finished")["code"] == 0

@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT
+ * The snippet child (C): from fork to exec of python3, one step after the
+ * other, each failing closed.
+ *
+ * Rules for this file:
+ *  - Any failure goes through die_step(): it tells S which step and errno
+ *    over the error pipe and exits 127.  Nothing continues half-confined.
+ *  - S built everything that allocates (env, BPF program, paths).  After
+ *    RLIMIT_AS is set nothing here may allocate: no stdio, no strerror.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cap-ng.h>
+
+#include "worker/landlock.h"
+#include "worker/worker.h"
+
+/* The error pipe's write end; moves to fd 3 when the fds are closed. */
+static int report_fd = -1;
+
+/* strerrordesc_np, not strerror: it returns a constant and never
+ * allocates, which matters once the address-space limit is in place. */
+__attribute__((noreturn, format(printf, 3, 4))) static void
+die_step(const char *step, int err, const char *fmt, ...)
+{
+	struct setup_report r;
+	const char *desc = err ? strerrordesc_np(err) : NULL;
+	size_t n;
+	va_list ap;
+
+	memset(&r, 0, sizeof(r));
+	snprintf(r.step, sizeof(r.step), "%s", step);
+	r.err = err;
+	va_start(ap, fmt);
+	vsnprintf(r.msg, sizeof(r.msg), fmt, ap);
+	va_end(ap);
+	n = strlen(r.msg);
+	if (desc && n < sizeof(r.msg))
+		snprintf(r.msg + n, sizeof(r.msg) - n, ": %s", desc);
+	if (write(report_fd, &r, sizeof(r)) != (ssize_t)sizeof(r)) {
+		/* Nothing left to tell: S sees EOF and the exit status. */
+	}
+	_exit(WORKER_CHILD_DIED);
+}
+
+static void reset_signals(void)
+{
+	sigset_t none;
+
+	sigemptyset(&none);
+	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+		die_step("signals", errno, "sigprocmask");
+	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR)
+		die_step("signals", errno, "restoring SIGPIPE");
+}
+
+static void new_session(void)
+{
+	if (setsid() < 0)
+		die_step("setsid", errno, "setsid");
+}
+
+static void tie_to_supervisor(const struct plan *p)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		die_step("pdeathsig", errno, "prctl(PR_SET_PDEATHSIG)");
+	/* S may have died between fork and prctl; then nobody would. */
+	if (getppid() != p->supervisor)
+		die_step("pdeathsig", ESRCH, "the supervisor exited during setup");
+}
+
+static void check_identity(const struct plan *p)
+{
+	uid_t ru, eu, su, want_u = (uid_t)p->job->uid;
+	gid_t rg, eg, sg, want_g = (gid_t)p->job->gid;
+
+	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
+		die_step("identity", errno, "reading back uid/gid");
+	if (ru != want_u || eu != want_u || su != want_u || rg != want_g || eg != want_g ||
+	    sg != want_g)
+		die_step("identity", EPERM, "uid/gid did not change to %u/%u", want_u, want_g);
+	if (getgroups(0, NULL) != (int)p->job->n_groups)
+		die_step("identity", EPERM, "supplementary groups did not change");
+}
+
+static void switch_identity(const struct plan *p)
+{
+	const struct msg_job *job = p->job;
+
+	if (!job->set_ids)
+		return;
+	if (setgroups(job->n_groups, p->groups) < 0)
+		die_step("identity", errno, "setgroups (%zu groups)", job->n_groups);
+	if (setresgid((gid_t)job->gid, (gid_t)job->gid, (gid_t)job->gid) < 0)
+		die_step("identity", errno, "setresgid %llu", (unsigned long long)job->gid);
+	if (setresuid((uid_t)job->uid, (uid_t)job->uid, (uid_t)job->uid) < 0)
+		die_step("identity", errno, "setresuid %llu", (unsigned long long)job->uid);
+	check_identity(p);
+	/* The kernel clears the parent-death signal when the euid or egid
+	 * changes: arm it again. */
+	tie_to_supervisor(p);
+}
+
+static void enter_cwd(const struct plan *p)
+{
+	struct stat st;
+
+	if (chdir(p->cwd) < 0)
+		die_step("cwd", errno, "cannot enter working directory %s", p->cwd);
+	if (stat(".", &st) < 0)
+		die_step("cwd", errno, "cannot stat working directory %s", p->cwd);
+	if (!S_ISDIR(st.st_mode))
+		die_step("cwd", ENOTDIR, "working directory %s", p->cwd);
+}
+
+static void close_other_fds(void)
+{
+	/* fd 3 is the broker's socket: the snippet must never hold it.  The
+	 * error pipe takes its place (still CLOEXEC) and the rest goes. */
+	if (dup3(report_fd, FD_BROKER, O_CLOEXEC) < 0)
+		die_step("fds", errno, "moving the error pipe to fd 3");
+	report_fd = FD_BROKER;
+	if (close_range(FD_BROKER + 1, ~0U, 0) < 0)
+		die_step("fds", errno, "close_range");
+}
+
+/* Returns true when the bounding set was emptied too.  Only a process
+ * holding CAP_SETPCAP (root, in practice) can do that; an ordinary user
+ * has no capabilities to drop and cannot shrink the bounding set, and
+ * NO_NEW_PRIVS keeps file capabilities and setuid binaries from adding
+ * any, so empty effective/permitted/inheritable/ambient sets suffice. */
+static bool drop_capabilities(void)
+{
+	capng_select_t set = CAPNG_SELECT_CAPS;
+	bool root;
+
+	if (capng_get_caps_process() < 0)
+		die_step("caps", errno, "reading capabilities");
+	root = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP) == 1;
+	if (root) {
+		/* Securebits first, while CAP_SETPCAP is still ours: root
+		 * must not regain capabilities by exec or setuid. */
+		if (capng_lock() < 0)
+			die_step("caps", errno, "locking securebits");
+		set = CAPNG_SELECT_BOTH;
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		die_step("caps", errno, "clearing ambient capabilities");
+	capng_clear(set);
+	if (capng_apply(set) < 0)
+		die_step("caps", errno, "dropping capabilities");
+	if (capng_get_caps_process() < 0 ||
+	    capng_have_capabilities(CAPNG_SELECT_CAPS) != CAPNG_NONE)
+		die_step("caps", EPERM, "capabilities still held after dropping them");
+	return root;
+}
+
+static void set_no_new_privs(void)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		die_step("no-new-privs", errno, "prctl(PR_SET_NO_NEW_PRIVS)");
+}
+
+static void landlock_step(const struct plan *p)
+{
+	int rc = apply_landlock(p->job);
+
+	if (rc < 0)
+		die_step("landlock", -rc, "applying the Landlock ruleset");
+}
+
+static rlim_t clamp(uint64_t v)
+{
+	return v >= RLIM_INFINITY ? RLIM_INFINITY : (rlim_t)v;
+}
+
+/* Capabilities are gone by now, so a hard limit can only go down: never
+ * ask for more than the current hard limit (that would fail with EPERM
+ * and a lower limit is what we want anyway). */
+static void set_limit(int res, const char *name, rlim_t soft, rlim_t hard)
+{
+	struct rlimit cur, want;
+
+	if (getrlimit(res, &cur) < 0)
+		die_step("rlimits", errno, "getrlimit %s", name);
+	want.rlim_max = hard < cur.rlim_max ? hard : cur.rlim_max;
+	want.rlim_cur = soft < want.rlim_max ? soft : want.rlim_max;
+	if (setrlimit(res, &want) < 0)
+		die_step("rlimits", errno, "setrlimit %s %llu", name,
+			 (unsigned long long)want.rlim_cur);
+}
+
+static void set_rlimits(const struct plan *p)
+{
+	const struct job_limits *l = &p->job->lim;
+
+	/* CPU: SIGXCPU at the soft limit names the cause (S reports "cpu");
+	 * the hard limit a second later is SIGKILL for a snippet that
+	 * catches SIGXCPU. */
+	if (l->cpu_s)
+		set_limit(RLIMIT_CPU, "RLIMIT_CPU", clamp(l->cpu_s),
+			  l->cpu_s < RLIM_INFINITY - 1 ? clamp(l->cpu_s + 1) : RLIM_INFINITY);
+	if (l->as_bytes)
+		set_limit(RLIMIT_AS, "RLIMIT_AS", clamp(l->as_bytes), clamp(l->as_bytes));
+	if (l->nproc)
+		set_limit(RLIMIT_NPROC, "RLIMIT_NPROC", clamp(l->nproc), clamp(l->nproc));
+	if (l->fsize_bytes)
+		set_limit(RLIMIT_FSIZE, "RLIMIT_FSIZE", clamp(l->fsize_bytes),
+			  clamp(l->fsize_bytes));
+	if (l->nofile)
+		set_limit(RLIMIT_NOFILE, "RLIMIT_NOFILE", clamp(l->nofile), clamp(l->nofile));
+	set_limit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0);
+}
+
+static void load_seccomp(const struct plan *p)
+{
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &p->filter) < 0)
+		die_step("seccomp", errno, "loading the seccomp filter");
+}
+
+/* Returns the value after "key:" and its blanks, or NULL. */
+static const char *status_field(const char *buf, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (const char *l = buf; l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		if (strncmp(l, key, n) || l[n] != ':')
+			continue;
+		l += n + 1;
+		while (*l == ' ' || *l == '\t')
+			l++;
+		return l;
+	}
+	return NULL;
+}
+
+static void expect_field(const char *buf, const char *key, const char *want)
+{
+	const char *v = status_field(buf, key);
+	size_t n = strlen(want);
+
+	if (!v || strncmp(v, want, n) || (v[n] != '\n' && v[n] != '\0'))
+		die_step("verify", EPERM, "/proc/self/status: %s is not %s", key, want);
+}
+
+static void read_status(char *buf, size_t cap)
+{
+	size_t len = 0;
+	ssize_t n;
+	int fd;
+
+	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die_step("verify", errno, "cannot open /proc/self/status");
+	while (len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die_step("verify", errno, "cannot read /proc/self/status");
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+}
+
+/* Trust, but read back: refuse to run unless the kernel agrees with what
+ * the steps above asked for (firejail once ran on after a failed load). */
+static void verify_confinement(bool bounding_dropped)
+{
+	static const char zero[] = "0000000000000000";
+	char buf[8192];
+
+	read_status(buf, sizeof(buf));
+	expect_field(buf, "NoNewPrivs", "1");
+	expect_field(buf, "Seccomp", "2");
+	expect_field(buf, "CapInh", zero);
+	expect_field(buf, "CapPrm", zero);
+	expect_field(buf, "CapEff", zero);
+	expect_field(buf, "CapAmb", zero);
+	if (bounding_dropped)
+		expect_field(buf, "CapBnd", zero);
+}
+
+static void exec_python(const struct plan *p)
+{
+	char a0[] = "python3", a1[] = "-B", a2[] = "-";
+	char *argv[] = { a0, a1, a2, NULL };
+
+	execve(p->python, argv, p->envp);
+	die_step("exec", errno, "cannot execute %s", p->python);
+}
+
+void enter_sandbox(const struct plan *p)
+{
+	bool bounding_dropped;
+
+	report_fd = p->err_w;
+	/* S blocks SIGCHLD (for its signalfd) and ignores SIGPIPE; both
+	 * would survive exec and surprise Python and its subprocesses. */
+	reset_signals();
+	/* Own session and process group, no controlling terminal: S kills
+	 * the snippet by group, and no TIOCSTI can reach a terminal. */
+	new_session();
+	/* If S dies, so does C: never a snippet nobody supervises. */
+	tie_to_supervisor(p);
+	/* Identity before anything that checks permissions as the user
+	 * (the working directory), and while we still hold CAP_SETUID. */
+	switch_identity(p);
+	/* As the snippet's user, so that permission on cwd is theirs. */
+	enter_cwd(p);
+	/* Only the code memfd, stdout, stderr and the error pipe survive:
+	 * no broker socket, no fd inherited by accident. */
+	close_other_fds();
+	/* After identity (which needs CAP_SETUID/SETGID) and before NNP. */
+	bounding_dropped = drop_capabilities();
+	/* No exec may add privilege from here on (setuid, file caps); also
+	 * what lets an unprivileged process load seccomp and Landlock. */
+	set_no_new_privs();
+	/* ---- Landlock: the unattended profile's file/network rules go
+	 * here (worker/landlock.c, a stub today).  After NNP, which lets an
+	 * unprivileged process restrict itself; before seccomp, which does
+	 * not allow the landlock_* calls. */
+	landlock_step(p);
+	/* After the last allocation in C: RLIMIT_AS may be tight. */
+	set_rlimits(p);
+	/* Last: the filter cuts off calls the steps above may use
+	 * (landlock_*, and the stricter profiles more); after it come only
+	 * open/read of /proc/self/status and execve. */
+	load_seccomp(p);
+	verify_confinement(bounding_dropped);
+	exec_python(p);
+	__builtin_unreachable();
+}

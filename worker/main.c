@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT
+ * kotoba-worker, the supervisor (S): read one job from the broker, prepare
+ * everything that allocates, fork the snippet child, supervise it.
+ *
+ * Exec'd by the broker with an empty environment and exactly fds 0-3
+ * (see worker.h).  Every failure before the snippet runs is reported as a
+ * `setup_error` naming the step, and S exits 1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "worker/seccomp.h"
+#include "worker/worker.h"
+
+static uint8_t *job_frame;
+static struct msg job_msg;
+
+void fail_setup(struct plan *p, const char *step, int err, const char *fmt, ...)
+{
+	char msg[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	report_setup_error(step, err, msg);
+	plan_remove_scratch(p);
+	plan_free(p);
+	free(job_frame);
+	exit(WORKER_EXIT_FAIL);
+}
+
+/* Without fd 3 there is nobody to report to: say so on stderr. */
+static void check_broker_fd(void)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+
+	if (getsockopt(FD_BROKER, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+	    type != SOCK_SEQPACKET) {
+		dprintf(FD_STDERR, "kotoba-worker: fd 3 must be the broker's SOCK_SEQPACKET "
+				   "socket; this program is started by kotoba-brokerd\n");
+		exit(WORKER_EXIT_FAIL);
+	}
+}
+
+/* fds 0-2 are the snippet's code and output streams. */
+static void check_std_fds(struct plan *p)
+{
+	for (int fd = FD_CODE; fd <= FD_STDERR; fd++)
+		if (fcntl(fd, F_GETFD) < 0)
+			fail_setup(p, "fds", EBADF, "fd %d is not open", fd);
+}
+
+static void harden_supervisor(struct plan *p)
+{
+	/* A write to a vanished broker must fail with EPIPE, not kill S
+	 * before it has killed the snippet. */
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+		fail_setup(p, "supervisor", errno, "ignoring SIGPIPE");
+	/* The snippet may run as our uid: without this (and with no Yama)
+	 * it could open /proc/<S>/mem and rewrite its supervisor. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail_setup(p, "supervisor", errno, "prctl(PR_SET_DUMPABLE)");
+	/* Orphans of the snippet (double fork, setsid) reparent to S, so
+	 * they can be found and killed. */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		fail_setup(p, "subreaper", errno, "prctl(PR_SET_CHILD_SUBREAPER)");
+}
+
+static void read_job(struct plan *p)
+{
+	struct proto_error perr = { 0 };
+	ssize_t n;
+
+	n = frame_read_blocking(FD_BROKER, PROTO_FRAME_MAX_DEFAULT, &job_frame);
+	if (n == 0)
+		exit(WORKER_EXIT_FAIL); /* the broker left before sending a job */
+	if (n < 0)
+		fail_setup(p, "job", (int)-n, "reading the job frame: %s", strerror((int)-n));
+	if (proto_decode(job_frame, (size_t)n, PROTO_SNIPPET_MAX_DEFAULT, &job_msg, &perr) !=
+	    MSG_JOB) {
+		if (job_msg.type == MSG_UNKNOWN)
+			fail_setup(p, "job", EPROTO, "bad job frame (%s): %s",
+				   perr.code ? perr.code : "?", perr.message);
+		fail_setup(p, "job", EPROTO, "expected a job frame, got '%s'",
+			   msg_type_name(job_msg.type));
+	}
+	p->job = &job_msg.u.job;
+}
+
+static void prepare(struct plan *p)
+{
+	char err[200] = "";
+	int rc;
+
+	if ((rc = plan_paths(p, err, sizeof(err))) < 0)
+		fail_setup(p, "job", -rc, "%s", err);
+	if ((rc = plan_scratch(p, err, sizeof(err))) < 0)
+		fail_setup(p, "scratch", -rc, "%s", err);
+	if ((rc = plan_env(p, err, sizeof(err))) < 0)
+		fail_setup(p, "env", -rc, "%s", err);
+	if ((rc = seccomp_build(p->profile, &p->filter, err, sizeof(err))) < 0)
+		fail_setup(p, "seccomp-build", -rc, "%s", err);
+}
+
+static void open_error_pipe(struct plan *p)
+{
+	int fds[2];
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		fail_setup(p, "pipe", errno, "creating the error pipe");
+	p->err_r = fds[0];
+	p->err_w = fds[1];
+	if (fcntl(p->err_r, F_SETFL, O_NONBLOCK) < 0)
+		fail_setup(p, "pipe", errno, "making the error pipe non-blocking");
+}
+
+/* SIGCHLD through a signalfd, so one poll() watches the broker, the
+ * child and the clock.  SIGTERM/SIGINT/SIGHUP too: whoever sends them
+ * means "stop", and the default action would leave the snippet running. */
+static int open_signalfd(struct plan *p)
+{
+	sigset_t set;
+	int fd;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		fail_setup(p, "signals", errno, "blocking SIGCHLD");
+	fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (fd < 0)
+		fail_setup(p, "signals", errno, "signalfd");
+	return fd;
+}
+
+/* S never reads the code or writes the snippet's stdout; holding them
+ * would only delay the broker's EOF on stdout.  stderr stays, as the last
+ * resort if fd 3 fails. */
+static void release_std_streams(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	dup2(fd, FD_CODE);
+	dup2(fd, FD_STDOUT);
+	close(fd);
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: kotoba-worker            (started by kotoba-brokerd)\n"
+			"       kotoba-worker --list-syscall-groups\n");
+	return 64;
+}
+
+int main(int argc, char **argv)
+{
+	static struct plan plan = { .err_r = -1, .err_w = -1 };
+	pid_t pid;
+	int sigfd, rc;
+
+	if (argc == 2 && !strcmp(argv[1], "--list-syscall-groups")) {
+		seccomp_describe(stdout);
+		return 0;
+	}
+	if (argc > 1)
+		return usage();
+	check_broker_fd();
+	harden_supervisor(&plan);
+	check_std_fds(&plan);
+	read_job(&plan);
+	prepare(&plan);
+	open_error_pipe(&plan);
+	sigfd = open_signalfd(&plan);
+	plan.supervisor = getpid();
+	pid = fork();
+	if (pid < 0)
+		fail_setup(&plan, "fork", errno, "fork");
+	if (pid == 0)
+		enter_sandbox(&plan);
+	close(plan.err_w);
+	plan.err_w = -1;
+	release_std_streams();
+	rc = supervise(&plan, pid, sigfd);
+	close(sigfd);
+	plan_free(&plan);
+	free(job_frame);
+	return rc;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT
+ * The worker's three messages to the broker.  Each frame is one
+ * SOCK_SEQPACKET message on fd 3.  When fd 3 cannot take it, the last
+ * resort is a line on fd 2, the snippet's stderr pipe, which the broker
+ * reads anyway: otherwise nobody would learn why the run vanished.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "worker/worker.h"
+
+static bool send_frame(struct frame *f, int rc, const char *what)
+{
+	if (rc == 0)
+		rc = write_all(FD_BROKER, f->data, f->len);
+	frame_free(f);
+	if (rc < 0) {
+		dprintf(FD_STDERR, "kotoba-worker: cannot send '%s' to the broker: %s\n", what,
+			strerror(-rc));
+		return false;
+	}
+	return true;
+}
+
+bool report_ready(pid_t pid, uint64_t landlock_abi)
+{
+	struct msg_ready m = { .pid = (uint64_t)pid, .landlock_abi = landlock_abi };
+	struct frame f = { 0 };
+
+	return send_frame(&f, enc_ready(&f, &m), "ready");
+}
+
+bool report_setup_error(const char *step, int err, const char *msg)
+{
+	struct msg_setup_error m = { .step = pstr_c(step), .err_no = err, .message = pstr_c(msg) };
+	struct frame f = { 0 };
+
+	if (!send_frame(&f, enc_setup_error(&f, &m), "setup_error")) {
+		dprintf(FD_STDERR, "kotoba-worker: setup failed at %s: %s\n", step, msg);
+		return false;
+	}
+	return true;
+}
+
+bool report_finished(const struct run_result *r)
+{
+	struct msg_finished m = { .r = *r };
+	struct frame f = { 0 };
+
+	return send_frame(&f, enc_finished(&f, &m), "finished");
+}
