@@ -43,6 +43,12 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BINS := $(BUILD)/kotoba-brokerd $(BUILD)/kotoba-worker $(BUILD)/kotoba
 
 .PHONY: all run check check-unit check-integration check-asan deps clean
+
+# Each harness adds its own targets and, where `make check` should run it,
+# appends a target to CHECK_EXTRA (mk/*.mk).
+.DEFAULT_GOAL := all
+CHECK_EXTRA :=
+-include $(sort $(wildcard mk/*.mk))
 all: deps-ok $(BINS)
 
 $(BUILD)/%.o: %.c
@@ -76,7 +82,7 @@ run: all
 # ---- tests -----------------------------------------------------------------
 PYTEST := /usr/bin/python3 -m pytest -q -p no:cacheprovider
 
-check: all check-unit check-integration check-asan
+check: all check-unit check-integration check-asan $(CHECK_EXTRA)
 	@echo "make check: all suites passed"
 
 check-unit: all $(UNIT_BIN)
