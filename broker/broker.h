@@ -100,6 +100,7 @@ struct broker {
 	struct config cfg;
 	char socket_path[108];
 	char worker_path[4096];
+	char state_dir[4096];
 	struct watch listen;
 	struct watch sig;
 	bool stopping;

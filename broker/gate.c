@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,60 +50,14 @@ struct verdict {
 	const char *approver, *profile, *reason;
 };
 
-static int default_state_dir(char *out, size_t len)
-{
-	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
-
-	if (geteuid() == 0)
-		return snprintf(out, len, "/var/lib/kotoba") >= (int)len ? -1 : 0;
-	if (xdg && *xdg == '/')
-		return snprintf(out, len, "%s/kotoba", xdg) >= (int)len ? -1 : 0;
-	if (home && *home == '/')
-		return snprintf(out, len, "%s/.local/state/kotoba", home) >= (int)len ? -1 : 0;
-	return -1;
-}
-
-/* Like `mkdir -p`, the last component 0700: the store is the broker's. */
-static int make_state_dir(const char *dir)
-{
-	char tmp[4096];
-
-	snprintf(tmp, sizeof(tmp), "%s", dir);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 int gate_init(struct broker *b, char *err, size_t errlen)
 {
-	char dir[4096];
-	int rc;
-
 	gb = b;
 	if (scan_init(err, errlen) < 0)
 		return -1;
-	if (b->cfg.state_dir[0])
-		snprintf(dir, sizeof(dir), "%s", b->cfg.state_dir);
-	else if (default_state_dir(dir, sizeof(dir)) < 0) {
-		snprintf(err, errlen, "no state directory: set HOME or pass --state-dir");
+	if (store_open(b->state_dir, &store, err, errlen) < 0)
 		return -1;
-	}
-	rc = make_state_dir(dir);
-	if (rc < 0) {
-		snprintf(err, errlen, "cannot create the state directory %s: %s", dir, strerror(-rc));
-		return -1;
-	}
-	if (store_open(dir, &store, err, errlen) < 0)
-		return -1;
-	log_info("grants and audit trail in %s/kotoba.db", dir);
+	log_info("grants and audit trail in %s/kotoba.db", b->state_dir);
 	return 0;
 }
 
@@ -278,8 +231,9 @@ static void start_run(struct session *s, struct run_request *rq)
 	int rc = run_start(gb, s, rq, err, sizeof(err));
 
 	if (rc < 0)
-		session_send_error(s, true, rq->id, rc == -EBUSY ? PERR_BUSY : PERR_INTERNAL, "%s",
-				   err);
+		session_send_error(s, true, rq->id,
+				   rc == -EBUSY ? PERR_BUSY : rc == -ENOENT ? PERR_REFUSED : PERR_INTERNAL,
+				   "%s", err);
 }
 
 /* The peer's home, when the client gave no working directory. */

@@ -14,12 +14,14 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "broker/broker.h"
 #include "broker/gate.h"
 #include "broker/listener.h"
 #include "broker/log.h"
+#include "broker/privsep.h"
 #include "proto/paths.h"
 
 #define SHUTDOWN_WAIT_MS 5000
@@ -62,6 +64,8 @@ struct options {
 	struct { const char *section, *key, *value; } set[8];
 	size_t n_set;
 };
+
+static struct options opts;
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
@@ -110,27 +114,125 @@ static const char *default_config_path(char *buf, size_t len)
 	return access(buf, F_OK) == 0 ? buf : NULL;
 }
 
-static int load_config(struct broker *b, const struct options *o)
+/* Layers, lowest first: defaults, file, KOTOBA_SANDBOX, command line. */
+static int build_config(struct config *c, const struct options *o, struct config_error *err)
 {
-	struct config_error err = { 0 };
 	char path[4096];
 	const char *file = o->config ? o->config : default_config_path(path, sizeof(path));
 
-	config_defaults(&b->cfg);
-	if (file && config_load(&b->cfg, file, &err) < 0)
-		goto fail;
-	if (config_apply_env(&b->cfg, (const char *const *)environ, &err) < 0)
-		goto fail;
+	config_defaults(c);
+	if (file && config_load(c, file, err) < 0)
+		return -1;
+	if (config_apply_env(c, (const char *const *)environ, err) < 0)
+		return -1;
 	for (size_t i = 0; i < o->n_set; i++)
-		if (config_set(&b->cfg, o->set[i].section, o->set[i].key, o->set[i].value, &err) < 0)
-			goto fail;
-	if (config_validate(&b->cfg, &err) < 0)
-		goto fail;
-	return 0;
-fail:
+		if (config_set(c, o->set[i].section, o->set[i].key, o->set[i].value, err) < 0)
+			return -1;
+	return config_validate(c, err);
+}
+
+static int load_config(struct broker *b, const struct options *o)
+{
+	struct config_error err = { 0 };
+
+	if (build_config(&b->cfg, o, &err) == 0)
+		return 0;
 	fputs("kotoba-brokerd: ", stderr);
 	config_error_print(stderr, &err);
 	return -1;
+}
+
+/* SIGHUP: limits and policy change for the next snippet; what was bound
+ * or switched at start (socket, users, directories, worker) stays, and
+ * running snippets keep the limits they started with.  A bad file changes
+ * nothing. */
+static void reload_config(struct broker *b)
+{
+	struct config_error err = { 0 };
+	struct config next;
+
+	sd_notify(0, "RELOADING=1");
+	if (build_config(&next, &opts, &err) < 0) {
+		char line[400];
+		FILE *f = fmemopen(line, sizeof(line), "w");
+
+		if (f) {
+			config_error_print(f, &err);
+			fclose(f);
+		}
+		log_err("reload failed, keeping the running configuration: %s",
+			f ? line : err.message);
+	} else {
+		memcpy(next.socket_path, b->cfg.socket_path, sizeof(next.socket_path));
+		memcpy(next.socket_group, b->cfg.socket_group, sizeof(next.socket_group));
+		next.socket_mode = b->cfg.socket_mode;
+		memcpy(next.state_dir, b->cfg.state_dir, sizeof(next.state_dir));
+		memcpy(next.user, b->cfg.user, sizeof(next.user));
+		memcpy(next.worker_path, b->cfg.worker_path, sizeof(next.worker_path));
+		b->cfg = next;
+		log_info("configuration reloaded: sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
+	}
+	sd_notify(0, "READY=1");
+}
+
+static int default_state_dir(char *out, size_t len)
+{
+	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	int n;
+
+	if (geteuid() == 0)
+		n = snprintf(out, len, "/var/lib/kotoba");
+	else if (xdg && *xdg == '/')
+		n = snprintf(out, len, "%s/kotoba", xdg);
+	else if (home && *home == '/')
+		n = snprintf(out, len, "%s/.local/state/kotoba", home);
+	else
+		return -1;
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* Like `mkdir -p`; the last component 0700: the store is the broker's. */
+static int make_dirs(const char *dir)
+{
+	char tmp[4096];
+
+	snprintf(tmp, sizeof(tmp), "%s", dir);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* As root the directory is then handed to the service user, as systemd's
+ * StateDirectory= would. */
+static int prepare_state_dir(struct broker *b)
+{
+	char err[300];
+	int rc;
+
+	if (b->cfg.state_dir[0])
+		snprintf(b->state_dir, sizeof(b->state_dir), "%s", b->cfg.state_dir);
+	else if (default_state_dir(b->state_dir, sizeof(b->state_dir)) < 0) {
+		log_err("no state directory: set HOME or pass --state-dir");
+		return -1;
+	}
+	rc = make_dirs(b->state_dir);
+	if (rc < 0) {
+		log_err("cannot create the state directory %s: %s", b->state_dir, strerror(-rc));
+		return -1;
+	}
+	if (privsep_system_mode() && privsep_own_dir(b->state_dir, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -1;
+	}
+	return 0;
 }
 
 static int find_worker(struct broker *b)
@@ -188,6 +290,9 @@ static void on_signal(struct watch *w, uint32_t events)
 				log_info("signal %d: stopping", (int)si.ssi_signo);
 			b->stopping = true;
 			break;
+		case SIGHUP:
+			reload_config(b);
+			break;
 		default:
 			break;
 		}
@@ -234,6 +339,12 @@ static int open_socket(struct broker *b)
 	}
 	if (activated)
 		b->socket_path[0] = '\0'; /* systemd owns the file */
+	else if (privsep_system_mode() &&
+		 privsep_own_socket(b->socket_path, b->cfg.socket_mode, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		close(fd);
+		return -1;
+	}
 	log_info("listening on %s, sandbox=%s", activated ? "the socket systemd passed" :
 		 b->socket_path, sandbox_mode_name(b->cfg.sandbox));
 	return loop_add(&b->listen, fd, EPOLLIN, session_accept, b);
@@ -259,6 +370,7 @@ static void shut_down(struct broker *b)
 	struct session *s, *tmp;
 	struct run *r;
 
+	sd_notify(0, "STOPPING=1");
 	loop_close(&b->listen);
 	if (b->socket_path[0])
 		unlink(b->socket_path);
@@ -284,34 +396,52 @@ static int serve(struct broker *b)
 	return 0;
 }
 
+/* Everything that needs root happens here, then root is given up for
+ * good, before any client is heard. */
+static int start_up(struct broker *b)
+{
+	char err[400] = "";
+
+	if (loop_init() < 0 || setup_signals(b) < 0) {
+		log_err("cannot set up the event loop: %s", strerror(errno));
+		return -1;
+	}
+	if (find_worker(b) < 0 || check_dirs(b) < 0)
+		return -1;
+	if (privsep_resolve(&b->cfg, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -1;
+	}
+	if (prepare_state_dir(b) < 0 || open_socket(b) < 0)
+		return -1;
+	if (privsep_system_mode() && privsep_drop(err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -1;
+	}
+	if (gate_init(b, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -1;
+	}
+	sd_notifyf(0, "READY=1\nSTATUS=serving, sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct broker b;
-	struct options o = { 0 };
-	char err[300] = "";
 
 	sanitise_stdfd();
 	TAILQ_INIT(&b.sessions);
 	TAILQ_INIT(&b.runs);
-	if (parse_args(argc, argv, &o) < 0)
+	if (parse_args(argc, argv, &opts) < 0)
 		return 64;
-	if (load_config(&b, &o) < 0)
+	if (load_config(&b, &opts) < 0)
 		return 78; /* EX_CONFIG */
-	if (o.check_config) {
+	if (opts.check_config) {
 		config_print(stdout, &b.cfg);
 		return 0;
 	}
-	if (loop_init() < 0 || setup_signals(&b) < 0) {
-		log_err("cannot set up the event loop: %s", strerror(errno));
-		return 1;
-	}
-	if (find_worker(&b) < 0 || check_dirs(&b) < 0)
-		return 1;
-	if (gate_init(&b, err, sizeof(err)) < 0) {
-		log_err("%s", err);
-		return 1;
-	}
-	if (open_socket(&b) < 0)
+	if (start_up(&b) < 0)
 		return 1;
 	serve(&b);
 	gate_fini();

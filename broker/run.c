@@ -22,6 +22,7 @@
 #include "broker/broker.h"
 #include "broker/gate.h"
 #include "broker/log.h"
+#include "broker/privsep.h"
 
 /* A worker that has not finished this long after its own deadline is
  * killed, and this long after that the run is given up on. */
@@ -63,8 +64,7 @@ static int seal_code(const char *code, size_t len)
 
 /* The worker starts with an empty environment, default signal handling,
  * an empty signal mask, and exactly fds 0-3. */
-static int spawn_worker(struct broker *b, int code_fd, int out_w, int err_w, int sock,
-			pid_t *pid)
+static int spawn_same_user(struct broker *b, const int *fd, pid_t *pid)
 {
 	char *const argv[] = { (char *)"kotoba-worker", NULL };
 	char *const envp[] = { NULL };
@@ -77,10 +77,8 @@ static int spawn_worker(struct broker *b, int code_fd, int out_w, int err_w, int
 	sigfillset(&all);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawnattr_init(&at);
-	posix_spawn_file_actions_adddup2(&fa, code_fd, 0);
-	posix_spawn_file_actions_adddup2(&fa, out_w, 1);
-	posix_spawn_file_actions_adddup2(&fa, err_w, 2);
-	posix_spawn_file_actions_adddup2(&fa, sock, 3);
+	for (int i = 0; i < 4; i++)
+		posix_spawn_file_actions_adddup2(&fa, fd[i], i);
 	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
 	posix_spawnattr_setsigmask(&at, &none);
 	posix_spawnattr_setsigdefault(&at, &all);
@@ -91,7 +89,52 @@ static int spawn_worker(struct broker *b, int code_fd, int out_w, int err_w, int
 	return -rc;
 }
 
-static int send_job(struct run *r, const struct run_request *rq, char *err, size_t errlen)
+/* In the child: a failure is reported on the worker link as the worker
+ * itself would, so the client hears which step failed. */
+static __attribute__((noreturn)) void child_fail(const char *step, int err, const char *what)
+{
+	struct msg_setup_error m = { pstr_c(step), err, pstr_c(what) };
+	struct frame f;
+
+	if (enc_setup_error(&f, &m) == 0)
+		(void)!write(3, f.data, f.len);
+	_exit(127);
+}
+
+/* posix_spawn cannot change identity, so a worker for another user is
+ * forked: the child takes the peer's groups, gid and uid (the kept
+ * CAP_SETUID/CAP_SETGID allow it) and execs the worker, which starts
+ * with no capabilities at all because its uid is not 0. */
+static int spawn_as_peer(struct broker *b, const int *fd, const struct identity *id,
+			 pid_t *pid)
+{
+	char *const argv[] = { (char *)"kotoba-worker", NULL };
+	char *const envp[] = { NULL };
+	sigset_t none;
+	int rc;
+
+	*pid = fork();
+	if (*pid < 0)
+		return -errno;
+	if (*pid > 0)
+		return 0;
+	for (int i = 0; i < 4; i++)
+		if (dup2(fd[i], i) < 0)
+			_exit(127);
+	close_range(4, ~0U, 0);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	rc = privsep_enter(id);
+	if (rc < 0)
+		child_fail("identity", -rc, "cannot take on the peer's uid, gid and groups");
+	execve(b->worker_path, argv, envp);
+	child_fail("worker", errno, "cannot exec kotoba-worker");
+}
+
+static int send_job(struct run *r, const struct run_request *rq, const struct identity *id,
+		    char *err, size_t errlen)
 {
 	const struct config *c = &r->b->cfg;
 	struct msg_job job = { 0 };
@@ -100,7 +143,7 @@ static int send_job(struct run *r, const struct run_request *rq, char *err, size
 	size_t n_env = 0;
 	int rc;
 
-	rc = env_build(r->uid, rq->env, rq->n_env, env, &n_env, err, errlen);
+	rc = env_build(id->uid, rq->env, rq->n_env, env, &n_env, err, errlen);
 	if (rc < 0)
 		return rc;
 	job.profile = pstr_c(rq->profile);
@@ -241,8 +284,11 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 	      char *err, size_t errlen)
 {
 	int fd[F_COUNT], rc;
+	struct identity id;
 	struct run *r;
 
+	if (privsep_identity(s->peer.uid, &id, err, errlen) < 0)
+		return -ENOENT;
 	if (b->nruns >= b->cfg.max_runs || runs_of_uid(b, s->peer.uid) >= b->cfg.max_runs_per_uid) {
 		snprintf(err, errlen, "too many snippets running (%u in all, at most %u per user)",
 			 b->nruns, b->cfg.max_runs_per_uid);
@@ -256,8 +302,12 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 	b->nruns++;
 	s->nruns++;
 	rc = make_fds(fd, rq);
-	if (rc == 0)
-		rc = spawn_worker(b, fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W], &r->worker);
+	if (rc == 0) {
+		int child_fds[4] = { fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] };
+
+		rc = id.switch_ids ? spawn_as_peer(b, child_fds, &id, &r->worker)
+				   : spawn_same_user(b, child_fds, &r->worker);
+	}
 	if (rc < 0)
 		snprintf(err, errlen, "could not start the worker %s: %s", b->worker_path,
 			 strerror(-rc));
@@ -266,7 +316,7 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 	if (rc == 0)
 		rc = watch_run(r, fd);
 	if (rc == 0)
-		rc = send_job(r, rq, err, errlen);
+		rc = send_job(r, rq, &id, err, errlen);
 	close_all(fd, F_COUNT);
 	if (rc < 0) {
 		if (r->worker > 0)
@@ -275,8 +325,8 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 		run_release(r);
 		return rc;
 	}
-	log_info("uid=%u run=%" PRIu64 " started worker pid=%d profile=%s", (unsigned)r->uid,
-		 r->run_id, (int)r->worker, r->profile);
+	log_info("uid=%u run=%" PRIu64 " started worker pid=%d as %s, profile=%s",
+		 (unsigned)r->uid, r->run_id, (int)r->worker, id.name, r->profile);
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "broker/broker.h"
 #include "broker/gate.h"
 #include "broker/log.h"
+#include "broker/privsep.h"
 
 #define BROKER_NAME "kotoba-brokerd/0.1"
 
@@ -319,17 +320,6 @@ static void on_client(struct watch *w, uint32_t events)
 	read_frames(s);
 }
 
-static bool peer_allowed(struct broker *b, const struct ucred *cr, char *why, size_t len)
-{
-	/* A per-user broker serves its own user only. */
-	if (cr->uid != geteuid()) {
-		snprintf(why, len, "this broker serves uid %u only; you are uid %u",
-			 (unsigned)geteuid(), (unsigned)cr->uid);
-		return false;
-	}
-	return true;
-}
-
 static void refuse(int fd, const char *code, const char *why)
 {
 	struct frame f;
@@ -389,7 +379,7 @@ void session_accept(struct watch *w, uint32_t events)
 		refuse(fd, PERR_BUSY, "the broker has too many connections; try again later");
 		return;
 	}
-	if (!peer_allowed(b, &cr, why, sizeof(why))) {
+	if (!privsep_peer_allowed(&b->cfg, cr.uid, cr.gid, why, sizeof(why))) {
 		log_warn("uid=%u pid=%d refused: %s", (unsigned)cr.uid, (int)cr.pid, why);
 		refuse(fd, PERR_REFUSED, why);
 		return;

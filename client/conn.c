@@ -56,7 +56,13 @@ int conn_open(struct conn *c, const char *socket_path, bool channel)
 		cli_error("socket path %s is too long", c->path);
 		return KOTOBA_EXIT_UNREACHABLE;
 	}
-	if (dial(c) < 0 || enc_hello(&f, &h) < 0 || conn_send(c, &f) < 0 || conn_recv(c, &m) < 0)
+	if (dial(c) < 0 || enc_hello(&f, &h) < 0)
+		return KOTOBA_EXIT_UNREACHABLE;
+	/* A broker that refuses this peer says why and closes at once, so the
+	 * hello may fail to send: read the reason either way. */
+	(void)write_all(c->fd, f.data, f.len);
+	frame_free(&f);
+	if (conn_recv(c, &m) < 0)
 		return KOTOBA_EXIT_UNREACHABLE;
 	if (m.type == MSG_ERROR) {
 		cli_error("the broker refused the connection: %.*s", (int)m.u.error.message.len,

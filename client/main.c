@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * kotoba: the command-line client of kotoba-brokerd.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +32,9 @@ int main(int argc, char **argv)
 		{ "audit", cmd_audit },
 	};
 
+	/* A broker that closes the connection must give an error, not a
+	 * silent death by SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? KOTOBA_EXIT_USAGE : 0;

@@ -22,6 +22,26 @@ BROKERD = os.path.join(BUILD, "kotoba-brokerd")
 KOTOBA = os.path.join(BUILD, "kotoba")
 
 
+SERVICE_USER = "kotoba"
+
+
+def ensure_service_user():
+    """As root the broker becomes its service user, `kotoba` by default,
+    with a socket group of the same name; create both when missing, as an
+    install would."""
+    if os.geteuid() != 0:
+        return
+    if subprocess.run(["getent", "group", SERVICE_USER], capture_output=True).returncode:
+        subprocess.run(["groupadd", "--system", SERVICE_USER], check=True)
+    if subprocess.run(["getent", "passwd", SERVICE_USER], capture_output=True).returncode:
+        subprocess.run(["useradd", "--system", "--gid", SERVICE_USER, "--no-create-home",
+                        "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
+                        SERVICE_USER], check=True)
+
+
+ensure_service_user()
+
+
 class Broker:
     """One broker process and its temporary directories."""
 

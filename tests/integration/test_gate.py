@@ -291,14 +291,18 @@ RUNS = {
 
 
 @pytest.fixture(scope="module")
-def granted(tmp_path_factory):
+def granted():
+    import shutil
+    import tempfile
     from conftest import Broker
-    d = str(tmp_path_factory.mktemp("granted"))
+    # traversable by the service user a root-started broker becomes
+    d = tempfile.mkdtemp(prefix="kotoba-granted-")
     os.chmod(d, 0o755)
     b = Broker(d).start()
     save_grant(b)
     yield b
     b.stop()
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.mark.parametrize("name", sorted(ASKS))

@@ -250,7 +250,12 @@ def test_sigterm_leaves_no_snippet(make_broker):
     b.proc.send_signal(signal.SIGTERM)
     assert b.proc.wait(10) == 0
     assert not pid_alive(pid)
-    assert not os.path.exists(b.socket)
+    if os.geteuid() != 0:
+        # a system broker no longer has the right to remove its socket from
+        # a directory it does not own; the next start replaces it
+        assert not os.path.exists(b.socket)
+    b.start()
+    assert b.run_json("print(1)")["exit"] == 0
 
 
 def test_sandbox_none_offers_nothing(make_broker):

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+#include <cap-ng.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "broker/log.h"
+#include "broker/privsep.h"
+
+static bool system_mode;
+static uid_t svc_uid;
+static gid_t svc_gid, sock_gid;
+static char svc_name[64];
+
+bool privsep_system_mode(void)
+{
+	return system_mode;
+}
+
+int privsep_resolve(const struct config *c, char *err, size_t errlen)
+{
+	struct passwd *pw;
+	struct group *gr;
+
+	system_mode = geteuid() == 0;
+	if (!system_mode)
+		return 0;
+	pw = getpwnam(c->user);
+	if (!pw) {
+		snprintf(err, errlen, "the service user '%s' does not exist; create it with "
+			 "`useradd --system --user-group --no-create-home --shell /usr/sbin/nologin "
+			 "%s`, or set 'user' in [broker]", c->user, c->user);
+		return -1;
+	}
+	if (pw->pw_uid == 0) {
+		snprintf(err, errlen, "the service user '%s' is root; choose an unprivileged "
+			 "user for 'user' in [broker]", c->user);
+		return -1;
+	}
+	svc_uid = pw->pw_uid;
+	svc_gid = pw->pw_gid;
+	snprintf(svc_name, sizeof(svc_name), "%s", pw->pw_name);
+	gr = getgrnam(c->socket_group);
+	if (!gr) {
+		snprintf(err, errlen, "the socket group '%s' does not exist; create it with "
+			 "`groupadd --system %s`, or set 'socket_group' in [broker]",
+			 c->socket_group, c->socket_group);
+		return -1;
+	}
+	sock_gid = gr->gr_gid;
+	return 0;
+}
+
+int privsep_own_dir(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		goto fail;
+	/* O_NOFOLLOW|O_DIRECTORY: never chown what a symlink points at. */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		goto fail;
+	if (fstat(fd, &st) < 0 || fchown(fd, svc_uid, svc_gid) < 0 || fchmod(fd, 0700) < 0) {
+		close(fd);
+		goto fail;
+	}
+	close(fd);
+	return 0;
+fail:
+	snprintf(err, errlen, "cannot prepare the state directory %s for user %s: %s", dir,
+		 svc_name, strerror(errno));
+	return -1;
+}
+
+int privsep_own_socket(const char *path, unsigned mode, char *err, size_t errlen)
+{
+	if (lchown(path, svc_uid, sock_gid) < 0 || chmod(path, mode) < 0) {
+		snprintf(err, errlen, "cannot give the socket %s to %s: %s", path, svc_name,
+			 strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int privsep_drop(char *err, size_t errlen)
+{
+	char *caps;
+
+	/* Kept: CAP_SETUID and CAP_SETGID to exec each worker as its peer,
+	 * CAP_KILL for the backstop that kills a worker running as another
+	 * user.  capng_change_id drops supplementary groups, sets the gid and
+	 * uid with keep-caps, then applies exactly this set. */
+	capng_clear(CAPNG_SELECT_BOTH);
+	if (capng_updatev(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED, CAP_SETUID, CAP_SETGID,
+			  CAP_KILL, -1) < 0 ||
+	    capng_change_id((int)svc_uid, (int)svc_gid,
+			    CAPNG_DROP_SUPP_GRP | CAPNG_CLEAR_BOUNDING) != 0) {
+		snprintf(err, errlen, "cannot switch to the service user %s: %s", svc_name,
+			 strerror(errno));
+		return -1;
+	}
+	if (getuid() == 0 || geteuid() == 0 || getgid() == 0) {
+		snprintf(err, errlen, "still root after switching to %s; refusing to go on",
+			 svc_name);
+		return -1;
+	}
+	capng_get_caps_process();
+	caps = capng_print_caps_text(CAPNG_PRINT_BUFFER, CAPNG_EFFECTIVE);
+	log_info("running as %s (uid %u), capabilities kept: %s", svc_name, (unsigned)svc_uid,
+		 caps ? caps : "?");
+	free(caps);
+	return 0;
+}
+
+/* Splits a comma or space separated list and calls match on each word. */
+static bool list_has(const char *list, bool (*match)(const char *w, const void *arg),
+		     const void *arg)
+{
+	char buf[512], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *w = strtok_r(buf, ", \t", &save); w; w = strtok_r(NULL, ", \t", &save))
+		if (match(w, arg))
+			return true;
+	return false;
+}
+
+static bool word_is_uid(const char *w, const void *arg)
+{
+	uid_t uid = *(const uid_t *)arg;
+	struct passwd *pw = getpwnam(w);
+	char *end;
+	unsigned long v = strtoul(w, &end, 10);
+
+	return (pw && pw->pw_uid == uid) || (*end == '\0' && end != w && v == uid);
+}
+
+static bool word_is_gid(const char *w, const void *arg)
+{
+	gid_t gid = *(const gid_t *)arg;
+	struct group *gr = getgrnam(w);
+	char *end;
+	unsigned long v = strtoul(w, &end, 10);
+
+	return (gr && gr->gr_gid == gid) || (*end == '\0' && end != w && v == gid);
+}
+
+static bool in_allowed_groups(const struct config *c, uid_t uid, gid_t gid)
+{
+	struct passwd *pw = getpwuid(uid);
+	gid_t groups[PROTO_GROUPS_MAX];
+	int n = PROTO_GROUPS_MAX;
+
+	if (list_has(c->allow_groups, word_is_gid, &gid))
+		return true;
+	if (!pw || getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (list_has(c->allow_groups, word_is_gid, &groups[i]))
+			return true;
+	return false;
+}
+
+bool privsep_peer_allowed(const struct config *c, uid_t uid, gid_t gid, char *why, size_t len)
+{
+	/* A per-user broker serves its own user only. */
+	if (!system_mode) {
+		if (uid == geteuid())
+			return true;
+		snprintf(why, len, "this broker serves uid %u only; you are uid %u",
+			 (unsigned)geteuid(), (unsigned)uid);
+		return false;
+	}
+	if (!c->allow_users[0] && !c->allow_groups[0])
+		return true;
+	if (c->allow_users[0] && list_has(c->allow_users, word_is_uid, &uid))
+		return true;
+	if (c->allow_groups[0] && in_allowed_groups(c, uid, gid))
+		return true;
+	snprintf(why, len, "uid %u is not in allow_users or allow_groups of this broker",
+		 (unsigned)uid);
+	return false;
+}
+
+int privsep_identity(uid_t peer, struct identity *id, char *err, size_t errlen)
+{
+	struct passwd pw, *pwp = NULL;
+	char buf[4096];
+	int n = PROTO_GROUPS_MAX;
+
+	memset(id, 0, sizeof(*id));
+	id->switch_ids = system_mode;
+	/* A root peer's snippets run as the service user: never as root. */
+	if (system_mode && peer == 0)
+		peer = svc_uid;
+	if (getpwuid_r(peer, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp) {
+		snprintf(err, errlen, "uid %u has no entry in the user database", (unsigned)peer);
+		return -1;
+	}
+	id->uid = pw.pw_uid;
+	id->gid = pw.pw_gid;
+	snprintf(id->name, sizeof(id->name), "%s", pw.pw_name);
+	if (getgrouplist(pw.pw_name, pw.pw_gid, id->groups, &n) < 0) {
+		snprintf(err, errlen, "user %s is in more than %d groups", pw.pw_name,
+			 PROTO_GROUPS_MAX);
+		return -1;
+	}
+	id->n_groups = (size_t)n;
+	return 0;
+}
+
+int privsep_enter(const struct identity *id)
+{
+	if (!id->switch_ids)
+		return 0;
+	if (setgroups(id->n_groups, id->groups) < 0 || setresgid(id->gid, id->gid, id->gid) < 0 ||
+	    setresuid(id->uid, id->uid, id->uid) < 0)
+		return -errno;
+	return 0;
+}

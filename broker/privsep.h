@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT
+ * Privilege separation.  Started as root, the broker prepares what needs
+ * root (socket, state directory), then becomes its service user keeping
+ * only the capabilities that start a worker as another user.  Each worker
+ * is exec'd already as the peer's uid, gid and groups.
+ */
+#ifndef KOTOBA_PRIVSEP_H
+#define KOTOBA_PRIVSEP_H
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "broker/config.h"
+#include "proto/proto.h"
+
+/* Who a snippet runs as. */
+struct identity {
+	uid_t uid;
+	gid_t gid;
+	size_t n_groups;
+	gid_t groups[PROTO_GROUPS_MAX];
+	char name[64];
+	bool switch_ids; /* false: run as the broker's own user */
+};
+
+/* True when the broker serves several users (it was started as root). */
+bool privsep_system_mode(void);
+/* As root: resolves the service user and socket group named in the config;
+ * -1 with a sentence naming the fix. */
+int privsep_resolve(const struct config *c, char *err, size_t errlen);
+/* As root: creates or fixes the ownership of `dir` for the service user,
+ * mode 0700, as systemd's StateDirectory= would. */
+int privsep_own_dir(const char *dir, char *err, size_t errlen);
+/* As root: gives the socket file to the service user and socket group. */
+int privsep_own_socket(const char *path, unsigned mode, char *err, size_t errlen);
+/* As root: becomes the service user keeping CAP_SETUID, CAP_SETGID and
+ * CAP_KILL; everything else leaves every set and the bounding set. */
+int privsep_drop(char *err, size_t errlen);
+/* May this peer use the broker at all? */
+bool privsep_peer_allowed(const struct config *c, uid_t uid, gid_t gid, char *why, size_t len);
+/* The identity a peer's snippets take: the peer's own, or the service
+ * user's for root; never root. */
+int privsep_identity(uid_t peer, struct identity *id, char *err, size_t errlen);
+/* In the child between fork and exec of the worker: async-signal-safe. */
+int privsep_enter(const struct identity *id);
+#endif
