@@ -1,4 +1,4 @@
-// link: broker/env.c
+// link: broker/env.c proto/decode_util.c
 /* The snippet's environment: built from the allowlist, never from the
  * broker's own environment, and never carrying a secret-looking name. */
 #include <errno.h>
