@@ -47,6 +47,7 @@ struct session {
 	size_t queued;
 	unsigned nruns;
 	TAILQ_HEAD(, run) runs;
+	uint64_t frame_us; /* when the frame being dispatched was read */
 };
 
 /* Snippet code and what the gate decided, handed to run_start(). */
@@ -63,6 +64,7 @@ struct run_request {
 	size_t n_labels;
 	const char *labels[PROTO_LABELS_MAX];
 	char sha256[65];      /* of the code, for the audit trail */
+	uint64_t arrived_us;  /* when the exec frame was read, for timings */
 };
 
 struct run {
@@ -94,6 +96,8 @@ struct run {
 	const char *labels[PROTO_LABELS_MAX];
 	char sha256[65];
 	pid_t peer_pid;
+	/* monotonic us: exec frame read, worker ready, worker finished */
+	uint64_t t_arrived, t_ready, t_finished;
 };
 
 struct broker {

@@ -261,6 +261,7 @@ static void run_now(struct session *s, const struct msg_exec *e, const struct sc
 	else
 		home_of(s->peer.uid, cwd, sizeof(cwd));
 	rq.cwd = cwd;
+	rq.arrived_us = s->frame_us;
 	fill_request(&rq, sr, v, sha256);
 	if (!strcmp(v->approver, "grant") && store_grant_touch(store, s->peer.uid, FAMILY) < 0)
 		log_warn("uid=%u could not count a grant use: %s", (unsigned)s->peer.uid,
@@ -455,6 +456,7 @@ static void run_card(struct card *c)
 	if (audit_card_end(c, "ran", &approved) < 0)
 		return;
 	fill_request(&rq, &c->scan, &approved, c->sha256);
+	rq.arrived_us = c->s->frame_us; /* the answer's frame: the person's time is not ours */
 	start_run(c->s, &rq);
 }
 

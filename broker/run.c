@@ -200,6 +200,7 @@ static struct run *run_new(struct broker *b, struct session *s, const struct run
 	memcpy(r->sha256, rq->sha256, sizeof(r->sha256));
 	r->peer_pid = s->peer.pid;
 	r->start_us = now_us();
+	r->t_arrived = rq->arrived_us ? rq->arrived_us : r->start_us;
 	r->kill_at_ms = now_ms() + rq->timeout_ms + b->cfg.grace_ms + BACKSTOP_MS;
 	r->abandon_at_ms = r->kill_at_ms + ABANDON_MS;
 	return r;
@@ -359,33 +360,43 @@ static void report_exit(struct run *r)
 		session_send(r->s, &f);
 }
 
+/* The client's last frame for this run. */
+static void report_end(struct run *r)
+{
+	switch (r->end) {
+	case END_FINISHED:
+		report_exit(r);
+		break;
+	case END_SETUP:
+		report_setup_error(r);
+		break;
+	case END_LOST:
+	case END_NONE:
+	default:
+		session_send_error(r->s, true, r->id, r->cancelled ? PERR_CANCELLED : PERR_WORKER_LOST,
+				   "%s", r->cancelled ? "the run was cancelled"
+						      : "the worker ended without a result; the "
+							"snippet was stopped");
+		break;
+	}
+}
+
 /* Called whenever a source closes; the run is over once all three are. */
 static void maybe_complete(struct run *r)
 {
+	uint64_t sent;
+
 	if (r->done || r->sock.fd >= 0 || r->out[0].fd >= 0 || r->out[1].fd >= 0)
 		return;
 	r->done = true;
-	if (r->s) {
-		switch (r->end) {
-		case END_FINISHED:
-			report_exit(r);
-			break;
-		case END_SETUP:
-			report_setup_error(r);
-			break;
-		case END_LOST:
-		case END_NONE:
-		default:
-			session_send_error(r->s, true, r->id, r->cancelled ? PERR_CANCELLED
-						   : PERR_WORKER_LOST,
-					   "%s", r->cancelled
-							 ? "the run was cancelled"
-							 : "the worker ended without a result; the "
-							   "snippet was stopped");
-			break;
-		}
-	}
+	if (r->s)
+		report_end(r);
+	sent = now_us();
 	gate_run_ended(r);
+	if (r->end == END_FINISHED)
+		log_debug("uid=%u run=%" PRIu64 " t_exec_to_ready_us=%" PRIu64
+			  " t_exit_to_frame_us=%" PRIu64, (unsigned)r->uid, r->run_id,
+			  r->t_ready - r->t_arrived, sent - r->t_finished);
 	log_info("uid=%u run=%" PRIu64 " ended: %s", (unsigned)r->uid, r->run_id,
 		 r->end == END_FINISHED ? "finished" : r->end == END_SETUP ? r->setup_step : "lost");
 	run_release(r);
@@ -399,6 +410,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		struct msg_started st = { r->id, r->profile, r->approver };
 
 		r->ready = true;
+		r->t_ready = now_us();
 		if (r->s && enc_started(&f, &st) == 0)
 			session_send(r->s, &f);
 	} else if (m->type == MSG_SETUP_ERROR && !r->ready && r->end == END_NONE) {
@@ -411,6 +423,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		r->setup_errno = e->err_no;
 	} else if (m->type == MSG_FINISHED && r->ready && r->end == END_NONE) {
 		r->end = END_FINISHED;
+		r->t_finished = now_us();
 		r->result = m->u.finished.r;
 	} else {
 		/* The worker link allows ready, then finished; or setup_error.

@@ -249,6 +249,7 @@ static int dispatch(struct session *s, const uint8_t *p, size_t len)
 
 	if (!m)
 		return -ENOMEM;
+	s->frame_us = now_us();
 	if (proto_decode(p, len, s->b->cfg.snippet_max, m, &err) == MSG_UNKNOWN) {
 		session_send_error(s, false, 0, err.code, "%s", err.message);
 		goto out;
