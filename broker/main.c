@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -406,6 +407,9 @@ static int start_up(struct broker *b)
 		log_err("cannot set up the event loop: %s", strerror(errno));
 		return -1;
 	}
+	/* Orphans of a worker that died come here to be killed (run.c). */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		log_warn("cannot become a child subreaper: %s", strerror(errno));
 	if (find_worker(b) < 0 || check_dirs(b) < 0)
 		return -1;
 	if (privsep_resolve(&b->cfg, err, sizeof(err)) < 0) {

@@ -544,6 +544,47 @@ void run_detach(struct run *r)
 	run_cancel(r);
 }
 
+static bool is_worker(struct broker *b, pid_t pid)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &b->runs, blink)
+		if (r->worker == pid)
+			return true;
+	return false;
+}
+
+/* The broker is the child subreaper of its workers' trees: when a worker
+ * dies before it could kill its snippet (SIGKILL, a crash), the snippet's
+ * processes are reparented here, and every child that is not a worker is
+ * killed.  Their own children land here in turn and go the same way. */
+static void kill_orphans(struct broker *b)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	for (char *p = buf, *end; *p; p = end) {
+		long pid = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (pid > 0 && !is_worker(b, (pid_t)pid)) {
+			log_warn("killing pid %ld, left behind by a worker that died", pid);
+			kill((pid_t)pid, SIGKILL);
+		}
+	}
+}
+
 void runs_reap(struct broker *b)
 {
 	struct run *r, *tmp;
@@ -563,6 +604,7 @@ void runs_reap(struct broker *b)
 			break;
 		}
 	}
+	kill_orphans(b);
 }
 
 /* The worker enforces the snippet's timeout; this is the backstop for a

@@ -285,3 +285,27 @@ def test_usage_status(broker):
     assert broker.kotoba("run").returncode == 64
     assert broker.kotoba("run", "-c", "1", "--timeout", "abc").returncode == 64
     assert subprocess.run([KOTOBA, "frobnicate"], capture_output=True).returncode == 64
+
+
+def test_worker_killed_mid_run_leaves_nothing(broker):
+    c = broker.client()
+    c.exec("import os, time\nif os.fork() == 0:\n    os.setsid()\n"
+           "    print('grandchild', os.getpid(), flush=True)\n    time.sleep(600)\n"
+           "print('child', os.getpid(), flush=True)\ntime.sleep(600)")
+    pids, text = {}, b""
+    while len(pids) < 2:
+        m = c.recv()
+        if m["type"] == "output":
+            text += m["data"]
+            pids = {k: int(p) for k, p in
+                    (l.split() for l in text.decode().split("\n")[:-1])}
+    worker = int(open("/proc/%d/stat" % pids["child"]).read().split(")")[1].split()[1])
+    os.kill(worker, signal.SIGKILL)
+    end = c.until_end()["end"]
+    assert end["type"] == "error" and end["code"] == "worker-lost", end
+    deadline = time.monotonic() + 3
+    while any(pid_alive(p) for p in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for kind, pid in pids.items():
+        assert not pid_alive(pid), "%s %d outlived its worker" % (kind, pid)
+    assert broker.run_json("print(1)")["exit"] == 0
