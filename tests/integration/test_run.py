@@ -136,18 +136,21 @@ def test_code_not_in_argv(broker):
     assert r["stdout"].split("\0")[:3] == ["python3", "-B", "-"] or "-" in r["stdout"]
 
 
+# Each process reports with one write(2), so lines from several processes
+# never interleave mid-line.
 TREE = r"""
 import os, sys, time
-print(os.getpid(), flush=True)
+say = lambda: os.write(1, b"%d\n" % os.getpid())
+say()
 if os.fork() == 0:
     # double fork + setsid: the grandchild leaves the snippet's session
     if os.fork() == 0:
         os.setsid()
-        print(os.getpid(), flush=True)
+        say()
         time.sleep(600)
     os._exit(0)
 if os.fork() == 0:
-    print(os.getpid(), flush=True)
+    say()
     time.sleep(600)
 time.sleep(600)
 """
@@ -290,8 +293,8 @@ def test_usage_status(broker):
 def test_worker_killed_mid_run_leaves_nothing(broker):
     c = broker.client()
     c.exec("import os, time\nif os.fork() == 0:\n    os.setsid()\n"
-           "    print('grandchild', os.getpid(), flush=True)\n    time.sleep(600)\n"
-           "print('child', os.getpid(), flush=True)\ntime.sleep(600)")
+           "    os.write(1, b'grandchild %d\\n' % os.getpid())\n    time.sleep(600)\n"
+           "os.write(1, b'child %d\\n' % os.getpid())\ntime.sleep(600)")
     pids, text = {}, b""
     while len(pids) < 2:
         m = c.recv()
