@@ -42,6 +42,7 @@ struct session {
 	struct ucred peer;
 	enum { SESSION_NEW, SESSION_READY, SESSION_CLOSING } state;
 	bool channel;
+	bool dispatching; /* inside read_frames: flush must not re-enter it */
 	struct frame_reader rd;
 	TAILQ_HEAD(, outbuf) outq;
 	size_t queued;

@@ -22,6 +22,7 @@
 #define BROKER_NAME "kotoba-brokerd/0.1"
 
 static void on_client(struct watch *w, uint32_t events);
+static void read_frames(struct session *s);
 
 bool session_backlogged(const struct session *s)
 {
@@ -56,13 +57,17 @@ static void flush(struct session *s)
 		session_close(s);
 		return;
 	}
-	loop_mod(&s->w, (s->state == SESSION_CLOSING ? 0 : EPOLLIN) |
+	/* A client that sends without reading is not read either, above the
+	 * high mark: its answers cannot pile up without bound. */
+	loop_mod(&s->w, (s->state == SESSION_CLOSING || session_backlogged(s) ? 0 : EPOLLIN) |
 				(TAILQ_EMPTY(&s->outq) ? 0 : EPOLLOUT));
 	if (s->queued < SESSION_QUEUE_LOW) {
 		struct run *r;
 
 		TAILQ_FOREACH(r, &s->runs, slink)
 			run_resume(r);
+		if (!s->dispatching)
+			read_frames(s);
 	}
 }
 
@@ -127,6 +132,10 @@ void session_close(struct session *s)
 
 	if (s->w.fd < 0)
 		return;
+	/* Off the loop first: what the gate says while closing the cards
+	 * (an audit write that failed) is dropped, and a send that fails
+	 * cannot enter session_close() a second time and free s twice. */
+	loop_close(&s->w);
 	TAILQ_FOREACH_SAFE(r, &s->runs, slink, tmp)
 		run_detach(r);
 	gate_session_closed(s);
@@ -135,7 +144,6 @@ void session_close(struct session *s)
 		frame_free(&o->f);
 		free(o);
 	}
-	loop_close(&s->w);
 	TAILQ_REMOVE(&s->b->sessions, s, link);
 	s->b->nsessions--;
 	log_debug("uid=%u session=%" PRIu64 " closed", (unsigned)s->peer.uid, s->sid);
@@ -272,13 +280,16 @@ out:
 	return rc;
 }
 
+/* Dispatches the complete frames already read, until the answers queued
+ * for this client reach the high mark; flush() resumes below the low one. */
 static void read_frames(struct session *s)
 {
 	const uint8_t *p;
 	size_t len;
 	int rc;
 
-	while (s->w.fd >= 0 && s->state != SESSION_CLOSING &&
+	s->dispatching = true;
+	while (s->w.fd >= 0 && s->state != SESSION_CLOSING && !session_backlogged(s) &&
 	       (rc = frame_reader_next(&s->rd, &p, &len)) != 0) {
 		if (rc < 0) {
 			char text[160];
@@ -287,11 +298,12 @@ static void read_frames(struct session *s)
 				 "frame announces more than the limit of %zu bytes; closing",
 				 s->rd.max);
 			session_fail(s, PERR_TOO_LARGE, text);
-			return;
+			break;
 		}
 		if (dispatch(s, p, len) < 0 && s->w.fd >= 0 && s->state != SESSION_CLOSING)
 			session_fail(s, PERR_INTERNAL, "the broker could not handle that message");
 	}
+	s->dispatching = false;
 }
 
 static void on_client(struct watch *w, uint32_t events)
@@ -302,7 +314,7 @@ static void on_client(struct watch *w, uint32_t events)
 	if (events & EPOLLOUT)
 		flush(s);
 	if (s->w.fd < 0 || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ||
-	    s->state == SESSION_CLOSING)
+	    s->state == SESSION_CLOSING || (session_backlogged(s) && !(events & EPOLLHUP)))
 		return;
 	n = frame_reader_fill(&s->rd, w->fd);
 	if (n == -EAGAIN)

@@ -114,7 +114,12 @@ int enc_end(struct enc *e, struct frame *f)
 	p[1] = (uint8_t)(n >> 16);
 	p[2] = (uint8_t)(n >> 8);
 	p[3] = (uint8_t)n;
-	f->data = p;
+	/* msgpack_sbuffer grows in 8 KiB steps; a queued frame should cost
+	 * what it holds, or a broker's per-client bound would count bytes
+	 * while holding pages. */
+	f->data = realloc(p, e->sb.size);
+	if (!f->data)
+		f->data = p;
 	f->len = e->sb.size;
 	return 0;
 }

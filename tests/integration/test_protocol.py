@@ -1,6 +1,7 @@
 """Bad input on the client link: each gets an error frame; a fault that
 loses the framing closes that connection only; the broker keeps serving."""
 import struct
+import time
 
 import msgpack
 import pytest
@@ -127,3 +128,30 @@ def test_garbage_storm_does_not_stop_service(broker):
         c.sock.sendall(os.urandom(1 + (i * 37) % 300))
         c.close()
     assert_still_serving(broker)
+
+
+def test_client_that_does_not_read_is_throttled_not_dropped(broker):
+    # 200,000 bad frames, about 17 MB of error answers: far more than the
+    # broker queues for one client, so it stops reading this client until
+    # it reads; then every frame still gets its answer.
+    def rss_kb():
+        status = open("/proc/%d/status" % broker.proc.pid).read()
+        return int(status.split("VmRSS:")[1].split()[0])
+
+    assert_still_serving(broker)
+    before = rss_kb()
+    c = broker.client(hello=False)
+    n = 200000
+    c.sock.settimeout(60)
+    import threading
+    sender = threading.Thread(target=lambda: c.sock.sendall(b"\x00\x00\x00\x01\x90" * n))
+    sender.start()
+    time.sleep(2)
+    assert_still_serving(broker)
+    grown = rss_kb() - before
+    got = 0
+    while got < n:
+        assert error_of(c)["code"] == "bad-msgpack"
+        got += 1
+    sender.join()
+    assert grown < 8 * 1024, "the broker grew by %d KiB for one client" % grown
