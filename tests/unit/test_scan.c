@@ -1,0 +1,780 @@
+// link: broker/scan.c
+/* SPDX-License-Identifier: MIT
+ * Unit tests of broker/scan.c, the execute_code pre-screen: every row of
+ * the spec's measured table, positives and negatives for each label, the
+ * spans, the size limit, the report, and linear time on adversarial text.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "broker/scan.h"
+
+#define FD (1u << SCAN_FS_DESTROY)
+#define SS (1u << SCAN_SHELL_SPAWN)
+#define RS (1u << SCAN_RAW_SOCKET)
+#define DE (1u << SCAN_DYNAMIC_EVAL)
+#define FW (1u << SCAN_FS_WRITE)
+#define DO (1u << SCAN_DATA_OUT)
+#define SR (1u << SCAN_SECRET_READ)
+
+#define MIB (1024u * 1024u)
+#define BIG (64u * MIB)
+
+struct scase {
+	const char *code;
+	unsigned want;
+};
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static unsigned mask_of(const struct scan_result *r)
+{
+	unsigned m = 0;
+
+	for (size_t i = 0; i < r->n; i++)
+		m |= 1u << r->hits[i].label;
+	return m;
+}
+
+static void mask_str(unsigned m, char *buf, size_t n)
+{
+	buf[0] = 0;
+	for (int l = 0; l < SCAN_LABEL_COUNT; l++) {
+		if (m & (1u << l)) {
+			strncat(buf, scan_label_name((enum scan_label)l), n - strlen(buf) - 1);
+			strncat(buf, " ", n - strlen(buf) - 1);
+		}
+	}
+	if (!m)
+		snprintf(buf, n, "(none)");
+}
+
+/* The labels of code; no case here may owe its answer to a PCRE2 limit. */
+static unsigned scan_mask(const char *code)
+{
+	struct scan_result r;
+
+	assert_int_equal(scan_snippet(code, strlen(code), BIG, &r), 0);
+	for (size_t i = 0; i < r.n; i++) {
+		if (r.hits[i].limited)
+			fail_msg("%s reached a PCRE2 limit on: %s",
+				 scan_label_name(r.hits[i].label), code);
+	}
+	return mask_of(&r);
+}
+
+static void check_cases(const struct scase *c, size_t n)
+{
+	char got[128], want[128];
+	int bad = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned m = scan_mask(c[i].code);
+
+		if (m == c[i].want)
+			continue;
+		mask_str(m, got, sizeof(got));
+		mask_str(c[i].want, want, sizeof(want));
+		print_error("case %zu: %s\n   want %s\n   got  %s\n", i, c[i].code, want, got);
+		bad++;
+	}
+	assert_int_equal(bad, 0);
+}
+
+#define CHECK(tab) check_cases(tab, sizeof(tab) / sizeof(tab[0]))
+
+static int setup(void **state)
+{
+	char err[256];
+
+	(void)state;
+	if (scan_init(err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	scan_fini();
+	return 0;
+}
+
+/* ---- the spec's measured table ----------------------------------------- */
+
+static void test_spec_table(void **state)
+{
+	static const struct scase c[] = {
+		/* plain computation */
+		{ "x = sum(i * i for i in range(10))\nprint(x)\n", 0 },
+		/* writing a file */
+		{ "with open(\"out.txt\", \"w\") as f:\n    f.write(\"hi\")\n", FW },
+		/* appending to a dotfile */
+		{ "open(os.path.expanduser(\"~/.bashrc\"), \"a\").write(\"alias x=y\\n\")\n", FW },
+		/* shutil.rmtree */
+		{ "import shutil\nshutil.rmtree(\"build\")\n", FD },
+		/* subprocess.run(...), import os as o, ctypes, importlib */
+		{ "import subprocess\nsubprocess.run([\"ls\", \"-l\"])\n", SS },
+		{ "import os as o\nprint(o.getcwd())\n", SS },
+		{ "import ctypes\nlibc = ctypes.CDLL(None)\n", SS },
+		{ "import importlib\nm = importlib.import_module(\"json\")\n", SS },
+		/* a bare import subprocess, with no call */
+		{ "import subprocess\nprint(42)\n", 0 },
+		/* eval(...) */
+		{ "print(eval(\"1 + 2\"))\n", DE },
+		/* opening a raw socket */
+		{ "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n", RS },
+		/* an HTTP post, or a get with an f-string URL */
+		{ "import requests\nrequests.post(\"https://example.com/api\", json={\"a\": 1})\n", DO },
+		{ "import requests\nr = requests.get(f\"https://example.com/?q={word}\")\n", DO },
+		/* reading an SSH key or a .env */
+		{ "print(open(os.path.expanduser(\"~/.ssh/id_rsa\")).read())\n", SR },
+		{ "print(open(\".env\").read())\n", SR },
+		/* the grant's honest statement: these run with no card */
+		{ "print(open(\"/etc/hostname\").read())\n", 0 },
+		{ "import os\nprint(os.listdir(\"/usr\"))\n", 0 },
+		{ "import requests\nprint(requests.get(\"https://example.com\").status_code)\n", 0 },
+	};
+
+	(void)state;
+	CHECK(c);
+}
+
+/* ---- per label ---------------------------------------------------------- */
+
+static void test_fs_destroy(void **state)
+{
+	static const struct scase c[] = {
+		{ "os.remove(\"x\")", FD },
+		{ "os.unlink(p)", FD },
+		{ "os.rmdir(d)", FD },
+		{ "os.removedirs(d)", FD },
+		{ "shutil.rmtree(d, ignore_errors=True)", FD },
+		{ "shutil . rmtree(d)", FD },
+		{ "Path(p).unlink()", FD },
+		{ "p.rmdir()", FD },
+		{ "from shutil import rmtree\nrmtree(d)\n", FD },
+		{ "from os import path, remove\n", FD },
+		{ "from os import (\n    path,  # paths\n    rmdir,\n)\n", FD },
+		{ "from shutil import *\n", FD | FW },	/* copy and move too */
+		{ "import shutil as sh\nsh.rmtree(d)\n", FD },
+		/* not deleting */
+		{ "from os import path\n", 0 },
+		{ "xs = [1, 2]\nxs.remove(1)\n", 0 },
+		{ "os.path.exists(p)", 0 },
+		{ "import shutil\nprint(shutil.which(\"ls\"))\n", 0 },
+		{ "from os import path\nremove_me = 1\n", 0 },
+	};
+
+	(void)state;
+	CHECK(c);
+}
+
+static void test_shell_spawn(void **state)
+{
+	static const struct scase c[] = {
+		{ "os.system(\"ls\")", SS },
+		{ "os.popen(\"ls\").read()", SS },
+		{ "os.execvp(\"ls\", [\"ls\"])", SS },
+		{ "os.spawnlp(os.P_WAIT, \"ls\", \"ls\")", SS },
+		{ "os.posix_spawnp(\"ls\", [\"ls\"], {})", SS },
+		{ "import pty\npty.spawn(\"/bin/sh\")\n", SS },
+		{ "subprocess.Popen([\"ls\"])", SS },
+		{ "subprocess.check_output([\"id\"])", SS },
+		{ "x = subprocess.PIPE", SS },
+		{ "await asyncio.create_subprocess_exec(\"ls\")", SS },
+		{ "from ctypes import CDLL", SS },
+		{ "from importlib import import_module", SS },
+		{ "from os import system\nsystem(\"ls\")\n", SS },
+		{ "from os import getcwd, execv\n", SS },
+		{ "from os import *\n", SS | FD | FW },
+		{ "from subprocess import run\n", SS },
+		{ "import subprocess as sp\n", SS },
+		{ "import sys, subprocess as sp\n", SS },
+		{ "import json, os as _o, sys\n", SS },
+		{ "m = os\nm.system(\"ls\")\n", SS },
+		{ "run(os)", SS },
+		{ "getattr(os, \"sys\" + \"tem\")(\"ls\")", SS },
+		{ "sys.modules[\"os\"].system(\"ls\")", SS },
+		/* the import without a use, and other os use */
+		{ "import subprocess\n", 0 },
+		{ "import subprocess, json\nprint(json.dumps(1))\n", 0 },
+		{ "import os\nimport sys, os\nprint(os.getcwd())\n", 0 },
+		{ "import os.path as osp\nprint(osp.join(\"a\", \"b\"))\n", 0 },
+		{ "from os import path\n", 0 },
+		{ "positions = [1, 2]\nprint(\"hello os\")\n", 0 },
+		{ "import osmosis as om\n", 0 },
+	};
+
+	(void)state;
+	CHECK(c);
+}
+
+static void test_raw_socket(void **state)
+{
+	static const struct scase c[] = {
+		{ "s = socket.socket()", RS },
+		{ "socket.create_connection((\"h\", 80))", RS },
+		{ "from socket import socket\ns = socket()\n", RS },
+		{ "from socket import AF_INET, socket\n", RS },
+		{ "import socket as so\n", RS },
+		{ "s.connect((\"10.0.0.1\", 22))", RS },
+		{ "s.connect( (host, port) )", RS },
+		{ "r, w = await asyncio.open_connection(\"h\", 1)", RS },
+		/* not raw */
+		{ "import socket\nprint(socket.gethostname())\n", 0 },
+		{ "db = sqlite3.connect(\"x.db\")", 0 },
+		{ "conn.connect(dsn)", 0 },
+	};
+
+	(void)state;
+	CHECK(c);
+}
+
+static void test_dynamic_eval(void **state)
+{
+	static const struct scase c[] = {
+		{ "eval(s)", DE },
+		{ "exec(\"x = 1\")", DE },
+		{ "exec (code)", DE },
+		{ "m = __import__(\"os\")", DE },
+		{ "code = compile(src, \"<s>\", \"exec\")", DE },
+		{ "builtins.eval(\"1\")", DE },
+		{ "__builtins__[\"eval\"](\"1\")", DE },
+		{ "list(map(eval, xs))", DE },
+		{ "f = exec\n", DE },
+		{ "from builtins import exec as run\n", DE },
+		{ "pickle.loads(blob)", DE },
+		{ "import runpy\n", DE },
+		/* methods and other names */
+		{ "model.eval()", 0 },
+		{ "app.exec()", 0 },
+		{ "rx = re.compile(\"a+\")", 0 },
+		{ "evaluate(x)", 0 },
+		{ "retval(x)", 0 },
+		{ "print(\"exec\")", 0 },
+	};
+
+	(void)state;
+	CHECK(c);
+}
+
+static void test_fs_write(void **state)
+{
+	static const struct scase c[] = {
+		{ "open(\"x\", \"w\")", FW },
+		{ "open('x', 'wb')", FW },
+		{ "open(\"x\", \"r+\")", FW },
+		{ "open(\"x\", \"x\")", FW },
+		{ "open(\"log\", \"ab\")", FW },
+		/* the mode found across balanced brackets */
+		{ "open(os.path.join(d, \"f\"), \"w\")", FW },
+		{ "open(os.path.join(os.getcwd(), name[0], cfg[\"a\"]), \"a\")", FW },
+		{ "with open(\n    os.path.join(\n        root, f(g(h(1)))),\n    \"w\") as f:\n",
+		  FW },
+		{ "open(\"out.txt\", mode=\"a\")", FW },
+		{ "open(file=p, mode=\"w\", encoding=\"utf-8\")", FW },
+		{ "open(p, encoding=\"utf-8\", mode = 'w')", FW },
+		{ "open(p, mode)", FW },
+		{ "open(*args)", FW },
+		{ "open(f(g(h(i(j(k(l(\"x\"))))))), \"r\")", FW },
+		{ "io.open(p, \"w\")", FW },
+		{ "gzip.open(p, \"wt\")", FW },
+		{ "Path(\"x\").open(\"w\")", FW },
+		{ "zf.open(name, mode=\"w\")", FW },
+		{ "os.fdopen(fd, \"w\")", FW },
+		{ "Path(\"x\").write_text(\"y\")", FW },
+		{ "p.write_bytes(b\"y\")", FW },
+		{ "os.open(\"x\", os.O_WRONLY | os.O_CREAT)", FW },
+		{ "os.open(\"x\", 577)", FW },
+		{ "shutil.copy(\"a\", \"b\")", FW },
+		{ "shutil.copytree(\"a\", \"b\")", FW },
+		{ "shutil.move(\"a\", \"b\")", FW },
+		{ "os.rename(\"a\", \"b\")", FW },
+		{ "os.replace(\"a\", \"b\")", FW },
+		{ "os.chmod(\"a\", 0o600)", FW },
+		{ "os.chown(\"a\", 0, 0)", FW },
+		{ "from shutil import copyfile\n", FW },
+		{ "from os import rename\n", FW },
+		{ "f = open\nf(\"x\", \"w\")\n", FW },
+		{ "w = functools.partial(open, mode=\"w\")", FW },
+		/* reading */
+		{ "open(\"x\")", 0 },
+		{ "open(\"x\", \"r\")", 0 },
+		{ "open(\"x\", \"rb\")", 0 },
+		{ "open('x', 'rt', encoding='utf-8')", 0 },
+		{ "open(\"x\", encoding=\"utf-8\", errors=\"replace\")", 0 },
+		{ "open(os.path.join(a, \"b\"), \"r\", encoding=\"utf-8\")", 0 },
+		{ "open(p, mode=\"rb\")", 0 },
+		{ "Path(\"x\").open()", 0 },
+		{ "Image.open(path)", 0 },
+		{ "webbrowser.open(url)", 0 },
+		{ "os.open(\"data.bin\", os.O_RDONLY)", 0 },
+		{ "fd = os.open(p, flags=os.O_RDONLY | os.O_CLOEXEC)", 0 },
+		{ "reopen(\"x\", \"w\")", 0 },
+		{ "s = \"a\".replace(\"a\", \"w\")", 0 },
+		{ "shutil.which(\"ls\")", 0 },
+		{ "opened = open_file(p)", 0 },
+	};
+
+	(void)state;
+	CHECK(c);
+}
+
+static void test_data_out(void **state)
+{
+	static const struct scase c[] = {
+		{ "requests.post(u, data=d)", DO },
+		{ "session.post(u)", DO },
+		{ "await client.post(\"/x\")", DO },
+		{ "httpx.put(u, json=d)", DO },
+		{ "my_session.patch(u, json=d)", DO },
+		{ "requests.request(\"POST\", u)", DO },
+		{ "http.request(\"post\", \"https://x\")", DO },
+		{ "urllib.request.Request(u, method=\"PUT\")", DO },
+		/* a get whose URL is built */
+		{ "requests.get(url)", DO },
+		{ "requests.get(\"https://x/\" + q)", DO },
+		{ "requests.get(\"https://x/?q=%s\" % q)", DO },
+		{ "requests.get(\"https://x/{}\".format(q))", DO },
+		{ "httpx.get(rf\"https://x/{q}\")", DO },
+		{ "requests.get(url=base)", DO },
+		{ "requests.get(\"https://x\", params={\"q\": s})", DO },
+		{ "sess.get(\"https://x\", timeout=3, data=s)", DO },
+		{ "requests.request(\"GET\", f\"https://x/{q}\")", DO },
+		{ "g.get(f\"https://x/{q}\")", DO },
+		{ "urlopen(f\"https://x/{q}\")", DO },
+		{ "urllib.request.urlopen(\"https://x\", data=b\"1\")", DO },
+		{ "urlopen(\"https://x\", body)", DO },
+		{ "urlopen(Request(\"https://x\", data=b\"1\"))", DO },
+		{ "req = Request(u)", DO },
+		{ "import smtplib\n", DO },
+		{ "from ftplib import FTP\n", DO },
+		{ "import paramiko\n", DO },
+		{ "from requests import post\n", DO },
+		{ "import requests as rq\n", DO },
+		/* plain fetching */
+		{ "requests.get(\"https://example.com\", timeout=5)", 0 },
+		{ "requests.get(\n    'https://example.com/a'\n)", 0 },
+		{ "urlopen(\"https://example.com\")", 0 },
+		{ "urllib.request.urlopen(urllib.request.Request(\"https://e.com\"))", 0 },
+		{ "d.get(\"key\")", 0 },
+		{ "d.get(f\"key{x}\")", 0 },
+		{ "config.get(name, default)", 0 },
+		{ "os.environ.get(name)", 0 },
+		{ "q.put(item)", 0 },
+		{ "mock.patch(\"a.b\")", 0 },
+	};
+
+	(void)state;
+	CHECK(c);
+}
+
+static void test_secret_read(void **state)
+{
+	static const struct scase c[] = {
+		{ "open(\"/home/me/.ssh/id_ed25519\")", SR },
+		{ "os.path.join(home, \".ssh\")", SR },
+		{ "open(\"/etc/shadow\")", SR },
+		{ "open(\"/etc/passwd\").read()", SR },
+		{ "open(os.path.expanduser(\"~/.aws/credentials\"))", SR },
+		{ "open(r\"C:\\Users\\me\\.aws\\credentials\")", SR },
+		{ "open(\"C:\\\\Users\\\\me\\\\.aws\\\\credentials\")", SR },
+		{ "open(os.path.expanduser(\"~/.netrc\"))", SR },
+		{ "k = open(\".keystore_key\").read()", SR },
+		{ "open('.env')", SR },
+		{ "open(f\"{root}/.env\")", SR },
+		{ "open(\"C:\\\\proj\\\\.env\")", SR },
+		{ "p = Path.home() / \".env.local\"", SR },
+		{ "from dotenv import load_dotenv\nload_dotenv()\n", SR },
+		{ "open(f\"/proc/{pid}/environ\")", SR },
+		/* not secrets */
+		{ "os.environ[\"HOME\"]", 0 },
+		{ "os.environ.get(\"X\")", 0 },
+		{ "self.env.reset()", 0 },
+		{ "env = gym.make(\"x\").env", 0 },
+		{ "cfg.environment = 1", 0 },
+		{ "open(\".envrc\")", 0 },
+		{ "open(\"/etc/hostname\")", 0 },
+		{ "import ssh_helpers", 0 },
+	};
+
+	(void)state;
+	CHECK(c);
+}
+
+/* ---- spans, order, size, report ----------------------------------------- */
+
+static void test_spans(void **state)
+{
+	const char *code = "x = 1\ny = 2\nshutil.rmtree(d)\nopen(p, \"w\")\neval(s)\n";
+	struct scan_result r;
+
+	(void)state;
+	assert_int_equal(scan_snippet(code, strlen(code), BIG, &r), 0);
+	assert_int_equal(r.n, 3);
+	/* label order, not text order */
+	assert_int_equal(r.hits[0].label, SCAN_FS_DESTROY);
+	assert_int_equal(r.hits[1].label, SCAN_DYNAMIC_EVAL);
+	assert_int_equal(r.hits[2].label, SCAN_FS_WRITE);
+
+	assert_int_equal(r.hits[0].start, 12);
+	assert_int_equal(r.hits[0].end, 12 + strlen("shutil.rmtree"));
+	assert_int_equal(r.hits[0].line, 3);
+	assert_false(r.hits[0].limited);
+
+	assert_int_equal(r.hits[1].start, 42);
+	assert_int_equal(r.hits[1].end, 42 + strlen("eval("));
+	assert_int_equal(r.hits[1].line, 5);
+
+	/* the match ends where the mode argument begins */
+	assert_int_equal(r.hits[2].start, 29);
+	assert_int_equal(r.hits[2].end, 29 + strlen("open(p, "));
+	assert_int_equal(r.hits[2].line, 4);
+
+	/* the first of several matches */
+	code = "os.remove(a)\nos.remove(b)\n";
+	assert_int_equal(scan_snippet(code, strlen(code), BIG, &r), 0);
+	assert_int_equal(r.n, 1);
+	assert_int_equal(r.hits[0].start, 0);
+	assert_int_equal(r.hits[0].end, 9);
+	assert_int_equal(r.hits[0].line, 1);
+}
+
+static void test_size_limit(void **state)
+{
+	const char *code = "print(1)\n";
+	struct scan_result r;
+
+	(void)state;
+	assert_int_equal(scan_snippet(code, 9, 8, &r), -E2BIG);
+	assert_int_equal(scan_snippet(code, 9, 9, &r), 0);
+	assert_int_equal(r.n, 0);
+	assert_int_equal(scan_snippet("", 0, 0, &r), 0);
+	assert_int_equal(r.n, 0);
+	assert_int_equal(scan_snippet(NULL, 0, 0, &r), 0);
+	assert_int_equal(scan_snippet(code, 9, 9, NULL), -EINVAL);
+}
+
+static void test_names(void **state)
+{
+	(void)state;
+	assert_string_equal(scan_label_name(SCAN_FS_DESTROY), "fs-destroy");
+	assert_string_equal(scan_label_name(SCAN_SHELL_SPAWN), "shell-spawn");
+	assert_string_equal(scan_label_name(SCAN_RAW_SOCKET), "raw-socket");
+	assert_string_equal(scan_label_name(SCAN_DYNAMIC_EVAL), "dynamic-eval");
+	assert_string_equal(scan_label_name(SCAN_FS_WRITE), "fs-write");
+	assert_string_equal(scan_label_name(SCAN_DATA_OUT), "data-out");
+	assert_string_equal(scan_label_name(SCAN_SECRET_READ), "secret-read");
+	assert_string_equal(scan_label_summary(SCAN_FS_DESTROY), "deletes files");
+	assert_string_equal(scan_label_summary(SCAN_SHELL_SPAWN), "starts other programs");
+	assert_string_equal(scan_label_summary(SCAN_RAW_SOCKET), "opens a raw network socket");
+	assert_string_equal(scan_label_summary(SCAN_DYNAMIC_EVAL),
+			    "evaluates code built at run time");
+	assert_string_equal(scan_label_summary(SCAN_FS_WRITE), "writes files");
+	assert_string_equal(scan_label_summary(SCAN_DATA_OUT), "sends data out over the network");
+	assert_string_equal(scan_label_summary(SCAN_SECRET_READ),
+			    "reads secrets such as keys or credentials");
+}
+
+static char *report(const char *code)
+{
+	struct scan_result r;
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	assert_non_null(f);
+	assert_int_equal(scan_snippet(code, strlen(code), BIG, &r), 0);
+	scan_print(f, code, strlen(code), &r);
+	fclose(f);
+	return buf;
+}
+
+static void test_print(void **state)
+{
+	char *s;
+
+	(void)state;
+	s = report("x = 1\n");
+	assert_string_equal(s, "no labels\n");
+	free(s);
+
+	s = report("x = 1\ny = 2\nshutil.rmtree(d)\nopen(p,\n     \"w\")\n");
+	assert_string_equal(s, "fs-destroy  line 3  bytes 12-25  shutil.rmtree\n"
+			       "fs-write  line 4  bytes 29-42  open(p,\n");
+	free(s);
+
+	/* a terminal escape in the matched text is shown, not sent */
+	s = report("open(\"\x1b" "c\x07\", \"w\")");
+	assert_string_equal(s, "fs-write  line 1  bytes 0-12  open(\"\\x1bc\\x07\",\n");
+	free(s);
+
+	/* long matches are cut */
+	s = report("open(aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, m)");
+	assert_non_null(strstr(s, "aaaa...\n"));
+	assert_true(strlen(s) < 140);
+	free(s);
+}
+
+/* ---- linear time -------------------------------------------------------- */
+
+/* CPU time of this thread: a busy machine delays a scan but does not
+ * change what it costs, and the ratio below should not depend on load. */
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Best of a few runs: the least disturbed by caches and frequency. */
+static double time_scan(const char *code, size_t len, struct scan_result *r, int runs)
+{
+	double best = 1e9;
+
+	for (int i = 0; i < runs; i++) {
+		double t0 = now(), t;
+
+		assert_int_equal(scan_snippet(code, len, BIG, r), 0);
+		t = now() - t0;
+		if (t < best)
+			best = t;
+	}
+	return best;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Python source from the standard library, in a stable order, up to cap. */
+static size_t load_stdlib(char *buf, size_t cap)
+{
+	const char *dir = "/usr/lib/python3.11";
+	char *names[1024], path[512];
+	size_t n = 0, len = 0;
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) && n < 1024) {
+		size_t l = strlen(e->d_name);
+
+		if (l > 3 && !strcmp(e->d_name + l - 3, ".py"))
+			names[n++] = strdup(e->d_name);
+	}
+	closedir(d);
+	qsort(names, n, sizeof(names[0]), cmp_str);
+	for (size_t i = 0; i < n; i++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (len < cap && (f = fopen(path, "r"))) {
+			len += fread(buf + len, 1, cap - len, f);
+			fclose(f);
+		}
+		free(names[i]);
+	}
+	return len;
+}
+
+/* Blank whole lines in [from, to) so the text keeps its length. */
+static void blank_lines(char *s, size_t len, size_t from, size_t to)
+{
+	while (from > 0 && s[from - 1] != '\n')
+		from--;
+	while (to < len && s[to] != '\n')
+		to++;
+	for (size_t i = from; i < to; i++)
+		if (s[i] != '\n')
+			s[i] = ' ';
+}
+
+/*
+ * Ordinary code that matches nothing, so a scan reads all of it with every
+ * pattern (a first match would end a label's pass early and flatter the
+ * timing): the library text with every flagged line blanked.
+ */
+static void sanitize(char *s, size_t len)
+{
+	struct scan_result r;
+	size_t a = 0;
+
+	while (a < len) {
+		char *nl = memchr(s + a, '\n', len - a);
+		size_t b = nl ? (size_t)(nl - s) + 1 : len;
+
+		assert_int_equal(scan_snippet(s + a, b - a, BIG, &r), 0);
+		if (r.n)
+			blank_lines(s, len, a, a + 1);
+		a = b;
+	}
+	/* constructs spanning lines */
+	for (int round = 0; round < 1000; round++) {
+		assert_int_equal(scan_snippet(s, len, BIG, &r), 0);
+		if (!r.n)
+			return;
+		for (size_t i = 0; i < r.n; i++)
+			blank_lines(s, len, r.hits[i].start, r.hits[i].end);
+	}
+	fail_msg("could not blank the flagged lines");
+}
+
+/* Fill buf with copies of unit to len bytes after an optional head. */
+static size_t repeat(char *buf, size_t len, const char *head, const char *unit)
+{
+	size_t h = strlen(head), u = strlen(unit), n = h;
+
+	memcpy(buf, head, h);
+	while (n + u <= len) {
+		memcpy(buf + n, unit, u);
+		n += u;
+	}
+	return n;
+}
+
+struct adversary {
+	const char *what, *head, *unit;
+	unsigned want;	/* labels it really matches */
+};
+
+static const struct adversary adversaries[] = {
+	{ "nested open(", "", "open(", FW },	/* too deep to read: flagged */
+	{ "nested open(os.path.join(", "", "open(os.path.join(", FW },
+	{ "nested f(", "", "f(", 0 },
+	{ "open( then 1 MiB of ()", "open(x", "()", 0 },
+	{ "open( then 1 MiB of args", "open(x", "a = b + c ", 0 },
+	{ "open(x, \"w unclosed", "open(x", ", \"w", FW },
+	{ "\"w", "", "\"w", 0 },
+	{ "quotes", "", "'\"", 0 },
+	{ "brackets [", "", "[", 0 },
+	{ "braces {", "", "{", 0 },
+	{ "subprocess", "", "subprocess ", 0 },
+	{ "subprocess .", "", "subprocess\\ ", 0 },
+	{ "os spaces", "os", " ", 0 },
+	{ "backslashes", "os", "\\", 0 },
+	{ "requests.get(", "", "requests.get(", DO },
+	{ "requests.get no call", "", "requests.get ", 0 },
+	{ "requests.get(\"https://", "", "requests.get(\"https://", DO },
+	{ "session.get(lit, params", "session.get(\"https://e.com\"", ", params", 0 },
+	{ "urlopen(", "", "urlopen(", DO },
+	{ "Request(", "", "Request(", DO },
+	{ ".pos", "", ".pos ", 0 },
+	{ "os.open(O", "os.open(", "O", 0 },
+	{ "os.open(O_RDONLY", "os.open(", "O_RDONLY ", 0 },
+	{ ".connect(", "", ".connect(", 0 },
+	{ "from os import a,", "", "from os import a, ", 0 },
+	{ "from os import (a,", "", "from os import (a, ", 0 },
+	{ "long import list", "from os import a", ", a", 0 },
+	{ "import a,", "", "import a, ", 0 },
+	{ "import os", "", "import os ", 0 },
+	{ "x.eval(", "", "x.eval(", 0 },
+	{ ".env lookalikes", "", "os.environ.envx ", 0 },
+	{ "/etc/", "", "/etc/", 0 },
+	{ "/proc/", "", "/proc/", 0 },
+	{ "id_", "", "id_", 0 },
+	{ "= o", "", "= o", 0 },
+};
+
+static void test_linear_time(void **state)
+{
+	struct scan_result r;
+	char *ord = malloc(MIB), *adv = malloc(MIB);
+	size_t olen;
+	double t_ord, t_raw, worst = 0;
+	const char *worst_what = "";
+	int bad = 0;
+
+	(void)state;
+	assert_non_null(ord);
+	assert_non_null(adv);
+	olen = load_stdlib(ord, MIB);
+	if (olen < MIB / 2) {
+		free(ord);
+		free(adv);
+		skip();
+		return;
+	}
+	t_raw = time_scan(ord, olen, &r, 5);
+	sanitize(ord, olen);
+	t_ord = time_scan(ord, olen, &r, 5);
+	assert_int_equal(r.n, 0);
+	printf("  scan of ordinary code (%zu bytes, no labels): %.1f ms, %.0f MB/s\n", olen,
+	       t_ord * 1e3, (double)olen / 1e6 / t_ord);
+	printf("  (the same library code before blanking: %.1f ms)\n", t_raw * 1e3);
+
+	for (size_t i = 0; i < sizeof(adversaries) / sizeof(adversaries[0]); i++) {
+		const struct adversary *a = &adversaries[i];
+		size_t len = repeat(adv, MIB, a->head, a->unit);
+		double t = time_scan(adv, len, &r, 5), ratio = t / t_ord;
+		char got[128], want[128];
+
+		/* A high ratio on a busy machine is measured again, longer,
+		 * against a fresh baseline before it is believed. */
+		if (ratio > 5.0)
+			ratio = time_scan(adv, len, &r, 15) / time_scan(ord, olen, &r, 15);
+
+		for (size_t k = 0; k < r.n; k++) {
+			if (r.hits[k].limited) {
+				print_error("%s: %s reached the PCRE2 limit\n", a->what,
+					    scan_label_name(r.hits[k].label));
+				bad++;
+			}
+		}
+		if (mask_of(&r) != a->want) {
+			mask_str(mask_of(&r), got, sizeof(got));
+			mask_str(a->want, want, sizeof(want));
+			print_error("%s: want %s got %s\n", a->what, want, got);
+			bad++;
+		}
+		if (ratio > worst) {
+			worst = ratio;
+			worst_what = a->what;
+		}
+	}
+	printf("  worst adversarial/ordinary time ratio: %.2f (%s)\n", worst, worst_what);
+	free(ord);
+	free(adv);
+	assert_int_equal(bad, 0);
+	assert_true(worst < 10.0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_spec_table),
+		cmocka_unit_test(test_fs_destroy),
+		cmocka_unit_test(test_shell_spawn),
+		cmocka_unit_test(test_raw_socket),
+		cmocka_unit_test(test_dynamic_eval),
+		cmocka_unit_test(test_fs_write),
+		cmocka_unit_test(test_data_out),
+		cmocka_unit_test(test_secret_read),
+		cmocka_unit_test(test_spans),
+		cmocka_unit_test(test_size_limit),
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_print),
+		cmocka_unit_test(test_linear_time),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
