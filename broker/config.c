@@ -110,6 +110,9 @@ static const struct key keys[] = {
 	    "~/.local/state/kotoba, or /var/lib/kotoba as root."),
 	STR("broker", "user", user, K_NAME, "kotoba",
 	    "Service user a broker started as root switches to at once."),
+	STR("broker", "root_user", root_user, K_NAME, "nobody",
+	    "User that the snippets of root clients run as, since no snippet\n"
+	    "runs as root.  Never the service user: it owns every user's grants."),
 	STR("broker", "allow_users", allow_users, K_EMPTY_OK | K_NAMES, "",
 	    "Only these users may connect: names or uids, separated by commas\n"
 	    "or spaces.  Empty: anyone who can open the socket."),

@@ -30,6 +30,7 @@ struct config {
 	unsigned socket_mode;          /* [broker] socket_mode, octal, default 0660 */
 	char state_dir[256];           /* [broker] state_dir; "" = default */
 	char user[64];                 /* [broker] user, default "kotoba" */
+	char root_user[64];            /* [broker] root_user, default "nobody" */
 	char allow_users[512];         /* [broker] allow_users: comma/space list, "" = anyone who can connect */
 	char allow_groups[512];        /* [broker] allow_groups */
 	char worker_path[256];         /* [broker] worker; "" = next to the broker binary */

@@ -118,11 +118,8 @@ static const char *default_config_path(char *buf, size_t len)
 /* Layers, lowest first: defaults, file, KOTOBA_SANDBOX, command line. */
 static int build_config(struct config *c, const struct options *o, struct config_error *err)
 {
-	char path[4096];
-	const char *file = o->config ? o->config : default_config_path(path, sizeof(path));
-
 	config_defaults(c);
-	if (file && config_load(c, file, err) < 0)
+	if (o->config && config_load(c, o->config, err) < 0)
 		return -1;
 	if (config_apply_env(c, (const char *const *)environ, err) < 0)
 		return -1;
@@ -132,9 +129,15 @@ static int build_config(struct config *c, const struct options *o, struct config
 	return config_validate(c, err);
 }
 
-static int load_config(struct broker *b, const struct options *o)
+static int load_config(struct broker *b, struct options *o)
 {
+	static char path[4096];
 	struct config_error err = { 0 };
+
+	/* Found once, before the switch to the service user, so a reload
+	 * reads the same file. */
+	if (!o->config)
+		o->config = default_config_path(path, sizeof(path));
 
 	if (build_config(&b->cfg, o, &err) == 0)
 		return 0;
@@ -238,7 +241,7 @@ static int prepare_state_dir(struct broker *b)
 
 static int find_worker(struct broker *b)
 {
-	char self[4096];
+	char self[4000]; /* leaves room for the suffixes below */
 	ssize_t n;
 
 	if (b->cfg.worker_path[0]) {
@@ -250,7 +253,13 @@ static int find_worker(struct broker *b)
 			return -1;
 		}
 		self[n] = '\0';
-		snprintf(b->worker_path, sizeof(b->worker_path), "%s/kotoba-worker", dirname(self));
+		dirname(self);
+		/* beside the broker in a build tree; PREFIX/libexec/kotoba when
+		 * installed in PREFIX/sbin */
+		snprintf(b->worker_path, sizeof(b->worker_path), "%s/kotoba-worker", self);
+		if (access(b->worker_path, X_OK) < 0)
+			snprintf(b->worker_path, sizeof(b->worker_path),
+				 "%s/../libexec/kotoba/kotoba-worker", self);
 	}
 	if (access(b->worker_path, X_OK) < 0) {
 		log_err("the worker %s is not executable: %s (set 'worker' in [broker])",

@@ -14,13 +14,28 @@
 #include "broker/privsep.h"
 
 static bool system_mode;
-static uid_t svc_uid;
+static uid_t svc_uid, root_peer_uid;
 static gid_t svc_gid, sock_gid;
 static char svc_name[64];
 
 bool privsep_system_mode(void)
 {
 	return system_mode;
+}
+
+/* A root client's snippets need an identity of their own: never root, and
+ * never the service user, whose files are every user's grants. */
+static int resolve_root_user(const struct config *c, char *err, size_t errlen)
+{
+	struct passwd *pw = getpwnam(c->root_user);
+
+	if (!pw || pw->pw_uid == 0 || pw->pw_uid == svc_uid) {
+		snprintf(err, errlen, "root_user '%s' in [broker] must be an existing user other "
+			 "than root and the service user '%s'", c->root_user, svc_name);
+		return -1;
+	}
+	root_peer_uid = pw->pw_uid;
+	return 0;
 }
 
 int privsep_resolve(const struct config *c, char *err, size_t errlen)
@@ -54,7 +69,7 @@ int privsep_resolve(const struct config *c, char *err, size_t errlen)
 		return -1;
 	}
 	sock_gid = gr->gr_gid;
-	return 0;
+	return resolve_root_user(c, err, errlen);
 }
 
 int privsep_own_dir(const char *dir, char *err, size_t errlen)
@@ -64,6 +79,11 @@ int privsep_own_dir(const char *dir, char *err, size_t errlen)
 
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		goto fail;
+	/* Already right: nothing to do, and nothing that needs the DAC
+	 * capabilities a hardened unit does not grant. */
+	if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == svc_uid &&
+	    (st.st_mode & 07777) == 0700)
+		return 0;
 	/* O_NOFOLLOW|O_DIRECTORY: never chown what a symlink points at. */
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -98,11 +118,17 @@ int privsep_drop(char *err, size_t errlen)
 	 * CAP_KILL for the backstop that kills a worker running as another
 	 * user.  capng_change_id drops supplementary groups, sets the gid and
 	 * uid with keep-caps, then applies exactly this set. */
+	bool bounding;
+
+	/* Clearing the bounding set needs CAP_SETPCAP; a unit whose own
+	 * CapabilityBoundingSet= already leaves it out has done that part. */
+	capng_get_caps_process();
+	bounding = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP);
 	capng_clear(CAPNG_SELECT_BOTH);
 	if (capng_updatev(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED, CAP_SETUID, CAP_SETGID,
 			  CAP_KILL, -1) < 0 ||
 	    capng_change_id((int)svc_uid, (int)svc_gid,
-			    CAPNG_DROP_SUPP_GRP | CAPNG_CLEAR_BOUNDING) != 0) {
+			    CAPNG_DROP_SUPP_GRP | (bounding ? CAPNG_CLEAR_BOUNDING : 0)) != 0) {
 		snprintf(err, errlen, "cannot switch to the service user %s: %s", svc_name,
 			 strerror(errno));
 		return -1;
@@ -198,9 +224,9 @@ int privsep_identity(uid_t peer, struct identity *id, char *err, size_t errlen)
 
 	memset(id, 0, sizeof(*id));
 	id->switch_ids = system_mode;
-	/* A root peer's snippets run as the service user: never as root. */
+	/* A root peer's snippets run as root_user: never as root. */
 	if (system_mode && peer == 0)
-		peer = svc_uid;
+		peer = root_peer_uid;
 	if (getpwuid_r(peer, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp) {
 		snprintf(err, errlen, "uid %u has no entry in the user database", (unsigned)peer);
 		return -1;

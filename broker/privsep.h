@@ -37,8 +37,8 @@ int privsep_own_socket(const char *path, unsigned mode, char *err, size_t errlen
 int privsep_drop(char *err, size_t errlen);
 /* May this peer use the broker at all? */
 bool privsep_peer_allowed(const struct config *c, uid_t uid, gid_t gid, char *why, size_t len);
-/* The identity a peer's snippets take: the peer's own, or the service
- * user's for root; never root. */
+/* The identity a peer's snippets take: the peer's own, or root_user's
+ * for root; never root, never the service user. */
 int privsep_identity(uid_t peer, struct identity *id, char *err, size_t errlen);
 /* In the child between fork and exec of the worker: async-signal-safe. */
 int privsep_enter(const struct identity *id);

@@ -165,10 +165,16 @@ def test_cwd_checked_as_the_snippet_user(sysbroker, users, work):
     assert end["type"] == "error" and end["code"] == "bad-cwd" and end["errno"] == 13
 
 
-def test_root_peer_runs_as_service_user(sysbroker, work):
+def test_root_peer_runs_as_root_user_never_root_nor_service_user(sysbroker, work):
     d, _ = work
-    end, out, _ = run_code(sysbroker.socket, "import os\nprint(os.getuid())", d)
-    assert int(out) == pwd.getpwnam(SERVICE_USER).pw_uid
+    end, out, _ = run_code(sysbroker.socket, "import os\nprint(os.getuid())\n"
+                           "try:\n    open(%r, 'rb')\n    print('db readable')\n"
+                           "except PermissionError:\n    print('db denied')"
+                           % os.path.join(sysbroker.state, "kotoba.db"), d)
+    uid, db = out.split("\n", 1)
+    assert int(uid) == pwd.getpwnam("nobody").pw_uid
+    assert int(uid) != pwd.getpwnam(SERVICE_USER).pw_uid
+    assert db.strip() == "db denied"
 
 
 def test_grants_are_per_user(sysbroker, users, work):
