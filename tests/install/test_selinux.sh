@@ -1,0 +1,170 @@
+#!/bin/bash
+# The SELinux module, beyond "it compiles": linked with the distribution's
+# reference policy (base, unconfined and staff modules) and expanded into
+# a kernel policy, which resolves every type and attribute it requires and
+# checks every neverallow; then the expanded policy is queried for what
+# the three domains may and may not do.
+#
+# The reference policy comes from the Debian package selinux-policy-default
+# (the version matching selinux-policy-dev): used where installed, else
+# fetched with `apt-get download` and unpacked under build/selinux/ (it is
+# never installed: its scripts would build a policy store on this host).
+#
+# Needs: build/selinux/kotoba.pp (make selinux), setools (sesearch).
+set -u
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$SRC/build}
+OUT=$BUILD/selinux
+PP=$OUT/kotoba.pp
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+finish() {
+	echo "selinux: $pass passed, $fail failed"
+	[ "$fail" -eq 0 ]
+	exit $?
+}
+
+[ -f "$PP" ] || { bad "no $PP: run make selinux"; finish; }
+
+# ---- the reference policy ------------------------------------------------
+refdir=""
+for d in /usr/share/selinux/default "$OUT/refpolicy/usr/share/selinux/default"; do
+	if [ -e "$d/base.pp" ] || [ -e "$d/base.pp.bz2" ]; then
+		refdir=$d
+		break
+	fi
+done
+if [ -z "$refdir" ]; then
+	ver=$(dpkg-query -W -f='${Version}' selinux-policy-dev 2>/dev/null)
+	rm -rf "$OUT/refpolicy" "$OUT/refpolicy-deb"
+	mkdir -p "$OUT/refpolicy-deb"
+	if (cd "$OUT/refpolicy-deb" &&
+	    apt-get download -q "selinux-policy-default${ver:+=$ver}" >download.log 2>&1) &&
+	   dpkg-deb -x "$OUT"/refpolicy-deb/selinux-policy-default_*.deb "$OUT/refpolicy"; then
+		refdir=$OUT/refpolicy/usr/share/selinux/default
+	else
+		cat "$OUT/refpolicy-deb/download.log" 2>/dev/null
+		bad "cannot fetch selinux-policy-default to link against (apt-get download)"
+		finish
+	fi
+fi
+
+mods=$OUT/link
+rm -rf "$mods"
+mkdir -p "$mods"
+for m in base unconfined staff; do
+	if [ -e "$refdir/$m.pp.bz2" ]; then
+		bzcat "$refdir/$m.pp.bz2" >"$mods/$m.pp"
+	elif [ -e "$refdir/$m.pp" ]; then
+		cp "$refdir/$m.pp" "$mods/$m.pp"
+	fi
+done
+POL=$mods/policy.bin
+if semodule_link -o "$mods/linked.pp" "$mods"/*.pp "$PP" >"$mods/link.log" 2>&1 &&
+   semodule_expand "$mods/linked.pp" "$POL" >"$mods/expand.log" 2>&1; then
+	ok "kotoba.pp links with the reference policy ($refdir) and expands (requires resolved, neverallows hold)"
+else
+	cat "$mods/link.log" "$mods/expand.log" | grep -v "loading package" | tail -20
+	bad "kotoba.pp does not link or expand against the reference policy"
+	finish
+fi
+
+# ---- queries ---------------------------------------------------------------
+# has DESC ARGS...: sesearch ARGS finds at least one rule.
+has() {
+	local desc=$1
+	shift
+	if [ -n "$(sesearch "$@" "$POL" 2>/dev/null)" ]; then ok "$desc"; else bad "$desc (sesearch $*)"; fi
+}
+# none DESC ARGS...: sesearch ARGS finds nothing (attributes expanded).
+none() {
+	local desc=$1 out
+	shift
+	out=$(sesearch "$@" "$POL" 2>/dev/null)
+	if [ -z "$out" ]; then ok "$desc"; else bad "$desc"; echo "$out" | sed 's/^/     /' | head -5; fi
+}
+
+has "systemd starts the broker in kotoba_broker_t" -T -s init_t -t kotoba_broker_exec_t -c process -D kotoba_broker_t
+has "the broker's exec of kotoba-worker enters kotoba_worker_t" -T -s kotoba_broker_t -t kotoba_worker_exec_t -c process -D kotoba_worker_t
+has "the worker's exec of python3 (bin_t) enters kotoba_snippet_t" -T -s kotoba_worker_t -t bin_t -c process -D kotoba_snippet_t
+has "broker -> worker allowed under no_new_privs" -A -s kotoba_broker_t -t kotoba_worker_t -c process2 -p nnp_transition
+has "worker -> snippet allowed under no_new_privs" -A -s kotoba_worker_t -t kotoba_snippet_t -c process2 -p nnp_transition
+has "the snippet keeps its rlimits and TMPDIR (rlimitinh, noatsecure)" -A -s kotoba_worker_t -t kotoba_snippet_t -c process -p rlimitinh,noatsecure
+has "the worker can kill every process of its snippet" -A -s kotoba_worker_t -t kotoba_snippet_t -c process -p sigkill
+has "user domains can connect to the broker" -A -s staff_t -t kotoba_broker_t -c unix_stream_socket -p connectto
+has "the broker writes its state" -A -s kotoba_broker_t -t kotoba_var_lib_t -c file -p write
+has "snippets write the user's home (tunable on)" -A -s kotoba_snippet_t -t user_home_t -c file -p write
+has "snippets connect out over TCP" -A -s kotoba_snippet_t -c tcp_socket -p connect
+
+none "snippets cannot touch the grants and audit trail" -A -s kotoba_snippet_t -t kotoba_var_lib_t
+none "workers cannot touch the grants and audit trail" -A -s kotoba_worker_t -t kotoba_var_lib_t
+none "snippets cannot connect to the broker" -A -s kotoba_snippet_t -t kotoba_broker_t -c unix_stream_socket
+none "snippets cannot read shadow" -A -s kotoba_snippet_t -t shadow_t
+none "snippets hold no capability" -A -s kotoba_snippet_t -c capability
+none "workers hold no capability (exec'd as the peer)" -A -s kotoba_worker_t -c capability
+none "snippets cannot signal the broker or a worker" -A -s kotoba_snippet_t -t kotoba_broker_t -c process
+none "snippets create no raw or packet sockets" -A -s kotoba_snippet_t -c rawip_socket,packet_socket -p create
+none "snippets cannot transition anywhere but where they are" -T -s kotoba_snippet_t -c process
+
+# kotoba.fc labels the paths `make install` uses (PREFIX /usr/local and /usr).
+fc_out=$(python3 - "$SRC/selinux/kotoba.fc" <<'PY'
+import re, sys
+rules = []
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    parts = line.split()
+    rules.append((re.compile("^(?:" + parts[0] + ")$"),
+                  re.search(r":(\w+_t),", parts[-1]).group(1)))
+want = {}
+for prefix in ("/usr/local", "/usr"):
+    want.update({
+        prefix + "/sbin/kotoba-brokerd": "kotoba_broker_exec_t",
+        prefix + "/libexec/kotoba/kotoba-worker": "kotoba_worker_exec_t",
+        prefix + "/lib/kotoba/kotoba-worker": "kotoba_worker_exec_t",
+        prefix + "/lib/systemd/system/kotoba-brokerd.service": "kotoba_unit_t",
+        prefix + "/lib/systemd/system/kotoba-brokerd.socket": "kotoba_unit_t",
+    })
+want.update({
+    "/usr/bin/kotoba-brokerd": "kotoba_broker_exec_t",
+    "/etc/kotoba": "kotoba_etc_t",
+    "/etc/kotoba/broker.conf": "kotoba_etc_t",
+    "/var/lib/kotoba": "kotoba_var_lib_t",
+    "/var/lib/kotoba/kotoba.db-wal": "kotoba_var_lib_t",
+    "/run/kotoba/broker.sock": "kotoba_runtime_t",
+    "/var/log/kotoba/broker.log": "kotoba_log_t",
+})
+bad = []
+for path, t in sorted(want.items()):
+    got = [ty for rx, ty in rules if rx.match(path)]
+    if got[-1:] != [t]:
+        bad.append(f"{path}: {got or 'no rule'}, want {t}")
+for path in ("/usr/local/bin/kotoba", "/etc/kotoba.conf", "/var/lib/kotobax"):
+    if any(rx.match(path) for rx, _ in rules):
+        bad.append(f"{path} should keep its default label")
+print("\n".join(bad))
+PY
+)
+if [ -z "$fc_out" ]; then
+	ok "kotoba.fc labels the installed paths (and nothing else)"
+else
+	bad "kotoba.fc:"
+	echo "$fc_out" | sed 's/^/     /'
+fi
+
+# The broker's capabilities in the policy are exactly the unit's bounding set.
+unit_caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$SRC/dist/systemd/kotoba-brokerd.service" |
+	tr ' ' '\n' | sed 's/^CAP_//' | tr 'A-Z' 'a-z' | grep . | sort | tr '\n' ' ')
+pol_caps=$(sesearch -A -s kotoba_broker_t -c capability "$POL" 2>/dev/null |
+	sed -n 's/.*capability \(.*\);.*/\1/p' | tr -d '{}' | tr ' ' '\n' | grep . | sort -u | tr '\n' ' ')
+if [ -n "$unit_caps" ] && [ "$unit_caps" = "$pol_caps" ]; then
+	ok "broker capabilities: policy = unit's CapabilityBoundingSet ($unit_caps)"
+else
+	bad "broker capabilities differ: unit [$unit_caps], policy [$pol_caps]"
+fi
+
+finish
