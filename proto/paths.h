@@ -11,6 +11,12 @@
 #ifndef KOTOBA_PATHS_H
 #define KOTOBA_PATHS_H
 #include <stddef.h>
-/* 0, or -ENAMETOOLONG when the path does not fit a sockaddr_un. */
+#define SYSTEM_SOCKET "/run/kotoba/broker.sock"
+
+/* The broker's default.  0, or -ENAMETOOLONG when the path does not fit a
+ * sockaddr_un. */
 int default_socket_path(char *out, size_t len);
+/* A client's default: as above, but an ordinary user with no per-user
+ * broker running finds the system broker's socket. */
+int client_socket_path(char *out, size_t len);
 #endif
