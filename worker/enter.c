@@ -4,30 +4,33 @@
  *
  * Rules for this file:
  *  - Any failure goes through die_step(): it tells S which step and errno
- *    over the error pipe and exits 127.  Nothing continues half-confined.
- *  - S built everything that allocates (env, BPF program, paths).  After
- *    RLIMIT_AS is set nothing here may allocate: no stdio, no strerror.
+ *    over the report channel and exits 127.  Nothing continues
+ *    half-confined.
+ *  - S built everything that allocates (env, paths) except the seccomp
+ *    program, which depends on C's pid and is built before the rlimits.
+ *    After RLIMIT_AS is set nothing here may allocate: no stdio, no
+ *    strerror.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/seccomp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cap-ng.h>
 
 #include "worker/landlock.h"
+#include "worker/seccomp.h"
 #include "worker/worker.h"
 
-/* The error pipe's write end; moves to fd 3 when the fds are closed. */
+/* C's end of the report channel; moves to fd 3 when the fds are closed. */
 static int report_fd = -1;
 
 /* strerrordesc_np, not strerror: it returns a constant and never
@@ -128,9 +131,9 @@ static void enter_cwd(const struct plan *p)
 static void close_other_fds(void)
 {
 	/* fd 3 is the broker's socket: the snippet must never hold it.  The
-	 * error pipe takes its place (still CLOEXEC) and the rest goes. */
+	 * report channel takes its place (still CLOEXEC) and the rest goes. */
 	if (dup3(report_fd, FD_BROKER, O_CLOEXEC) < 0)
-		die_step("fds", errno, "moving the error pipe to fd 3");
+		die_step("fds", errno, "moving the report channel to fd 3");
 	report_fd = FD_BROKER;
 	if (close_range(FD_BROKER + 1, ~0U, 0) < 0)
 		die_step("fds", errno, "close_range");
@@ -175,10 +178,23 @@ static void set_no_new_privs(void)
 
 static void landlock_step(const struct plan *p)
 {
-	int rc = apply_landlock(p->job);
+	const char *what;
+	int rc = apply_landlock(p, &what);
 
 	if (rc < 0)
-		die_step("landlock", -rc, "applying the Landlock ruleset");
+		die_step("landlock", -rc, "Landlock ABI %u: %s", p->landlock_abi, what);
+}
+
+/* The program depends on the Landlock ABI now in force (the rules
+ * Landlock holds, seccomp need not) and on our pid (signals). */
+static void build_seccomp(const struct plan *p, struct sock_fprog *prog)
+{
+	struct seccomp_opts o = { p->profile, p->landlock_abi, getpid() };
+	char err[160];
+	int rc = seccomp_build(&o, prog, err, sizeof(err));
+
+	if (rc < 0)
+		die_step("seccomp-build", -rc, "%s", err);
 }
 
 static rlim_t clamp(uint64_t v)
@@ -224,10 +240,41 @@ static void set_rlimits(const struct plan *p)
 	set_limit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0);
 }
 
-static void load_seccomp(const struct plan *p)
+/* Hands the exec gate's listener to S, which must answer our own exec
+ * next.  One byte of data: SCM_RIGHTS needs some. */
+static void hand_over_gate(int listener)
 {
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &p->filter) < 0)
-		die_step("seccomp", errno, "loading the seccomp filter");
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	char tag = CHILD_MSG_GATE;
+	struct iovec iov = { .iov_base = &tag, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	struct cmsghdr *cm;
+
+	memset(&ctl, 0, sizeof(ctl));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &listener, sizeof(int));
+	if (sendmsg(report_fd, &mh, MSG_NOSIGNAL) != 1)
+		die_step("exec-gate", errno, "handing the exec gate to the supervisor");
+	close(listener);
+}
+
+static void load_seccomp(const struct plan *p, struct sock_fprog *prog)
+{
+	bool gate = seccomp_has_exec_gate(p->profile);
+	int rc = seccomp_load_prog(prog, gate);
+
+	if (rc < 0)
+		die_step("seccomp", -rc, "loading the seccomp filter%s",
+			 gate ? " with its exec gate (needs Linux 5.5)" : "");
+	if (gate)
+		hand_over_gate(rc);
 }
 
 /* Returns the value after "key:" and its blanks, or NULL. */
@@ -298,12 +345,17 @@ static void exec_python(const struct plan *p)
 	char a0[] = "python3", a1[] = "-B", a2[] = "-";
 	char *argv[] = { a0, a1, a2, NULL };
 
+	/* Unattended, this is the exec the gate lets through. */
 	execve(p->python, argv, p->envp);
+	if (errno == EOPNOTSUPP && seccomp_has_exec_gate(p->profile))
+		die_step("exec-gate", errno, "the exec gate needs Linux 5.5 "
+			 "(SECCOMP_USER_NOTIF_FLAG_CONTINUE)");
 	die_step("exec", errno, "cannot execute %s", p->python);
 }
 
 void enter_sandbox(const struct plan *p)
 {
+	struct sock_fprog prog;
 	bool bounding_dropped;
 
 	report_fd = p->err_w;
@@ -320,25 +372,27 @@ void enter_sandbox(const struct plan *p)
 	switch_identity(p);
 	/* As the snippet's user, so that permission on cwd is theirs. */
 	enter_cwd(p);
-	/* Only the code memfd, stdout, stderr and the error pipe survive:
-	 * no broker socket, no fd inherited by accident. */
+	/* Only the code memfd, stdout, stderr and the report channel
+	 * survive: no broker socket, no fd inherited by accident. */
 	close_other_fds();
 	/* After identity (which needs CAP_SETUID/SETGID) and before NNP. */
 	bounding_dropped = drop_capabilities();
 	/* No exec may add privilege from here on (setuid, file caps); also
 	 * what lets an unprivileged process load seccomp and Landlock. */
 	set_no_new_privs();
-	/* ---- Landlock: the unattended profile's file/network rules go
-	 * here (worker/landlock.c, a stub today).  After NNP, which lets an
-	 * unprivileged process restrict itself; before seccomp, which does
-	 * not allow the landlock_* calls. */
+	/* Unattended: the file-system, TCP-bind and IPC-scope rules.  After
+	 * NNP, which lets an unprivileged process restrict itself; before
+	 * seccomp, which does not allow the landlock_* calls. */
 	landlock_step(p);
+	/* Knows which rules Landlock now holds; the last allocation in C. */
+	build_seccomp(p, &prog);
 	/* After the last allocation in C: RLIMIT_AS may be tight. */
 	set_rlimits(p);
 	/* Last: the filter cuts off calls the steps above may use
-	 * (landlock_*, and the stricter profiles more); after it come only
-	 * open/read of /proc/self/status and execve. */
-	load_seccomp(p);
+	 * (landlock_*, and unattended much more); after it come only
+	 * handing the exec gate to S, open/read of /proc/self/status and
+	 * execve, which the gate lets through once. */
+	load_seccomp(p, &prog);
 	verify_confinement(bounding_dropped);
 	exec_python(p);
 	__builtin_unreachable();

@@ -1,15 +1,25 @@
 /* SPDX-License-Identifier: MIT
- * Landlock for the unattended profile: file-system and network rules that
- * hold whatever the snippet does, where the kernel has Landlock.
+ * Landlock for the unattended profile: file-system, TCP-bind and IPC-scope
+ * rules that hold whatever the snippet does, where the kernel has Landlock.
  */
 #ifndef KOTOBA_WORKER_LANDLOCK_H
 #define KOTOBA_WORKER_LANDLOCK_H
 
-#include "proto/proto.h"
+#include "worker/worker.h"
+
+/* The kernel's Landlock ABI: 0 when it has none (not built in, not
+ * enabled at boot). */
+unsigned int landlock_probe_abi(void);
+
+/* The ABI the plan's profile will run under: 0 for "approved" and when
+ * the job turns Landlock off, else what the kernel has, capped at the
+ * newest ABI this worker knows. */
+unsigned int landlock_plan_abi(const struct msg_job *job, const char *profile);
 
 /* Called in the snippet child after NO_NEW_PRIVS and before the rlimits
- * and seccomp.  Returns the Landlock ABI in force (0: none), or -errno;
- * the caller dies on a negative value, so a failure never runs unconfined. */
-int apply_landlock(const struct msg_job *job);
+ * and seccomp.  Applies the ruleset of p->landlock_abi (nothing when 0).
+ * Returns 0, or -errno with the failing call in *what; the caller dies
+ * on failure, so a snippet never runs with less than the plan said. */
+int apply_landlock(const struct plan *p, const char **what);
 
 #endif

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "worker/landlock.h"
 #include "worker/seccomp.h"
 #include "worker/worker.h"
 
@@ -109,20 +110,23 @@ static void prepare(struct plan *p)
 		fail_setup(p, "scratch", -rc, "%s", err);
 	if ((rc = plan_env(p, err, sizeof(err))) < 0)
 		fail_setup(p, "env", -rc, "%s", err);
-	if ((rc = seccomp_build(p->profile, &p->filter, err, sizeof(err))) < 0)
-		fail_setup(p, "seccomp-build", -rc, "%s", err);
+	/* Probed here, at start, so that C applies and S reports the same
+	 * ABI (ready.landlock_abi). */
+	p->landlock_abi = landlock_plan_abi(p->job, p->profile);
 }
 
-static void open_error_pipe(struct plan *p)
+/* SOCK_SEQPACKET rather than a pipe: a report arrives whole, and C can
+ * pass the exec gate's listener along as SCM_RIGHTS. */
+static void open_report_channel(struct plan *p)
 {
 	int fds[2];
 
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		fail_setup(p, "pipe", errno, "creating the error pipe");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) < 0)
+		fail_setup(p, "pipe", errno, "creating the report channel");
 	p->err_r = fds[0];
 	p->err_w = fds[1];
 	if (fcntl(p->err_r, F_SETFL, O_NONBLOCK) < 0)
-		fail_setup(p, "pipe", errno, "making the error pipe non-blocking");
+		fail_setup(p, "pipe", errno, "making the report channel non-blocking");
 }
 
 /* SIGCHLD through a signalfd, so one poll() watches the broker, the
@@ -184,7 +188,7 @@ int main(int argc, char **argv)
 	check_std_fds(&plan);
 	read_job(&plan);
 	prepare(&plan);
-	open_error_pipe(&plan);
+	open_report_channel(&plan);
 	sigfd = open_signalfd(&plan);
 	plan.supervisor = getpid();
 	pid = fork();

@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "worker/seccomp.h"
 #include "worker/worker.h"
 
 /* Variables the worker sets itself; a job entry of the same name is
@@ -45,12 +44,17 @@ int plan_paths(struct plan *p, char *err, size_t errlen)
 	if ((rc = copy_path(p->python, sizeof(p->python), job->python, "python", err, errlen)) ||
 	    (rc = copy_path(p->cwd, sizeof(p->cwd), job->cwd, "cwd", err, errlen)))
 		return rc;
-	if (job->profile.len >= sizeof(p->profile)) {
+	if (job->profile.len >= sizeof(p->profile) ||
+	    memchr(job->profile.ptr, '\0', job->profile.len)) {
 		snprintf(err, errlen, "unknown profile");
 		return -EINVAL;
 	}
 	memcpy(p->profile, job->profile.ptr, job->profile.len);
 	p->profile[job->profile.len] = '\0';
+	if (strcmp(p->profile, "approved") && strcmp(p->profile, "unattended")) {
+		snprintf(err, errlen, "unknown profile '%s'", p->profile);
+		return -EINVAL;
+	}
 	/* Defence in depth: the broker never asks for root, and a worker
 	 * that switches identity must not be talked into it. */
 	if (job->set_ids && job->uid == 0) {
@@ -231,5 +235,4 @@ void plan_free(struct plan *p)
 		free(p->envp);
 		p->envp = NULL;
 	}
-	seccomp_prog_free(&p->filter);
 }

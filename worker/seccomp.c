@@ -1,11 +1,22 @@
 /* SPDX-License-Identifier: MIT
- * The baseline seccomp policy for a snippet, as named groups.
+ * The seccomp policy of a snippet, as named groups, for two profiles.
  *
  * An allowlist: anything no group names gets ENOSYS, which libc and Python
- * read as "this kernel lacks the call" and fall back from (clone3 -> clone).
- * What we refuse on purpose gets EPERM, which Python turns into a readable
+ * read as "this kernel lacks the call" and fall back from (clone3 -> clone,
+ * openat2 -> openat).  What we refuse on purpose gets EPERM (EACCES where
+ * Landlock would have said EACCES), which Python turns into a readable
  * PermissionError.  Nothing is ever KILL: a denied call must be an
  * exception the snippet can report, not a mystery SIGSYS.
+ *
+ * approved    the baseline: normal work, kernel-attack surface denied.
+ * unattended  the baseline narrowed to the spec's honest statement of a
+ *             grant (compute, read, connect out).  Where Landlock holds a
+ *             rule (worker/landlock.c) the filter lets the call through
+ *             and Landlock decides by path; where the Landlock ABI in force
+ *             is too old, or Landlock is off, the filter holds the rule
+ *             itself, by argument, as far as seccomp can see: it cannot
+ *             read paths, so without Landlock no file can be opened for
+ *             writing at all, not even in the scratch directory.
  *
  * Names are resolved with libseccomp for the native architecture; names
  * this architecture lacks (mmap2, socketcall...) or that this libseccomp
@@ -13,174 +24,226 @@
  * Foreign architectures (i386 via int 0x80, x32) get EPERM as a whole.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/ioprio.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
 #include <seccomp.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <linux/netlink.h>
 
 #include "worker/seccomp.h"
 
-/* Which profiles a group belongs to.  Both share the baseline today; the
- * unattended profile will narrow it by moving calls out of groups it does
- * not get (file writes, exec, listening sockets...). */
-enum {
+enum profile {
 	P_APPROVED = 1u << 0,
 	P_UNATTENDED = 1u << 1,
-	P_ALL = P_APPROVED | P_UNATTENDED,
 };
 
-enum group_action {
-	G_ALLOW,
-	G_DENY, /* EPERM: deliberate, the snippet is told "not permitted" */
+enum action {
+	A_NONE,     /* not listed: the filter's default, ENOSYS */
+	A_ALLOW,
+	A_EPERM,    /* deliberate: the snippet is told "not permitted" */
+	A_LANDLOCK, /* allowed while Landlock ABI >= ll_abi holds it, else EPERM */
+	A_GATE,     /* the exec gate: SECCOMP_RET_USER_NOTIF, see execgate.c */
 };
 
 struct syscall_group {
 	const char *name;
 	const char *help;
-	enum group_action action;
-	unsigned int profiles;
+	enum action approved, unattended;
+	unsigned int ll_abi; /* with A_LANDLOCK */
 	const char *const *calls;
+};
+
+/* What a rule needs to know about the snippet it is built for. */
+struct build {
+	enum profile profile;
+	unsigned int abi;
+	pid_t self;
 };
 
 /* Groups whose rules look at arguments are added by code, not by name. */
 struct arg_group {
 	const char *name;
-	const char *help;
-	unsigned int profiles;
-	const char *calls; /* for the documentation only */
-	int (*add)(scmp_filter_ctx ctx);
+	const char *approved;   /* help text per profile; NULL: not applied */
+	const char *unattended;
+	const char *calls;      /* for the documentation only */
+	int (*add)(scmp_filter_ctx ctx, const struct build *b);
 };
 
 #define CALLS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+#define BOTH(a) (a), (a), 0
 
 static const struct syscall_group groups[] = {
 	/* ---- allowed ---------------------------------------------------- */
-	{ "@basic-io", "Read, write, seek and close what is already open", G_ALLOW, P_ALL,
+	{ "@basic-io", "Read, write, seek and close what is already open", BOTH(A_ALLOW),
 	  CALLS("read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev",
 		"preadv2", "pwritev2", "lseek", "_llseek", "close", "close_range", "dup", "dup2",
 		"dup3", "pipe", "pipe2", "sendfile", "sendfile64", "splice", "tee", "vmsplice",
 		"copy_file_range") },
-	{ "@file-system", "Open, inspect, create, change and remove files (the user's normal work)",
-	  G_ALLOW, P_ALL,
-	  CALLS("open", "openat", "openat2", "creat", "access", "faccessat", "faccessat2", "stat",
-		"lstat", "fstat", "newfstatat", "statx", "stat64", "lstat64", "fstat64",
-		"fstatat64", "statfs", "fstatfs", "statfs64", "fstatfs64", "getdents",
-		"getdents64", "readlink", "readlinkat", "getcwd", "chdir", "fchdir", "umask",
-		"fcntl", "fcntl64", "flock", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat",
-		"rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat",
-		"mknod", "mknodat", "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown",
-		"fchownat", "chown32", "fchown32", "lchown32", "truncate", "ftruncate",
-		"truncate64", "ftruncate64", "fallocate", "fadvise64", "fadvise64_64",
-		"readahead", "fsync", "fdatasync", "sync", "syncfs", "sync_file_range", "utime",
-		"utimes", "utimensat", "futimesat", "inotify_init", "inotify_init1",
-		"inotify_add_watch", "inotify_rm_watch", "getxattr", "lgetxattr", "fgetxattr",
-		"listxattr", "llistxattr", "flistxattr", "setxattr", "lsetxattr", "fsetxattr",
-		"removexattr", "lremovexattr", "fremovexattr") },
-	{ "@process", "Create, run and wait for processes and threads; read and drop identity",
-	  G_ALLOW, P_ALL,
-	  CALLS("fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4", "waitid",
-		"waitpid", "getpid", "getppid", "gettid", "getpgid", "getpgrp", "setpgid",
-		"getsid", "setsid", "set_tid_address", "set_robust_list", "get_robust_list",
-		"futex", "futex_waitv", "arch_prctl", "set_thread_area", "get_thread_area",
-		"restart_syscall", "pidfd_open", "getuid", "geteuid", "getgid", "getegid",
-		"getresuid", "getresgid", "getgroups", "setuid", "setgid", "setreuid", "setregid",
-		"setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid", "capget", "capset",
-		"getrlimit", "setrlimit", "prlimit64", "getrusage", "times", "getpriority",
-		"setpriority", "ioprio_get", "ioprio_set", "sched_yield", "sched_getaffinity",
-		"sched_setaffinity", "sched_getparam", "sched_setparam", "sched_getscheduler",
-		"sched_setscheduler", "sched_get_priority_max", "sched_get_priority_min",
-		"sched_rr_get_interval", "sched_getattr", "sched_setattr") },
-	{ "@signal", "Handle, mask and send signals", G_ALLOW, P_ALL,
+	{ "@file-read", "Inspect, list and watch files; sync (opening: see @open)",
+	  BOTH(A_ALLOW),
+	  CALLS("access", "faccessat", "faccessat2", "stat", "lstat", "fstat", "newfstatat",
+		"statx", "stat64", "lstat64", "fstat64", "fstatat64", "statfs", "fstatfs",
+		"statfs64", "fstatfs64", "getdents", "getdents64", "readlink", "readlinkat",
+		"getcwd", "chdir", "fchdir", "umask", "flock", "fadvise64", "fadvise64_64",
+		"readahead", "fsync", "fdatasync", "sync", "syncfs", "sync_file_range",
+		"inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+		"getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr") },
+	{ "@file-write-fd", "Resize or preallocate a file already open for writing",
+	  BOTH(A_ALLOW), CALLS("ftruncate", "ftruncate64", "fallocate") },
+	{ "@file-create", "Create, remove, rename and link names (Landlock limits them to "
+			  "the scratch directory)",
+	  A_ALLOW, A_LANDLOCK, 1,
+	  CALLS("mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat",
+		"renameat2", "link", "linkat", "symlink", "symlinkat", "mknod", "mknodat") },
+	{ "@file-truncate", "Truncate a file by path (Landlock ABI 3 holds it)", A_ALLOW,
+	  A_LANDLOCK, 3, CALLS("truncate", "truncate64") },
+	{ "@file-attr", "Change modes, owners, times and extended attributes (no Landlock "
+			"right covers these)",
+	  A_ALLOW, A_EPERM, 0,
+	  CALLS("chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat",
+		"chown32", "fchown32", "lchown32", "utime", "utimes", "utimensat", "futimesat",
+		"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+		"fremovexattr") },
+	{ "@exec", "Run a program: unattended, only python3 itself, once (the exec gate)",
+	  A_ALLOW, A_GATE, 0, CALLS("execve", "execveat") },
+	{ "@process", "Create, wait for and end processes and threads; read and drop identity",
+	  BOTH(A_ALLOW),
+	  CALLS("fork", "vfork", "exit", "exit_group", "wait4", "waitid", "waitpid", "getpid",
+		"getppid", "gettid", "getpgid", "getpgrp", "setpgid", "getsid", "setsid",
+		"set_tid_address", "set_robust_list", "get_robust_list", "futex", "futex_waitv",
+		"arch_prctl", "set_thread_area", "get_thread_area", "restart_syscall",
+		"pidfd_open", "getuid", "geteuid", "getgid", "getegid", "getresuid",
+		"getresgid", "getgroups", "setuid", "setgid", "setreuid", "setregid",
+		"setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid", "capget",
+		"capset", "getrlimit", "setrlimit", "getrusage", "times", "getpriority",
+		"ioprio_get", "sched_yield", "sched_getaffinity", "sched_getparam",
+		"sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
+		"sched_rr_get_interval", "sched_getattr") },
+	{ "@signal", "Handle, mask and wait for signals (sending: see @signal-send)",
+	  BOTH(A_ALLOW),
 	  CALLS("rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend",
-		"rt_sigpending", "rt_sigtimedwait", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
-		"sigaltstack", "signalfd", "signalfd4", "kill", "tkill", "tgkill",
-		"pidfd_send_signal", "pause", "alarm", "sigaction", "sigprocmask", "sigreturn",
-		"sigsuspend", "sigpending", "signal") },
-	{ "@memory", "Map, protect and advise on the process's own memory", G_ALLOW, P_ALL,
+		"rt_sigpending", "rt_sigtimedwait", "sigaltstack", "signalfd", "signalfd4",
+		"pause", "alarm", "sigaction", "sigprocmask", "sigreturn", "sigsuspend",
+		"sigpending", "signal") },
+	{ "@memory", "Map, protect and advise on the process's own memory", BOTH(A_ALLOW),
 	  CALLS("brk", "mmap", "mmap2", "munmap", "mremap", "mprotect", "madvise", "mincore",
 		"msync", "mlock", "mlock2", "munlock", "mlockall", "munlockall", "memfd_create",
 		"pkey_alloc", "pkey_free", "pkey_mprotect", "get_mempolicy", "set_mempolicy",
 		"mbind", "remap_file_pages", "membarrier") },
-	{ "@time", "Read clocks, sleep, and set timers (never set the clock)", G_ALLOW, P_ALL,
+	{ "@time", "Read clocks, sleep, and set timers (never set the clock)", BOTH(A_ALLOW),
 	  CALLS("clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday",
 		"time", "timer_create", "timer_settime", "timer_gettime", "timer_getoverrun",
 		"timer_delete", "timerfd_create", "timerfd_settime", "timerfd_gettime",
 		"getitimer", "setitimer") },
-	{ "@io-event", "Wait for file descriptors: poll, select, epoll, eventfd", G_ALLOW, P_ALL,
+	{ "@io-event", "Wait for file descriptors: poll, select, epoll, eventfd", BOTH(A_ALLOW),
 	  CALLS("poll", "ppoll", "select", "_newselect", "pselect6", "epoll_create",
 		"epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
 		"eventfd", "eventfd2") },
-	{ "@aio", "Linux native asynchronous I/O (not io_uring)", G_ALLOW, P_ALL,
+	{ "@aio", "Linux native asynchronous I/O (not io_uring)", BOTH(A_ALLOW),
 	  CALLS("io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents",
 		"io_pgetevents") },
-	{ "@network", "Sockets: create, connect, send and receive (DNS and NETLINK included)",
-	  G_ALLOW, P_ALL,
-	  CALLS("socket", "socketpair", "bind", "listen", "accept", "accept4", "connect",
-		"getsockname", "getpeername", "sendto", "recvfrom", "sendmsg", "recvmsg",
-		"sendmmsg", "recvmmsg", "shutdown", "setsockopt", "getsockopt", "socketcall") },
-	{ "@ipc", "SysV and POSIX IPC: shared memory, semaphores, message queues", G_ALLOW, P_ALL,
+	{ "@network", "Use sockets: connect, send, receive (creating: see @socket)",
+	  BOTH(A_ALLOW),
+	  CALLS("socketpair", "accept", "accept4", "connect", "getsockname", "getpeername",
+		"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
+		"setsockopt", "getsockopt", "socketcall") },
+	{ "@ipc", "SysV IPC and POSIX message queues (objects that outlive the run)", A_ALLOW,
+	  A_EPERM, 0,
 	  CALLS("shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl",
 		"msgget", "msgsnd", "msgrcv", "msgctl", "ipc", "mq_open", "mq_unlink",
 		"mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr") },
-	{ "@misc", "Runtime odds and ends: randomness, system info, prctl, rseq, self-seccomp",
-	  G_ALLOW, P_ALL,
-	  /* seccomp(2) is allowed because a filter can only narrow what this
-	   * one permits; landlock_* is not, and its ENOSYS reads as "no
-	   * Landlock here" to the libraries that probe it. */
-	  CALLS("getrandom", "uname", "olduname", "sysinfo", "prctl", "rseq", "getcpu",
-		"seccomp") },
+	{ "@misc", "Runtime odds and ends: randomness, system info, prctl, rseq", BOTH(A_ALLOW),
+	  /* landlock_* is not listed: its ENOSYS reads as "no Landlock here"
+	   * to the libraries that probe it, and a snippet can only narrow
+	   * itself with it anyway. */
+	  CALLS("getrandom", "uname", "olduname", "sysinfo", "prctl", "rseq", "getcpu") },
 
 	/* ---- denied with EPERM --------------------------------------------- */
-	{ "@debug", "Inspect or change other processes (ptrace and friends)", G_DENY, P_ALL,
+	{ "@debug", "Inspect or change other processes (ptrace and friends)", BOTH(A_EPERM),
 	  CALLS("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
 		"process_madvise") },
-	{ "@mount", "Mount, unmount and change the root; new mount API", G_DENY, P_ALL,
+	{ "@mount", "Mount, unmount and change the root; new mount API", BOTH(A_EPERM),
 	  CALLS("mount", "umount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig",
 		"fsmount", "fspick", "move_mount", "open_tree", "mount_setattr") },
-	{ "@namespaces", "Enter or create namespaces (kernel attack surface)", G_DENY, P_ALL,
+	{ "@namespaces", "Enter or create namespaces (kernel attack surface)", BOTH(A_EPERM),
 	  CALLS("unshare", "setns") },
-	{ "@bpf", "Load BPF programs and maps", G_DENY, P_ALL, CALLS("bpf") },
-	{ "@module", "Load and unload kernel modules", G_DENY, P_ALL,
+	{ "@bpf", "Load BPF programs and maps", BOTH(A_EPERM), CALLS("bpf") },
+	{ "@module", "Load and unload kernel modules", BOTH(A_EPERM),
 	  CALLS("init_module", "finit_module", "delete_module", "create_module") },
-	{ "@kexec", "Load a new kernel", G_DENY, P_ALL, CALLS("kexec_load", "kexec_file_load") },
-	{ "@reboot", "Reboot or halt", G_DENY, P_ALL, CALLS("reboot") },
-	{ "@swap", "Enable and disable swap", G_DENY, P_ALL, CALLS("swapon", "swapoff") },
-	{ "@keyring", "Kernel keyrings (shared per user, a frequent CVE source)", G_DENY, P_ALL,
+	{ "@kexec", "Load a new kernel", BOTH(A_EPERM), CALLS("kexec_load", "kexec_file_load") },
+	{ "@reboot", "Reboot or halt", BOTH(A_EPERM), CALLS("reboot") },
+	{ "@swap", "Enable and disable swap", BOTH(A_EPERM), CALLS("swapon", "swapoff") },
+	{ "@keyring", "Kernel keyrings (shared per user, a frequent CVE source)", BOTH(A_EPERM),
 	  CALLS("keyctl", "add_key", "request_key") },
 	{ "@userfaultfd", "User-space page faults (a race-widening primitive for exploits)",
-	  G_DENY, P_ALL, CALLS("userfaultfd") },
-	{ "@perf", "Performance counters (kernel attack surface, side channels)", G_DENY, P_ALL,
+	  BOTH(A_EPERM), CALLS("userfaultfd") },
+	{ "@perf", "Performance counters (kernel attack surface, side channels)", BOTH(A_EPERM),
 	  CALLS("perf_event_open") },
-	{ "@io-uring", "io_uring (bypasses seccomp for the operations it performs)", G_DENY, P_ALL,
-	  CALLS("io_uring_setup", "io_uring_enter", "io_uring_register") },
-	{ "@file-handles", "Open files by handle, around path permission checks", G_DENY, P_ALL,
+	{ "@io-uring", "io_uring (bypasses seccomp for the operations it performs)",
+	  BOTH(A_EPERM), CALLS("io_uring_setup", "io_uring_enter", "io_uring_register") },
+	{ "@file-handles", "Open files by handle, around path permission checks", BOTH(A_EPERM),
 	  CALLS("open_by_handle_at", "name_to_handle_at") },
-	{ "@raw-io", "Direct port I/O", G_DENY, P_ALL,
+	{ "@raw-io", "Direct port I/O", BOTH(A_EPERM),
 	  CALLS("iopl", "ioperm", "pciconfig_iobase", "pciconfig_read", "pciconfig_write") },
-	{ "@accounting", "Process accounting", G_DENY, P_ALL, CALLS("acct") },
-	{ "@quota", "Disk quotas", G_DENY, P_ALL, CALLS("quotactl", "quotactl_fd") },
-	{ "@syslog", "Read or control the kernel log", G_DENY, P_ALL, CALLS("syslog") },
-	{ "@clock", "Set or adjust the system clock", G_DENY, P_ALL,
+	{ "@accounting", "Process accounting", BOTH(A_EPERM), CALLS("acct") },
+	{ "@quota", "Disk quotas", BOTH(A_EPERM), CALLS("quotactl", "quotactl_fd") },
+	{ "@syslog", "Read or control the kernel log", BOTH(A_EPERM), CALLS("syslog") },
+	{ "@clock", "Set or adjust the system clock", BOTH(A_EPERM),
 	  CALLS("settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime") },
-	{ "@tty-hangup", "Hang up the controlling terminal", G_DENY, P_ALL, CALLS("vhangup") },
-	{ "@obsolete-profiling", "Profiling support removed from modern kernels", G_DENY, P_ALL,
+	{ "@tty-hangup", "Hang up the controlling terminal", BOTH(A_EPERM), CALLS("vhangup") },
+	{ "@obsolete-profiling", "Profiling support removed from modern kernels", BOTH(A_EPERM),
 	  CALLS("lookup_dcookie") },
-	{ "@fanotify", "Watch whole file systems (needs privilege; surface only)", G_DENY, P_ALL,
+	{ "@fanotify", "Watch whole file systems (needs privilege; surface only)", BOTH(A_EPERM),
 	  CALLS("fanotify_init") },
 };
 
+/* ---- rules by argument ---------------------------------------------------- */
+
 /* libseccomp lets an unconditional rule swallow every conditional rule of
- * the same syscall, whatever the order they are added in.  So the "allow
+ * the same syscall, whatever the order they are added in.  So the "and
  * the rest" half of an argument filter carries a comparison that is always
  * true (arg >= 0, unsigned): the rule stays conditional, and libseccomp
- * evaluates the equality tests before it.  tests/unit/test_seccomp.c checks
- * that the exceptions still bite. */
+ * evaluates the specific tests before it.  tests/unit/test_seccomp.c checks
+ * that both the exceptions and the rest still bite. */
 #define ALWAYS(arg) SCMP_CMP((arg), SCMP_CMP_GE, 0)
+/* The kernel reads int and unsigned int arguments as 32 bits; compare
+ * them masked, so a value with high bits set cannot slip past. */
+#define INT_EQ(arg, v) SCMP_CMP((arg), SCMP_CMP_MASKED_EQ, 0xffffffffUL, (uint32_t)(v))
+#define EPERM_ACT SCMP_ACT_ERRNO(EPERM)
+#define EACCES_ACT SCMP_ACT_ERRNO(EACCES)
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A rule by name, skipped where the architecture lacks the call. */
+static int rule(scmp_filter_ctx ctx, uint32_t action, const char *call, unsigned int n,
+		struct scmp_arg_cmp a, struct scmp_arg_cmp b, struct scmp_arg_cmp c)
+{
+	const struct scmp_arg_cmp cmp[3] = { a, b, c };
+	int nr = seccomp_syscall_resolve_name(call);
+
+	if (nr < 0)
+		return 0;
+	return seccomp_rule_add_array(ctx, action, nr, n, cmp);
+}
+
+#define NOARG SCMP_A0(SCMP_CMP_GE, 0)
+#define RULE0(ctx, act, call) rule((ctx), (act), (call), 0, NOARG, NOARG, NOARG)
+#define RULE1(ctx, act, call, a) rule((ctx), (act), (call), 1, (a), NOARG, NOARG)
+#define RULE2(ctx, act, call, a, b) rule((ctx), (act), (call), 2, (a), (b), NOARG)
+#define RULE3(ctx, act, call, a, b, c) rule((ctx), (act), (call), 3, (a), (b), (c))
 
 /* The namespace flags of clone(2).  CLONE_NEWTIME (0x80) is not one of
  * them: clone(2) reads the low byte as the exit signal, and only clone3
@@ -198,18 +261,17 @@ static unsigned int clone_flags_arg(void)
 	return arch == SCMP_ARCH_S390 || arch == SCMP_ARCH_S390X ? 1 : 0;
 }
 
-static int add_clone(scmp_filter_ctx ctx)
+static int add_clone(scmp_filter_ctx ctx, const struct build *b)
 {
 	unsigned int arg = clone_flags_arg();
 	unsigned long all = 0;
 	int rc;
 
-	for (size_t i = 0; i < sizeof(clone_ns_flags) / sizeof(clone_ns_flags[0]); i++) {
+	for (size_t i = 0; i < ARRAY_LEN(clone_ns_flags); i++) {
 		unsigned long f = clone_ns_flags[i];
 
 		all |= f;
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-				      SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, f, f));
+		rc = RULE1(ctx, EPERM_ACT, "clone", SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, f, f));
 		if (rc < 0)
 			return rc;
 	}
@@ -218,75 +280,382 @@ static int add_clone(scmp_filter_ctx ctx)
 	 * back to clone, whose flags the rules above can see.  libseccomp
 	 * refuses a rule whose action equals the default, so there is no
 	 * explicit one; tests/unit/test_seccomp.c pins the ENOSYS. */
-	return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-				SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, all, 0));
+	return RULE1(ctx, SCMP_ACT_ALLOW, "clone", SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, all, 0));
 }
 
-static int add_ioctl(scmp_filter_ctx ctx)
+/* Terminal and socket queries Python and its libraries make, for the
+ * unattended allowlist: isatty, terminal size, bytes waiting, blocking
+ * and close-on-exec modes, network interface names and addresses. */
+static const unsigned long ioctl_queries[] = {
+	TCGETS, TIOCGWINSZ, TIOCGPGRP, FIONREAD, FIONBIO, FIOCLEX, FIONCLEX, FIOASYNC,
+	FIOQSIZE, TIOCOUTQ, SIOCGIFNAME, SIOCGIFINDEX, SIOCGIFCONF, SIOCGIFFLAGS,
+	SIOCGIFADDR, SIOCGIFNETMASK, SIOCGIFHWADDR, SIOCGIFMTU,
+	/* TCGETS2 (_IOR('T', 0x2A, struct termios2)), which newer glibc
+	 * uses for tcgetattr; struct termios2 clashes with <termios.h>. */
+	0x802c542aUL,
+};
+
+static int add_ioctl_approved(scmp_filter_ctx ctx)
 {
 	static const unsigned long denied[] = { TIOCSTI, TIOCLINUX };
 	int rc;
 
-	/* The kernel reads cmd as 32 bits; compare it masked to 32 bits, or
-	 * TIOCSTI with a high bit set slips past (CVE-2019-10063). */
-	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, denied[i]));
+	/* cmd compared as 32 bits, or TIOCSTI with a high bit set slips
+	 * past (CVE-2019-10063). */
+	for (size_t i = 0; i < ARRAY_LEN(denied); i++) {
+		rc = RULE1(ctx, EPERM_ACT, "ioctl", INT_EQ(1, denied[i]));
 		if (rc < 0)
 			return rc;
 	}
-	return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, ALWAYS(1));
+	return RULE1(ctx, SCMP_ACT_ALLOW, "ioctl", ALWAYS(1));
 }
 
-static int add_personality(scmp_filter_ctx ctx)
+/* Unattended: an allowlist.  Device and file-system ioctls are a large
+ * driver surface, and some change files through a read-only descriptor
+ * (FS_IOC_SETFLAGS: chattr). */
+static int add_ioctl(scmp_filter_ctx ctx, const struct build *b)
+{
+	int rc;
+
+	if (b->profile == P_APPROVED)
+		return add_ioctl_approved(ctx);
+	for (size_t i = 0; i < ARRAY_LEN(ioctl_queries); i++) {
+		rc = RULE1(ctx, SCMP_ACT_ALLOW, "ioctl", INT_EQ(1, ioctl_queries[i]));
+		if (rc < 0)
+			return rc;
+	}
+	return RULE1(ctx, EPERM_ACT, "ioctl", ALWAYS(1));
+}
+
+static int add_personality(scmp_filter_ctx ctx, const struct build *b)
 {
 	/* Docker's set: Linux, 32-bit Linux, UNAME26 of both, and the query.
-	 * The kernel reads 32 bits, hence the mask.  Any other persona (e.g.
-	 * READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE) weakens the process. */
+	 * Any other persona (e.g. READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE)
+	 * weakens the process. */
 	static const unsigned long allowed[] = { 0x0, 0x8, 0x20000, 0x20008, 0xffffffffUL };
 	int rc;
 
-	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
-				      SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffUL, allowed[i]));
+	for (size_t i = 0; i < ARRAY_LEN(allowed); i++) {
+		rc = RULE1(ctx, SCMP_ACT_ALLOW, "personality", INT_EQ(0, allowed[i]));
 		if (rc < 0)
 			return rc;
 	}
-	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1, ALWAYS(0));
+	return RULE1(ctx, EPERM_ACT, "personality", ALWAYS(0));
+}
+
+/* open(2) takes its flags second, openat(2) third. */
+static int open_flag_rules(scmp_filter_ctx ctx, unsigned long mask, unsigned long want)
+{
+	int rc = RULE1(ctx, SCMP_ACT_ALLOW, "open", SCMP_A1(SCMP_CMP_MASKED_EQ, mask, want));
+
+	if (rc == 0)
+		rc = RULE1(ctx, SCMP_ACT_ALLOW, "openat", SCMP_A2(SCMP_CMP_MASKED_EQ, mask, want));
+	return rc;
+}
+
+static int open_refuse_rest(scmp_filter_ctx ctx)
+{
+	int rc = RULE1(ctx, EACCES_ACT, "open", ALWAYS(1));
+
+	if (rc == 0)
+		rc = RULE1(ctx, EACCES_ACT, "openat", ALWAYS(2));
+	return rc;
+}
+
+/* Without Landlock: reading only.  Access mode O_RDONLY (both O_ACCMODE
+ * bits clear: mode 3 opens for ioctl and still truncates), no O_CREAT, no
+ * O_TRUNC, no O_TMPFILE (its bit is the one glibc's O_TMPFILE adds to
+ * O_DIRECTORY, which plain directory opens carry). */
+static int add_open_readonly(scmp_filter_ctx ctx)
+{
+	const unsigned long tmpfile = (unsigned long)(O_TMPFILE & ~O_DIRECTORY);
+	int rc = open_flag_rules(ctx, O_ACCMODE | O_CREAT | O_TRUNC | tmpfile, 0);
+
+	if (rc == 0)
+		rc = RULE0(ctx, EACCES_ACT, "creat");
+	return rc ? rc : open_refuse_rest(ctx);
+}
+
+/* Landlock ABI 1 and 2 check writes by the file's open mode, and
+ * O_TRUNC without write access (O_RDONLY or mode 3) truncates unchecked:
+ * only O_WRONLY and O_RDWR may carry it. */
+static int add_open_trunc_checked(scmp_filter_ctx ctx)
+{
+	int rc = open_flag_rules(ctx, O_TRUNC, 0);
+
+	if (rc == 0)
+		rc = open_flag_rules(ctx, O_ACCMODE | O_TRUNC, O_WRONLY | O_TRUNC);
+	if (rc == 0)
+		rc = open_flag_rules(ctx, O_ACCMODE | O_TRUNC, O_RDWR | O_TRUNC);
+	if (rc == 0)
+		rc = RULE0(ctx, SCMP_ACT_ALLOW, "creat");
+	return rc ? rc : open_refuse_rest(ctx);
+}
+
+/* openat2 hides its flags in a struct: unattended it gets the default
+ * ENOSYS (no rule), and libc and Python use openat. */
+static int add_open(scmp_filter_ctx ctx, const struct build *b)
+{
+	static const char *const calls[] = { "open", "openat", "creat", "openat2" };
+	size_t n = b->profile == P_APPROVED ? ARRAY_LEN(calls) : 3;
+	int rc = 0;
+
+	if (b->profile == P_UNATTENDED && b->abi == 0)
+		return add_open_readonly(ctx);
+	if (b->profile == P_UNATTENDED && b->abi < 3)
+		return add_open_trunc_checked(ctx);
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = RULE0(ctx, SCMP_ACT_ALLOW, calls[i]);
+	return rc;
+}
+
+/* Unattended without Landlock ABI 6: F_SETOWN would let SIGIO/SIGURG reach
+ * another process whenever the descriptor becomes ready. */
+static int add_fcntl(scmp_filter_ctx ctx, const struct build *b)
+{
+	static const char *const calls[] = { "fcntl", "fcntl64" };
+	int rc = 0;
+
+	for (size_t i = 0; i < ARRAY_LEN(calls) && rc == 0; i++) {
+		if (b->profile == P_APPROVED || b->abi >= 6) {
+			rc = RULE0(ctx, SCMP_ACT_ALLOW, calls[i]);
+			continue;
+		}
+		rc = RULE1(ctx, EPERM_ACT, calls[i], INT_EQ(1, F_SETOWN));
+		if (rc == 0)
+			rc = RULE1(ctx, EPERM_ACT, calls[i], INT_EQ(1, F_SETOWN_EX));
+		if (rc == 0)
+			rc = RULE1(ctx, SCMP_ACT_ALLOW, calls[i], ALWAYS(1));
+	}
+	return rc;
+}
+
+/* Unattended without Landlock ABI 6: signals only to the snippet's first
+ * process, its threads and its process group (the snippet leads its own
+ * group and session), and the existence probe (signal 0) to anyone.  The
+ * pids of later children are not known when the filter is built, so they
+ * cannot be signalled by pid. */
+static int add_signal_self(scmp_filter_ctx ctx, pid_t self)
+{
+	static const char *const first_is_tgid[] = {
+		"tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+	};
+	int rc;
+
+	rc = RULE1(ctx, SCMP_ACT_ALLOW, "kill", INT_EQ(0, 0));
+	if (rc == 0)
+		rc = RULE1(ctx, SCMP_ACT_ALLOW, "kill", INT_EQ(0, self));
+	if (rc == 0)
+		rc = RULE1(ctx, SCMP_ACT_ALLOW, "kill", INT_EQ(0, -self));
+	if (rc == 0)
+		rc = RULE1(ctx, SCMP_ACT_ALLOW, "kill", INT_EQ(1, 0));
+	if (rc == 0)
+		rc = RULE1(ctx, EPERM_ACT, "kill", ALWAYS(0));
+	for (size_t i = 0; i < ARRAY_LEN(first_is_tgid) && rc == 0; i++) {
+		rc = RULE1(ctx, SCMP_ACT_ALLOW, first_is_tgid[i], INT_EQ(0, self));
+		if (rc == 0)
+			rc = RULE1(ctx, EPERM_ACT, first_is_tgid[i], ALWAYS(0));
+	}
+	/* A pidfd may name any process: no way to tell ours apart. */
+	return rc ? rc : RULE0(ctx, EPERM_ACT, "pidfd_send_signal");
+}
+
+static int add_signal_send(scmp_filter_ctx ctx, const struct build *b)
+{
+	static const char *const calls[] = {
+		"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+		"pidfd_send_signal",
+	};
+	int rc = 0;
+
+	if (b->profile == P_UNATTENDED && b->abi < 6)
+		return add_signal_self(ctx, b->self);
+	for (size_t i = 0; i < ARRAY_LEN(calls) && rc == 0; i++)
+		rc = RULE0(ctx, SCMP_ACT_ALLOW, calls[i]);
+	return rc;
+}
+
+/* Unattended sockets: IPv4/IPv6 stream and datagram with the default,
+ * TCP or UDP protocol (no raw, no SCTP or other module-loaded protocols),
+ * and the routing netlink that getaddrinfo asks about interfaces.  No
+ * AF_UNIX: a path socket can be a door to a more privileged service
+ * (D-Bus, systemd, docker.sock) that Landlock does not guard, and name
+ * resolution works without it (glibc falls back from nscd, and
+ * nss-resolve to dns).  socketpair stays: it reaches nobody. */
+static int add_socket_unattended(scmp_filter_ctx ctx)
+{
+	static const int families[] = { AF_INET, AF_INET6 };
+	static const int types[] = { SOCK_STREAM, SOCK_DGRAM };
+	static const int protos[] = { 0, IPPROTO_TCP, IPPROTO_UDP };
+	int rc = 0;
+
+	for (size_t f = 0; f < ARRAY_LEN(families); f++)
+		for (size_t t = 0; t < ARRAY_LEN(types); t++)
+			for (size_t p = 0; p < ARRAY_LEN(protos) && rc == 0; p++)
+				rc = RULE3(ctx, SCMP_ACT_ALLOW, "socket", INT_EQ(0, families[f]),
+					   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, types[t]),
+					   INT_EQ(2, protos[p]));
+	for (size_t t = 0; t < ARRAY_LEN(types) && rc == 0; t++)
+		rc = RULE3(ctx, SCMP_ACT_ALLOW, "socket", INT_EQ(0, AF_NETLINK),
+			   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, t ? SOCK_DGRAM : SOCK_RAW),
+			   INT_EQ(2, NETLINK_ROUTE));
+	return rc ? rc : RULE1(ctx, EPERM_ACT, "socket", ALWAYS(0));
+}
+
+/* Unattended bind: only an address the size of a sockaddr_nl, which is
+ * getaddrinfo binding its netlink socket.  IPv4 and IPv6 need at least 16
+ * bytes (EINVAL), so nothing listens or receives on a port.  A Unix
+ * socketpair end could still take a 10-byte path: Landlock stops that
+ * outside the scratch directory, so without Landlock bind is refused. */
+static int add_bind_unattended(scmp_filter_ctx ctx, unsigned int abi)
+{
+	int rc = 0;
+
+	if (abi == 0)
+		return RULE0(ctx, EPERM_ACT, "bind");
+	rc = RULE1(ctx, SCMP_ACT_ALLOW, "bind", INT_EQ(2, sizeof(struct sockaddr_nl)));
+	return rc ? rc : RULE1(ctx, EPERM_ACT, "bind", ALWAYS(2));
+}
+
+static int add_socket(scmp_filter_ctx ctx, const struct build *b)
+{
+	int rc;
+
+	if (b->profile == P_APPROVED) {
+		rc = RULE0(ctx, SCMP_ACT_ALLOW, "socket");
+		if (rc == 0)
+			rc = RULE0(ctx, SCMP_ACT_ALLOW, "bind");
+		return rc ? rc : RULE0(ctx, SCMP_ACT_ALLOW, "listen");
+	}
+	rc = add_socket_unattended(ctx);
+	if (rc == 0)
+		rc = add_bind_unattended(ctx, b->abi);
+	return rc ? rc : RULE0(ctx, EPERM_ACT, "listen");
+}
+
+/* Calls that may name another process of the same user: only the caller
+ * itself (pid 0).  Otherwise a snippet could lower the broker's rlimits
+ * (RLIMIT_CPU kills it), renice it, or pin it to a CPU. */
+static int add_self_only(scmp_filter_ctx ctx, const struct build *b)
+{
+	static const char *const pid_first[] = {
+		"prlimit64", "sched_setaffinity", "sched_setparam", "sched_setscheduler",
+		"sched_setattr",
+	};
+	int rc = 0;
+
+	for (size_t i = 0; i < ARRAY_LEN(pid_first) && rc == 0; i++) {
+		rc = RULE1(ctx, SCMP_ACT_ALLOW, pid_first[i], INT_EQ(0, 0));
+		if (rc == 0)
+			rc = RULE1(ctx, EPERM_ACT, pid_first[i], ALWAYS(0));
+	}
+	if (rc == 0)
+		rc = RULE2(ctx, SCMP_ACT_ALLOW, "setpriority", INT_EQ(0, PRIO_PROCESS),
+			   INT_EQ(1, 0));
+	if (rc == 0)
+		rc = RULE1(ctx, EPERM_ACT, "setpriority", ALWAYS(0));
+	if (rc == 0)
+		rc = RULE2(ctx, SCMP_ACT_ALLOW, "ioprio_set", INT_EQ(0, IOPRIO_WHO_PROCESS),
+			   INT_EQ(1, 0));
+	return rc ? rc : RULE1(ctx, EPERM_ACT, "ioprio_set", ALWAYS(0));
+}
+
+/* seccomp(2) is allowed because a filter can only narrow what this one
+ * permits.  Unattended, not with a listener of its own: a newer
+ * USER_NOTIF filter would answer exec before the exec gate (the kernel
+ * refuses it with EBUSY while the gate listens; this says so first). */
+static int add_seccomp(scmp_filter_ctx ctx, const struct build *b)
+{
+	int rc;
+
+	if (b->profile == P_APPROVED)
+		return RULE0(ctx, SCMP_ACT_ALLOW, "seccomp");
+	rc = RULE1(ctx, EPERM_ACT, "seccomp",
+		   SCMP_A1(SCMP_CMP_MASKED_EQ, SECCOMP_FILTER_FLAG_NEW_LISTENER,
+			   SECCOMP_FILTER_FLAG_NEW_LISTENER));
+	return rc ? rc : RULE1(ctx, SCMP_ACT_ALLOW, "seccomp", ALWAYS(1));
 }
 
 static const struct arg_group arg_groups[] = {
-	{ "@clone", "clone without namespace flags (any CLONE_NEW*: EPERM); clone3 gets ENOSYS",
-	  P_ALL, "clone clone3", add_clone },
-	{ "@ioctl", "ioctl, except faking terminal input (TIOCSTI, TIOCLINUX: EPERM)", P_ALL,
-	  "ioctl", add_ioctl },
-	{ "@personality", "personality: Linux personas and the query only, others EPERM", P_ALL,
+	{ "@clone", "clone without namespace flags (CLONE_NEW*: EPERM); clone3 ENOSYS", "same",
+	  "clone clone3", add_clone },
+	{ "@ioctl", "all but faking terminal input (TIOCSTI, TIOCLINUX: EPERM)",
+	  "terminal, readiness and network-interface queries only; others EPERM", "ioctl",
+	  add_ioctl },
+	{ "@personality", "Linux personas and the query only, others EPERM", "same",
 	  "personality", add_personality },
+	{ "@open", "open, openat, openat2, creat",
+	  "Landlock ABI >= 3: open, openat, creat (Landlock decides by path); ABI 1-2: "
+	  "O_TRUNC only with write access, else EACCES; no Landlock: read-only, else "
+	  "EACCES; openat2 ENOSYS",
+	  "open openat openat2 creat", add_open },
+	{ "@fcntl", "all",
+	  "all, but F_SETOWN and F_SETOWN_EX (EPERM) below Landlock ABI 6", "fcntl fcntl64",
+	  add_fcntl },
+	{ "@signal-send", "to any process the user may signal",
+	  "Landlock ABI >= 6: scoped to the snippet's own processes; below: only its first "
+	  "process, its threads, its group, and signal 0; pidfd_send_signal EPERM",
+	  "kill tkill tgkill rt_sigqueueinfo rt_tgsigqueueinfo pidfd_send_signal",
+	  add_signal_send },
+	{ "@socket", "any socket, bind, listen",
+	  "AF_INET/AF_INET6 stream and datagram (default, TCP or UDP protocol) and "
+	  "AF_NETLINK/NETLINK_ROUTE; others EPERM (raw, packet, AF_UNIX); bind only a "
+	  "netlink-sized address and only under Landlock; listen EPERM",
+	  "socket bind listen", add_socket },
+	{ "@self-only", "pid 0 (the caller) only, others EPERM", "same",
+	  "prlimit64 setpriority ioprio_set sched_setaffinity sched_setparam "
+	  "sched_setscheduler sched_setattr",
+	  add_self_only },
+	{ "@seccomp", "narrow the filter further",
+	  "narrow it further, but with no listener of its own (EPERM)", "seccomp",
+	  add_seccomp },
 };
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+/* ---- building ----------------------------------------------------------- */
 
-static unsigned int profile_bit(const char *profile)
+static enum profile profile_of(const char *name)
 {
-	if (!strcmp(profile, "approved"))
+	if (!strcmp(name, "approved"))
 		return P_APPROVED;
-	if (!strcmp(profile, "unattended"))
+	if (!strcmp(name, "unattended"))
 		return P_UNATTENDED;
 	return 0;
 }
 
-static int add_group(scmp_filter_ctx ctx, const struct syscall_group *g, char *err,
-		     size_t errlen)
+bool seccomp_has_exec_gate(const char *profile)
 {
-	uint32_t action = g->action == G_ALLOW ? SCMP_ACT_ALLOW : SCMP_ACT_ERRNO(EPERM);
+	return profile_of(profile) == P_UNATTENDED;
+}
 
+static uint32_t group_action(const struct syscall_group *g, const struct build *b)
+{
+	enum action a = b->profile == P_APPROVED ? g->approved : g->unattended;
+
+	switch (a) {
+	case A_ALLOW:
+		return SCMP_ACT_ALLOW;
+	case A_EPERM:
+		return EPERM_ACT;
+	case A_LANDLOCK:
+		return b->abi >= g->ll_abi ? SCMP_ACT_ALLOW : EPERM_ACT;
+	case A_GATE:
+		return SCMP_ACT_NOTIFY;
+	case A_NONE:
+	default:
+		return SCMP_ACT_ERRNO(ENOSYS);
+	}
+}
+
+static int add_group(scmp_filter_ctx ctx, const struct syscall_group *g, const struct build *b,
+		     char *err, size_t errlen)
+{
+	uint32_t action = group_action(g, b);
+
+	if (action == SCMP_ACT_ERRNO(ENOSYS))
+		return 0; /* the default already */
 	for (const char *const *c = g->calls; *c; c++) {
-		int nr = seccomp_syscall_resolve_name(*c);
-		int rc;
+		int rc = RULE0(ctx, action, *c);
 
-		if (nr < 0)
-			continue; /* not on this architecture, or newer than libseccomp */
-		rc = seccomp_rule_add(ctx, action, nr, 0);
 		if (rc < 0) {
 			snprintf(err, errlen, "seccomp rule for %s in %s: %s", *c, g->name,
 				 strerror(-rc));
@@ -296,21 +665,17 @@ static int add_group(scmp_filter_ctx ctx, const struct syscall_group *g, char *e
 	return 0;
 }
 
-static int add_rules(scmp_filter_ctx ctx, unsigned int profile, char *err, size_t errlen)
+static int add_rules(scmp_filter_ctx ctx, const struct build *b, char *err, size_t errlen)
 {
 	int rc;
 
 	for (size_t i = 0; i < ARRAY_LEN(groups); i++) {
-		if (!(groups[i].profiles & profile))
-			continue;
-		rc = add_group(ctx, &groups[i], err, errlen);
+		rc = add_group(ctx, &groups[i], b, err, errlen);
 		if (rc < 0)
 			return rc;
 	}
 	for (size_t i = 0; i < ARRAY_LEN(arg_groups); i++) {
-		if (!(arg_groups[i].profiles & profile))
-			continue;
-		rc = arg_groups[i].add(ctx);
+		rc = arg_groups[i].add(ctx, b);
 		if (rc < 0) {
 			snprintf(err, errlen, "seccomp rules for %s: %s", arg_groups[i].name,
 				 strerror(-rc));
@@ -339,8 +704,8 @@ static int read_exact_at(int fd, void *buf, size_t len)
 }
 
 /* libseccomp 2.5 can only export into a file descriptor: a memfd keeps
- * the program off the file system, and it is read back into memory the
- * child can hand to seccomp(2) directly. */
+ * the program off the file system, and it is read back into memory that
+ * seccomp(2) takes directly. */
 static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *out, char *err, size_t errlen)
 {
 	struct sock_filter *prog;
@@ -404,22 +769,27 @@ static int new_filter(scmp_filter_ctx *ctx, char *err, size_t errlen)
 	return rc;
 }
 
-int seccomp_build(const char *profile, struct sock_fprog *out, char *err, size_t errlen)
+int seccomp_build(const struct seccomp_opts *o, struct sock_fprog *out, char *err,
+		  size_t errlen)
 {
-	unsigned int p = profile_bit(profile);
+	struct build b = { profile_of(o->profile), o->landlock_abi, o->self };
 	scmp_filter_ctx ctx;
 	int rc;
 
 	out->len = 0;
 	out->filter = NULL;
-	if (!p) {
-		snprintf(err, errlen, "unknown seccomp profile '%s'", profile);
+	if (!b.profile) {
+		snprintf(err, errlen, "unknown seccomp profile '%s'", o->profile);
+		return -EINVAL;
+	}
+	if (b.profile == P_UNATTENDED && b.self <= 0) {
+		snprintf(err, errlen, "the unattended filter needs the snippet's pid");
 		return -EINVAL;
 	}
 	rc = new_filter(&ctx, err, errlen);
 	if (rc < 0)
 		return rc;
-	rc = add_rules(ctx, p, err, errlen);
+	rc = add_rules(ctx, &b, err, errlen);
 	if (rc == 0)
 		rc = export_bpf(ctx, out, err, errlen);
 	seccomp_release(ctx);
@@ -433,37 +803,65 @@ void seccomp_prog_free(struct sock_fprog *prog)
 	prog->len = 0;
 }
 
-static const char *profiles_text(unsigned int p)
+int seccomp_load_prog(const struct sock_fprog *prog, bool listener)
 {
-	switch (p) {
-	case P_ALL:
-		return "approved, unattended";
-	case P_APPROVED:
-		return "approved";
-	case P_UNATTENDED:
-		return "unattended";
+	unsigned long flags = listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+	long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, prog);
+
+	if (rc < 0)
+		return -errno;
+	return listener ? (int)rc : 0;
+}
+
+/* ---- documentation -------------------------------------------------------- */
+
+static const char *action_text(enum action a)
+{
+	switch (a) {
+	case A_ALLOW:
+		return "allow";
+	case A_EPERM:
+		return "EPERM";
+	case A_LANDLOCK:
+		return "allow while Landlock holds it, else EPERM";
+	case A_GATE:
+		return "exec gate";
+	case A_NONE:
 	default:
-		return "none";
+		return "ENOSYS";
 	}
+}
+
+static void describe_group(FILE *out, const struct syscall_group *g)
+{
+	if (g->approved == g->unattended)
+		fprintf(out, "%s (%s in both): %s\n   ", g->name, action_text(g->approved),
+			g->help);
+	else if (g->unattended == A_LANDLOCK)
+		fprintf(out, "%s (approved: %s; unattended: allow with Landlock ABI >= %u, "
+			     "else EPERM): %s\n   ",
+			g->name, action_text(g->approved), g->ll_abi, g->help);
+	else
+		fprintf(out, "%s (approved: %s; unattended: %s): %s\n   ", g->name,
+			action_text(g->approved), action_text(g->unattended), g->help);
+	for (const char *const *c = g->calls; *c; c++)
+		fprintf(out, " %s%s", *c, seccomp_syscall_resolve_name(*c) < 0 ? "(-)" : "");
+	fputc('\n', out);
 }
 
 void seccomp_describe(FILE *out)
 {
 	fprintf(out, "# default: ENOSYS; foreign architectures: EPERM\n");
-	for (size_t i = 0; i < ARRAY_LEN(groups); i++) {
-		const struct syscall_group *g = &groups[i];
+	for (size_t i = 0; i < ARRAY_LEN(groups); i++)
+		describe_group(out, &groups[i]);
+	for (size_t i = 0; i < ARRAY_LEN(arg_groups); i++) {
+		const struct arg_group *g = &arg_groups[i];
 
-		fprintf(out, "%s (%s; %s): %s\n   ", g->name,
-			g->action == G_ALLOW ? "allow" : "EPERM", profiles_text(g->profiles),
-			g->help);
-		for (const char *const *c = g->calls; *c; c++)
-			fprintf(out, " %s%s", *c, seccomp_syscall_resolve_name(*c) < 0 ? "(-)" : "");
-		fputc('\n', out);
+		fprintf(out, "%s (by argument): %s\n    approved: %s\n    unattended: %s\n",
+			g->name, g->calls, g->approved, g->unattended);
 	}
-	for (size_t i = 0; i < ARRAY_LEN(arg_groups); i++)
-		fprintf(out, "%s (by argument; %s): %s\n    %s\n", arg_groups[i].name,
-			profiles_text(arg_groups[i].profiles), arg_groups[i].help,
-			arg_groups[i].calls);
-	fprintf(out, "# (-): not on this architecture or unknown to this libseccomp; "
+	fprintf(out, "# exec gate: the first exec (python3, by the worker) is let through by "
+		     "the supervisor; every later one fails with EPERM\n"
+		     "# (-): not on this architecture or unknown to this libseccomp; "
 		     "left to the default\n");
 }

@@ -17,12 +17,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "worker/seccomp.h"
 #include "worker/worker.h"
 
 struct run {
 	struct plan *plan;
 	pid_t child;
 	int sigfd;
+	struct exec_gate gate;      /* unattended: answers the snippet's execs */
 	uint64_t t_fork, t_end;    /* monotonic, microseconds */
 	uint64_t deadline;          /* 0: no wall-clock limit */
 	uint64_t kill_at;           /* after the timeout; 0: at once */
@@ -111,36 +113,112 @@ static void drain_signals(struct run *r)
 	reap_exited(r);
 }
 
-/* C's report: a whole struct means a failed step; EOF means exec
- * succeeded (the pipe is CLOEXEC) or C died, which its status will say. */
-static void read_setup_report(struct run *r)
+static void child_protocol_error(struct run *r, int err, const char *what)
 {
-	struct plan *p = r->plan;
-	ssize_t n;
+	snprintf(r->rep.step, sizeof(r->rep.step), "supervise");
+	r->rep.err = err;
+	snprintf(r->rep.msg, sizeof(r->rep.msg), "%s", what);
+	r->failed = true;
+}
 
-	do
-		n = read(p->err_r, &r->rep, sizeof(r->rep));
-	while (n < 0 && errno == EINTR);
-	if (n < 0 && errno == EAGAIN)
-		return;
-	close(p->err_r);
-	p->err_r = -1;
-	if (n == (ssize_t)sizeof(r->rep)) {
-		r->rep.step[sizeof(r->rep.step) - 1] = '\0';
-		r->rep.msg[sizeof(r->rep.msg) - 1] = '\0';
-		r->failed = true;
+/* The descriptor a message carried, or -1. */
+static int received_fd(struct msghdr *mh)
+{
+	struct cmsghdr *cm = CMSG_FIRSTHDR(mh);
+	int fd = -1;
+
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	return fd;
+}
+
+/* C hands over the exec gate's listener, then execs: the gate must be
+ * served from now on, or that exec waits forever. */
+static void take_gate(struct run *r, int fd)
+{
+	int rc;
+
+	if (fd < 0 || r->gate.fd >= 0 || !seccomp_has_exec_gate(r->plan->profile)) {
+		if (fd >= 0)
+			close(fd);
+		child_protocol_error(r, EPROTO, "unexpected exec gate from the child");
 		return;
 	}
-	if (n != 0) {
-		snprintf(r->rep.step, sizeof(r->rep.step), "supervise");
-		r->rep.err = n < 0 ? errno : EPROTO;
-		snprintf(r->rep.msg, sizeof(r->rep.msg), "unreadable report from the child");
-		r->failed = true;
+	rc = exec_gate_open(&r->gate, fd, r->child);
+	if (rc < 0)
+		child_protocol_error(r, -rc, "cannot serve the exec gate");
+}
+
+/* EOF on the report channel.  Unattended, C execs only through the gate,
+ * so EOF without one means C died during setup (a signal): nothing of
+ * the snippet ran, and it is reported as a failed setup. */
+static void child_exec_done(struct run *r)
+{
+	if (seccomp_has_exec_gate(r->plan->profile) && r->gate.fd < 0) {
+		child_protocol_error(r, EPROTO,
+				     "the child ended before handing over the exec gate");
 		return;
 	}
 	r->ready = true;
-	if (!report_ready(r->child, 0))
+	if (!report_ready(r->child, r->plan->landlock_abi))
 		r->broker_gone = true;
+}
+
+/* C's reports: a whole struct setup_report means a failed step; one byte
+ * with a descriptor is the exec gate; EOF means exec succeeded (C's end
+ * is CLOEXEC) or C died, which its status will say.  Returns false when
+ * nothing was waiting. */
+static bool read_setup_report(struct run *r)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct plan *p = r->plan;
+	struct iovec iov = { .iov_base = &r->rep, .iov_len = sizeof(r->rep) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	ssize_t n;
+
+	do
+		n = recvmsg(p->err_r, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN)
+		return false;
+	if (n == 1 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+	    r->rep.step[0] == CHILD_MSG_GATE) {
+		take_gate(r, received_fd(&mh));
+		return true;
+	}
+	if (n > 0 && received_fd(&mh) >= 0)
+		close(received_fd(&mh));
+	close(p->err_r);
+	p->err_r = -1;
+	if (n == (ssize_t)sizeof(r->rep) && !(mh.msg_flags & MSG_TRUNC)) {
+		r->rep.step[sizeof(r->rep.step) - 1] = '\0';
+		r->rep.msg[sizeof(r->rep.msg) - 1] = '\0';
+		r->failed = true;
+	} else if (n != 0) {
+		child_protocol_error(r, n < 0 ? errno : EPROTO, "unreadable report from the child");
+	} else {
+		child_exec_done(r);
+	}
+	return true;
+}
+
+static void serve_gate(struct run *r, short revents)
+{
+	bool ok = true;
+
+	if (revents & POLLIN)
+		ok = exec_gate_serve(&r->gate);
+	/* POLLHUP: no process uses the filter any more.  A receive that
+	 * failed for good would only spin.  Once closed, any exec fails
+	 * with ENOSYS, and the filter refuses the snippet a listener of its
+	 * own (see @seccomp), so nobody else can answer. */
+	if (!ok || (revents & (POLLHUP | POLLERR | POLLNVAL)))
+		exec_gate_close(&r->gate);
 }
 
 /* The broker has nothing to say to a worker after the job: EOF, an error
@@ -187,20 +265,27 @@ static int poll_timeout(const struct run *r)
 static void watch(struct run *r)
 {
 	while (!r->reaped && !r->failed && !r->broker_gone) {
-		struct pollfd pfd[3] = {
+		/* A negative fd is skipped by poll(): no report channel once
+		 * C has exec'd, no gate in the approved profile. */
+		struct pollfd pfd[4] = {
 			{ .fd = FD_BROKER, .events = POLLIN },
 			{ .fd = r->sigfd, .events = POLLIN },
 			{ .fd = r->plan->err_r, .events = POLLIN },
+			{ .fd = r->gate.fd, .events = POLLIN },
 		};
-		int n = poll(pfd, r->plan->err_r >= 0 ? 3 : 2, poll_timeout(r));
+		int n = poll(pfd, 4, poll_timeout(r));
 
 		if (n < 0 && errno != EINTR) {
 			r->broker_gone = true; /* cannot watch: do not run unwatched */
 			break;
 		}
+		/* The gate first: C's exec waits on it, and the report
+		 * channel's EOF comes only after that exec. */
+		if (n > 0 && pfd[3].fd >= 0 && pfd[3].revents)
+			serve_gate(r, pfd[3].revents);
 		/* The report before the exit status, so `ready` precedes
 		 * `finished` even for a snippet that exits at once. */
-		if (n > 0 && r->plan->err_r >= 0 && pfd[2].revents)
+		if (n > 0 && pfd[2].fd >= 0 && pfd[2].revents)
 			read_setup_report(r);
 		if (n > 0 && pfd[0].revents)
 			check_broker(r, pfd[0].revents);
@@ -244,11 +329,12 @@ static void fill_result(const struct run *r, struct run_result *res)
 	res->max_rss_kb = (uint64_t)ru->ru_maxrss; /* Linux: kilobytes */
 }
 
-/* After C is gone: its setup report, if it is still in the pipe. */
+/* After C is gone: its setup report, if it is still in the channel
+ * (perhaps behind the exec gate's message). */
 static void final_report(struct run *r)
 {
-	if (r->plan->err_r >= 0 && !r->failed)
-		read_setup_report(r);
+	while (r->plan->err_r >= 0 && !r->failed && read_setup_report(r))
+		;
 }
 
 static int conclude(struct run *r)
@@ -264,7 +350,7 @@ static int conclude(struct run *r)
 				   "the sandbox was not set up within the time limit");
 		return WORKER_EXIT_FAIL;
 	}
-	if (!r->ready && !report_ready(r->child, 0))
+	if (!r->ready && !report_ready(r->child, r->plan->landlock_abi))
 		return WORKER_EXIT_FAIL;
 	fill_result(r, &res);
 	return report_finished(&res) ? WORKER_EXIT_OK : WORKER_EXIT_FAIL;
@@ -272,7 +358,7 @@ static int conclude(struct run *r)
 
 int supervise(struct plan *p, pid_t child, int sigfd)
 {
-	struct run r = { .plan = p, .child = child, .sigfd = sigfd };
+	struct run r = { .plan = p, .child = child, .sigfd = sigfd, .gate = { .fd = -1 } };
 	int rc;
 
 	r.t_fork = now_us();
@@ -283,6 +369,7 @@ int supervise(struct plan *p, pid_t child, int sigfd)
 	kill_all(&r);
 	if (!r.broker_gone)
 		final_report(&r);
+	exec_gate_close(&r.gate);
 	plan_remove_scratch(p);
 	rc = r.broker_gone ? WORKER_EXIT_FAIL : conclude(&r);
 	return rc;

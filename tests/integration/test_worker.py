@@ -6,6 +6,7 @@ broker's fds (0 sealed memfd with the source, 1/2 pipes, 3 SOCK_SEQPACKET),
 sends one `job` frame and reads `ready`/`setup_error`/`finished` back.
 Run with: KOTOBA_BUILD=/work/main/build /usr/bin/python3 -m pytest tests/integration
 """
+import ctypes
 import errno
 import fcntl
 import json
@@ -309,9 +310,150 @@ def test_rlimits_are_set_and_core_is_zero():
                    f"FSIZE {1 << 20} {1 << 20}", "NOFILE 64 64", "CORE 0 0", "MemoryError"]
 
 
-def test_unattended_profile_runs_with_the_baseline_for_now():
-    w = run("print('ok')", profile="unattended")
-    assert bytes(w.out) == b"ok\n" and w.only("finished")["code"] == 0
+def kernel_landlock_abi():
+    """The running kernel's Landlock ABI, 0 when it has none."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(abi, 0)
+
+
+# The ABI the worker uses: the kernel's, capped at the newest it knows.
+LANDLOCK_ABI = min(kernel_landlock_abi(), 7)
+BOTH_WAYS = pytest.mark.parametrize("landlock", [True, False], ids=["landlock", "seccomp-only"])
+
+
+def lines(w):
+    return bytes(w.out).decode().splitlines()
+
+
+def test_ready_reports_the_landlock_abi_in_force():
+    assert run("pass", profile="unattended", landlock=True).msgs[0]["landlock_abi"] == LANDLOCK_ABI
+    assert run("pass", profile="unattended", landlock=False).msgs[0]["landlock_abi"] == 0
+    assert run("pass", profile="approved", landlock=True).msgs[0]["landlock_abi"] == 0
+
+
+def test_unknown_profile_is_setup_error_job():
+    # The decoder refuses it (EPROTO); the worker would too (EINVAL).
+    err = run("print('never')", profile="root").only("setup_error")
+    assert err["step"] == "job" and err["errno"] in (errno.EPROTO, errno.EINVAL)
+    assert "profile" in err["message"]
+
+
+@BOTH_WAYS
+def test_unattended_gets_exactly_one_exec(landlock):
+    w = run("""
+        import ctypes, os, subprocess
+        def tell(what, f):
+            try:
+                print(what, f())
+            except OSError as e:
+                print(what, type(e).__name__, e.errno)
+        tell('subprocess', lambda: subprocess.run(['/bin/true']).returncode)
+        tell('system', lambda: os.system('true'))
+        tell('execv', lambda: os.execv('/bin/true', ['true']))
+        libc = ctypes.CDLL(None, use_errno=True)
+        argv = (ctypes.c_char_p * 2)(b'true', None)
+        # The dirfd is ignored for an absolute path: a filter that only
+        # checked it would let this through.
+        rc = libc.syscall(322, 1023, b'/bin/true', argv, None, 0x1000)
+        print('execveat', rc, ctypes.get_errno())
+        print('alive', os.getpid())
+    """, profile="unattended", landlock=landlock)
+    assert lines(w) == ["subprocess PermissionError 1", "system 32512", "execv PermissionError 1",
+                        "execveat -1 1", "alive %d" % w.msgs[0]["pid"]]
+    assert w.only("finished")["code"] == 0
+
+
+@BOTH_WAYS
+def test_unattended_writes_only_in_scratch(landlock, tmp_path):
+    os.chmod(tmp_path, 0o755)
+    (tmp_path / "victim").write_text("keep")
+    w = run("""
+        import os, tempfile
+        def tell(what, f):
+            try:
+                f()
+                print(what, 'ok')
+            except OSError as e:
+                print(what, e.errno)
+        tell('cwd', lambda: open('new', 'w'))
+        tell('append', lambda: open('victim', 'a'))
+        tell('unlink', lambda: os.unlink('victim'))
+        tell('rename', lambda: os.rename('victim', 'v2'))
+        tell('chmod', lambda: os.chmod('victim', 0o777))
+        tell('scratch', lambda: open(os.environ['TMPDIR'] + '/f', 'w').write('x'))
+        tell('named', lambda: tempfile.NamedTemporaryFile())
+        tell('devnull', lambda: open(os.devnull, 'w').write('x'))
+    """, profile="unattended", landlock=landlock, cwd=str(tmp_path))
+    outside = ["cwd 13", "append 13", "unlink %d" % (13 if landlock else 1),
+               "rename %d" % (13 if landlock else 1), "chmod 1"]
+    if landlock:
+        inside = ["scratch ok", "named ok", "devnull ok"]
+    else:
+        # seccomp cannot see paths: without Landlock nothing is writable.
+        inside = ["scratch 13", "named 2", "devnull 13"]
+    if landlock and not LANDLOCK_ABI:
+        pytest.skip("this kernel has no Landlock: the landlock case is the seccomp-only one")
+    assert lines(w) == outside + inside
+    assert sorted(os.listdir(tmp_path)) == ["victim"]
+    assert (tmp_path / "victim").read_text() == "keep"
+
+
+@BOTH_WAYS
+def test_unattended_sockets_connect_out_only(landlock):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    w = run("""
+        import socket
+        def tell(what, f):
+            try:
+                f()
+                print(what, 'ok')
+            except OSError as e:
+                print(what, e.errno)
+        tell('connect', lambda: socket.create_connection(('127.0.0.1', %d), timeout=5))
+        tell('udp', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', 9)))
+        tell('listen', lambda: socket.socket().bind(('127.0.0.1', 0)))
+        tell('raw', lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, 1))
+        tell('packet', lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW))
+        tell('unix', lambda: socket.socket(socket.AF_UNIX))
+        tell('pair', lambda: socket.socketpair())
+        tell('resolve', lambda: socket.getaddrinfo('localhost', 80))
+    """ % srv.getsockname()[1], profile="unattended", landlock=landlock)
+    srv.close()
+    assert lines(w) == ["connect ok", "udp ok", "listen 1", "raw 1", "packet 1", "unix 1",
+                        "pair ok", "resolve ok"]
+
+
+@BOTH_WAYS
+def test_unattended_signals_stay_inside(landlock):
+    w = run("""
+        import os, signal
+        got = []
+        signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
+        os.kill(os.getpid(), signal.SIGUSR1)
+        signal.raise_signal(signal.SIGUSR1)
+        print(len(got))
+        try:
+            os.kill(os.getppid(), signal.SIGURG)    # the worker supervising us
+            print('sent')
+        except PermissionError:
+            print('refused')
+    """, profile="unattended", landlock=landlock)
+    assert lines(w) == ["2", "refused"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching identity needs root")
+def test_unattended_with_identity_switch_uses_its_scratch():
+    w = run("""
+        import os, tempfile
+        with tempfile.NamedTemporaryFile() as f:
+            f.write(b'x')
+        print(os.getuid(), 'ok')
+    """, profile="unattended", landlock=True, identity={"uid": 65534, "gid": 65534, "groups": []})
+    assert lines(w) == ["65534 ok"]
 
 
 def test_nonexistent_cwd_is_setup_error_cwd_enoent():

@@ -1,12 +1,16 @@
-// link: worker/seccomp.c
+// link: worker/seccomp.c worker/execgate.c worker/landlock.c
 /* SPDX-License-Identifier: MIT
- * The baseline seccomp filter against the real kernel, in the manner of
+ * The seccomp filters against the real kernel, in the manner of
  * systemd's test-seccomp and bubblewrap's try-syscall: in a forked child,
  * see a call behave normally, load the filter (after NO_NEW_PRIVS, as the
  * worker does), then see it fail with the errno only the filter returns.
  * EPERM means "denied on purpose", ENOSYS "not in any group", and nothing
  * may kill the process.  The child reports the first surprise through a
  * pipe, so the failure names the call.
+ *
+ * The unattended filter is built "as if" a given Landlock ABI held the
+ * path rules (no Landlock is applied here): what is checked is the
+ * filter's own share of each rule at each ABI.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,10 +25,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/ioctl.h>
+#include <linux/fs.h>
+#include <linux/netlink.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/shm.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -32,7 +46,9 @@
 
 #include <cmocka.h>
 
+#include "worker/landlock.h"
 #include "worker/seccomp.h"
+#include "worker/worker.h"
 
 #ifndef __X32_SYSCALL_BIT
 #define __X32_SYSCALL_BIT 0x40000000
@@ -76,20 +92,30 @@ __attribute__((noreturn, format(printf, 1, 2))) static void child_fail(const cha
 				   errno, strerror(errno));                                \
 	} while (0)
 
-static void load_baseline(const char *profile)
+/* Builds and loads a profile's filter, as if Landlock ABI `abi` held the
+ * path rules; returns the exec gate's listener when asked for one. */
+static int load_profile(const char *profile, unsigned int abi, bool listener)
 {
+	struct seccomp_opts o = { profile, abi, getpid() };
 	struct sock_fprog prog;
 	char err[256];
 	int rc;
 
-	rc = seccomp_build(profile, &prog, err, sizeof(err));
+	rc = seccomp_build(&o, &prog, err, sizeof(err));
 	if (rc < 0)
-		child_fail("seccomp_build(%s): %s", profile, err);
+		child_fail("seccomp_build(%s, ABI %u): %s", profile, abi, err);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail("PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
-		child_fail("loading the filter: %s", strerror(errno));
+	rc = seccomp_load_prog(&prog, listener);
+	if (rc < 0)
+		child_fail("loading the filter: %s", strerror(-rc));
 	seccomp_prog_free(&prog);
+	return rc;
+}
+
+static void load_baseline(const char *profile)
+{
+	load_profile(profile, 0, false);
 }
 
 /* Runs body() in a child with the reporting pipe; fails the test with the
@@ -302,13 +328,423 @@ static void test_unattended_profile_loads(void **state)
 	run_in_child(unattended_builds);
 }
 
+/* The path-based calls every unattended filter refuses: Landlock has no
+ * right for modes, owners, times or extended attributes. */
+static void attrs_refused(void)
+{
+	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+
+	EXPECT_ERRNO(EPERM, chmod("/nonexistent-kotoba", 0600));
+	EXPECT_ERRNO(EPERM, fchmod(0, 0600));
+	EXPECT_ERRNO(EPERM, chown("/nonexistent-kotoba", 0, 0));
+	EXPECT_ERRNO(EPERM, utimensat(AT_FDCWD, "/nonexistent-kotoba", ts, 0));
+	EXPECT_ERRNO(EPERM, syscall(SYS_setxattr, "/nonexistent-kotoba", "user.k", "v", 1, 0));
+}
+
+/* Without Landlock: no file may be opened for writing or created. */
+static void open_without_landlock(void)
+{
+	struct { uint64_t flags, mode, resolve; } how = { O_RDONLY, 0, 0 };
+
+	load_profile("unattended", 0, false);
+	EXPECT_OK(close(open("/dev/null", O_RDONLY | O_CLOEXEC)));
+	/* glibc's __O_TMPFILE contains O_DIRECTORY: a plain directory
+	 * open must not be mistaken for O_TMPFILE. */
+	EXPECT_OK(close(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC)));
+	EXPECT_ERRNO(EACCES, open("/dev/null", O_WRONLY));
+	EXPECT_ERRNO(EACCES, open("/dev/null", O_RDWR));
+	EXPECT_ERRNO(EACCES, open("/dev/null", O_RDONLY | O_APPEND | 3));
+	EXPECT_ERRNO(EACCES, open("/nonexistent-kotoba", O_RDONLY | O_CREAT, 0600));
+	EXPECT_ERRNO(EACCES, open("/dev/null", O_RDONLY | O_TRUNC));
+	EXPECT_ERRNO(EACCES, open("/tmp", O_TMPFILE | O_RDWR, 0600));
+	EXPECT_ERRNO(EACCES, creat("/nonexistent-kotoba", 0600));
+	EXPECT_ERRNO(EACCES, syscall(SYS_openat, AT_FDCWD, "/dev/null", O_WRONLY | (1UL << 40)));
+	EXPECT_ERRNO(ENOSYS, syscall(SYS_openat2, AT_FDCWD, "/dev/null", &how, sizeof(how)));
+	EXPECT_ERRNO(EPERM, mkdir("/nonexistent-kotoba", 0700));
+	EXPECT_ERRNO(EPERM, unlink("/nonexistent-kotoba"));
+	EXPECT_ERRNO(EPERM, rename("/nonexistent-kotoba", "/nonexistent-kotoba2"));
+	EXPECT_ERRNO(EPERM, symlink("/etc", "/nonexistent-kotoba"));
+	EXPECT_ERRNO(EPERM, link("/etc/hostname", "/nonexistent-kotoba"));
+	EXPECT_ERRNO(EPERM, mknod("/nonexistent-kotoba", S_IFIFO | 0600, 0));
+	EXPECT_ERRNO(EPERM, truncate("/nonexistent-kotoba", 0));
+	attrs_refused();
+}
+
+static void test_unattended_without_landlock_opens_read_only(void **state)
+{
+	(void)state;
+	run_in_child(open_without_landlock);
+}
+
+/* Landlock ABI 1-2 hold the paths, but not O_TRUNC without write access,
+ * and not truncate(2). */
+static void open_with_landlock_abi1(void)
+{
+	load_profile("unattended", 1, false);
+	EXPECT_OK(close(open("/dev/null", O_WRONLY | O_TRUNC | O_CLOEXEC)));
+	EXPECT_OK(close(open("/dev/null", O_RDWR | O_TRUNC | O_CLOEXEC)));
+	EXPECT_ERRNO(EACCES, open("/dev/null", O_RDONLY | O_TRUNC));
+	EXPECT_ERRNO(EACCES, open("/dev/null", 3 | O_TRUNC));
+	/* Reaches the kernel, which Landlock would then ask. */
+	EXPECT_ERRNO(EEXIST, mkdir("/", 0700));
+	EXPECT_ERRNO(EPERM, truncate("/nonexistent-kotoba", 0));
+	attrs_refused();
+}
+
+static void open_with_landlock_abi7(void)
+{
+	struct { uint64_t flags, mode, resolve; } how = { O_RDONLY, 0, 0 };
+
+	load_profile("unattended", 7, false);
+	EXPECT_OK(close(open("/dev/null", O_RDONLY | O_TRUNC | O_CLOEXEC)));
+	EXPECT_ERRNO(ENOENT, truncate("/nonexistent-kotoba", 0));
+	EXPECT_ERRNO(ENOSYS, syscall(SYS_openat2, AT_FDCWD, "/dev/null", &how, sizeof(how)));
+	attrs_refused();
+}
+
+static void test_unattended_with_landlock_leaves_paths_to_it(void **state)
+{
+	(void)state;
+	run_in_child(open_with_landlock_abi1);
+	run_in_child(open_with_landlock_abi7);
+}
+
+static void sockets_checked(unsigned int abi)
+{
+	struct sockaddr_in in = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
+	int tcp, rt, sv[2];
+
+	load_profile("unattended", abi, false);
+	tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	EXPECT_OK(tcp);
+	EXPECT_OK(close(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP)));
+	EXPECT_ERRNO(EPERM, socket(AF_INET, SOCK_RAW, IPPROTO_ICMP));
+	EXPECT_ERRNO(EPERM, socket(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6));
+	EXPECT_ERRNO(EPERM, socket(AF_PACKET, SOCK_RAW, 0));
+	EXPECT_ERRNO(EPERM, socket(AF_UNIX, SOCK_STREAM, 0));
+	EXPECT_ERRNO(EPERM, socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP));
+	EXPECT_ERRNO(EPERM, socket(AF_NETLINK, SOCK_RAW, NETLINK_AUDIT));
+	EXPECT_ERRNO(EPERM, syscall(SYS_socket, AF_INET | (1UL << 32), SOCK_RAW, 0));
+	rt = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	EXPECT_OK(rt);
+	EXPECT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	EXPECT_ERRNO(EPERM, bind(tcp, (struct sockaddr *)&in, sizeof(in)));
+	EXPECT_ERRNO(EPERM, listen(tcp, 1));
+	if (abi > 0)
+		EXPECT_OK(bind(rt, (struct sockaddr *)&nl, sizeof(nl)));
+	else
+		EXPECT_ERRNO(EPERM, bind(rt, (struct sockaddr *)&nl, sizeof(nl)));
+}
+
+static void sockets_abi0(void)
+{
+	sockets_checked(0);
+}
+
+static void sockets_abi7(void)
+{
+	sockets_checked(7);
+}
+
+static void test_unattended_sockets(void **state)
+{
+	(void)state;
+	run_in_child(sockets_abi0);
+	run_in_child(sockets_abi7);
+}
+
+/* Without Landlock's signal scope: only our own process and group.  The
+ * parent (the test runner) must be out of reach; SIGURG is ignored by
+ * default, so a failure here harms nobody. */
+static void signals_without_scope(void)
+{
+	pid_t me = getpid(), parent = getppid();
+	siginfo_t si = { .si_code = SI_QUEUE };
+
+	load_profile("unattended", 5, false);
+	EXPECT_OK(kill(me, 0));
+	EXPECT_OK(kill(parent, 0));
+	EXPECT_OK(kill(me, SIGURG));
+	EXPECT_OK(syscall(SYS_tgkill, me, syscall(SYS_gettid), SIGURG));
+	EXPECT_ERRNO(EPERM, kill(parent, SIGURG));
+	EXPECT_ERRNO(EPERM, kill(-1, SIGURG));
+	EXPECT_ERRNO(EPERM, kill(1, SIGURG));
+	EXPECT_ERRNO(EPERM, syscall(SYS_kill, (long)parent | (1L << 32), SIGURG));
+	EXPECT_ERRNO(EPERM, syscall(SYS_tgkill, parent, parent, SIGURG));
+	EXPECT_ERRNO(EPERM, syscall(SYS_tkill, parent, SIGURG));
+	EXPECT_ERRNO(EPERM, syscall(SYS_rt_sigqueueinfo, parent, SIGURG, &si));
+	EXPECT_ERRNO(EPERM, syscall(SYS_pidfd_send_signal, 0, SIGURG, NULL, 0));
+	EXPECT_ERRNO(EPERM, fcntl(0, F_SETOWN, parent));
+	EXPECT_OK(fcntl(0, F_GETFL));
+}
+
+static void signals_with_scope(void)
+{
+	load_profile("unattended", 6, false);
+	/* Landlock scopes these; the filter lets them reach the kernel. */
+	EXPECT_ERRNO(EBADF, syscall(SYS_pidfd_send_signal, -1, SIGURG, NULL, 0));
+	EXPECT_OK(fcntl(0, F_SETOWN, getpid()));
+}
+
+static void test_unattended_signals(void **state)
+{
+	(void)state;
+	run_in_child(signals_without_scope);
+	run_in_child(signals_with_scope);
+}
+
+/* Both profiles: resource and scheduling calls only on the caller. */
+static void self_only(void)
+{
+	pid_t parent = getppid();
+	struct rlimit rl;
+	cpu_set_t set;
+
+	load_baseline("approved");
+	EXPECT_OK(prlimit(0, RLIMIT_CORE, NULL, &rl));
+	EXPECT_ERRNO(EPERM, prlimit(parent, RLIMIT_CORE, NULL, &rl));
+	EXPECT_OK(setpriority(PRIO_PROCESS, 0, getpriority(PRIO_PROCESS, 0)));
+	EXPECT_ERRNO(EPERM, setpriority(PRIO_PROCESS, parent, 19));
+	EXPECT_ERRNO(EPERM, setpriority(PRIO_USER, 0, 19));
+	EXPECT_OK(sched_getaffinity(0, sizeof(set), &set));
+	EXPECT_OK(sched_setaffinity(0, sizeof(set), &set));
+	EXPECT_ERRNO(EPERM, sched_setaffinity(parent, sizeof(set), &set));
+	EXPECT_ERRNO(EPERM, syscall(SYS_ioprio_set, 1, parent, 0));
+}
+
+static void test_other_processes_are_out_of_reach(void **state)
+{
+	(void)state;
+	run_in_child(self_only);
+}
+
+static void ioctl_allowlist(void)
+{
+	struct termios tio;
+	long flags = 0;
+	int on = 1, fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	char c = 'x';
+
+	if (fd < 0)
+		child_fail("open /dev/null: %s", strerror(errno));
+	load_profile("unattended", 7, false);
+	EXPECT_ERRNO(ENOTTY, ioctl(fd, TCGETS, &tio));
+	EXPECT_ERRNO(ENOTTY, syscall(SYS_ioctl, fd, TCGETS | (1UL << 32), &tio));
+	EXPECT_OK(ioctl(fd, FIONBIO, &on));
+	EXPECT_OK(ioctl(fd, FIOCLEX));
+	EXPECT_ERRNO(EPERM, ioctl(fd, FS_IOC_SETFLAGS, &flags));
+	EXPECT_ERRNO(EPERM, ioctl(fd, TIOCSTI, &c));
+	EXPECT_ERRNO(EPERM, ioctl(fd, 0x1234, NULL));
+}
+
+static void test_unattended_ioctl_is_an_allowlist(void **state)
+{
+	(void)state;
+	run_in_child(ioctl_allowlist);
+}
+
+static void ipc_and_listeners(void)
+{
+	uint32_t act = SECCOMP_RET_ERRNO;
+
+	load_profile("unattended", 7, false);
+	EXPECT_ERRNO(EPERM, shmget(IPC_PRIVATE, 4096, 0600));
+	EXPECT_ERRNO(EPERM, syscall(SYS_mq_open, "kotoba", 0, 0, NULL));
+	EXPECT_ERRNO(EPERM, syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+				    SECCOMP_FILTER_FLAG_NEW_LISTENER, NULL));
+	EXPECT_OK(syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &act));
+	/* The gate's USER_NOTIF with no listener: the kernel says ENOSYS. */
+	EXPECT_ERRNO(ENOSYS, execl("/bin/true", "true", (char *)NULL));
+}
+
+static void test_unattended_ipc_and_exec_without_gate(void **state)
+{
+	(void)state;
+	run_in_child(ipc_and_listeners);
+}
+
+/* C's half of the exec-gate test: the worker's sequence in small. */
+__attribute__((noreturn)) static void gate_child(int sock)
+{
+	char tag = CHILD_MSG_GATE;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl = { { 0 } };
+	struct iovec iov = { &tag, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	int listener = load_profile("unattended", 7, true), status;
+	pid_t g;
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &listener, sizeof(int));
+	if (sendmsg(sock, &mh, 0) != 1)
+		_exit(90);
+	close(listener);
+	/* Another process asks first: refused, and the gate stays unspent. */
+	g = fork();
+	if (g == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(errno == EPERM ? 0 : 91);
+	}
+	if (waitpid(g, &status, 0) != g || !WIFEXITED(status) || WEXITSTATUS(status))
+		_exit(92);
+	/* Ours passes; the shell's own exec of true does not. */
+	execl("/bin/sh", "sh", "-c", "exec 2>/dev/null; /bin/true && exit 5; exit 9", (char *)NULL);
+	_exit(93);
+}
+
+/* S's half: serve the listener until C ends. */
+static int serve_until_exit(int sock, pid_t c)
+{
+	struct exec_gate gate = { .fd = -1 };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	char tag;
+	struct iovec iov = { &tag, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	int fd, status;
+
+	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1 || !CMSG_FIRSTHDR(&mh))
+		child_fail("no exec gate from the child");
+	memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
+	if (exec_gate_open(&gate, fd, c) < 0)
+		child_fail("exec_gate_open: %s", strerror(errno));
+	while (waitpid(c, &status, WNOHANG) == 0) {
+		struct pollfd pfd = { .fd = gate.fd, .events = POLLIN };
+
+		if (poll(&pfd, 1, 100) > 0 && (pfd.revents & POLLIN))
+			exec_gate_serve(&gate);
+	}
+	exec_gate_close(&gate);
+	return status;
+}
+
+static void gate_end_to_end(void)
+{
+	int sv[2], status;
+	pid_t c;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		child_fail("socketpair: %s", strerror(errno));
+	c = fork();
+	if (c == 0)
+		gate_child(sv[1]);
+	close(sv[1]);
+	status = serve_until_exit(sv[0], c);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 9)
+		child_fail("exec gate: child status %#x, want exit 9 (one exec, then EPERM)",
+			   status);
+}
+
+static void test_exec_gate_lets_exactly_one_exec_through(void **state)
+{
+	(void)state;
+	run_in_child(gate_end_to_end);
+}
+
+/* ---- Landlock and seccomp together, at every ABI -------------------- */
+
+/* Set by the test before each child: fork copies them. */
+static unsigned int ll_abi;
+static char ll_scratch[64], ll_outside[64];
+
+static void path_in(char *buf, size_t len, const char *dir, const char *leaf)
+{
+	snprintf(buf, len, "%s/%s", dir, leaf);
+}
+
+/* The unattended profile as the worker applies it (Landlock at ll_abi,
+ * then the filter built for that ABI), seen from inside. */
+static void unattended_at_abi(void)
+{
+	struct sockaddr_in in = { .sin_family = AF_INET };
+	struct plan p = { .landlock_abi = ll_abi };
+	char in_f[96], in_g[96], out_f[96], victim[96];
+	const char *what;
+	int rc;
+
+	snprintf(p.profile, sizeof(p.profile), "unattended");
+	snprintf(p.scratch, sizeof(p.scratch), "%s", ll_scratch);
+	path_in(in_f, sizeof(in_f), ll_scratch, "f");
+	path_in(in_g, sizeof(in_g), ll_scratch, "g");
+	path_in(out_f, sizeof(out_f), ll_outside, "new");
+	path_in(victim, sizeof(victim), ll_outside, "victim");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_fail("PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+	rc = apply_landlock(&p, &what);
+	if (rc < 0)
+		child_fail("ABI %u: %s: %s", ll_abi, what, strerror(-rc));
+	load_profile("unattended", ll_abi, false);
+	EXPECT_OK(close(open(in_f, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)));
+	EXPECT_OK(rename(in_f, in_g));
+	EXPECT_OK(close(open("/dev/null", O_WRONLY | O_TRUNC | O_CLOEXEC)));
+	EXPECT_OK(close(open("/etc/hostname", O_RDONLY | O_CLOEXEC)));
+	EXPECT_ERRNO(EACCES, open(out_f, O_WRONLY | O_CREAT, 0600));
+	EXPECT_ERRNO(EACCES, open(victim, O_WRONLY | O_APPEND));
+	EXPECT_ERRNO(EACCES, open(victim, O_RDONLY | O_TRUNC));
+	EXPECT_ERRNO(EACCES, mkdir(out_f, 0700));
+	EXPECT_ERRNO(EACCES, unlink(victim));
+	EXPECT_ERRNO(ll_abi >= 3 ? EACCES : EPERM, truncate(victim, 0));
+	if (ll_abi >= 3)
+		EXPECT_OK(truncate(in_g, 0));
+	else
+		EXPECT_ERRNO(EPERM, truncate(in_g, 0));
+	/* Moving a file out of a read-only tree into scratch: no. */
+	EXPECT_ERRNO(EACCES, rename(victim, in_f));
+	EXPECT_ERRNO(EPERM, kill(getppid(), SIGURG));
+	EXPECT_ERRNO(EPERM, bind(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0),
+				 (struct sockaddr *)&in, sizeof(in)));
+}
+
+static void test_unattended_profile_at_every_landlock_abi(void **state)
+{
+	unsigned int kernel = landlock_probe_abi();
+	char victim[96], cmd[192];
+	struct stat st;
+	int fd;
+
+	(void)state;
+	if (kernel == 0) {
+		fprintf(stderr, "# SKIP: this kernel has no Landlock\n");
+		skip();
+	}
+	for (ll_abi = 1; ll_abi <= kernel && ll_abi <= 7; ll_abi++) {
+		snprintf(ll_scratch, sizeof(ll_scratch), "/tmp/kotoba-ll-scratch-XXXXXX");
+		snprintf(ll_outside, sizeof(ll_outside), "/tmp/kotoba-ll-outside-XXXXXX");
+		assert_non_null(mkdtemp(ll_scratch));
+		assert_non_null(mkdtemp(ll_outside));
+		path_in(victim, sizeof(victim), ll_outside, "victim");
+		fd = open(victim, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		assert_true(fd >= 0 && write(fd, "keep", 4) == 4);
+		close(fd);
+		run_in_child(unattended_at_abi);
+		assert_int_equal(stat(victim, &st), 0);
+		assert_int_equal(st.st_size, 4);
+		snprintf(cmd, sizeof(cmd), "rm -rf -- %s %s", ll_scratch, ll_outside);
+		assert_int_equal(system(cmd), 0);
+	}
+	if (kernel < 7)
+		fprintf(stderr, "# SKIP part: ABIs %u-7 are newer than this kernel\n", kernel + 1);
+}
+
 static void test_unknown_profile_is_an_error(void **state)
 {
+	struct seccomp_opts o = { "root", 0, 1 };
 	struct sock_fprog prog = { 0 };
 	char err[256] = "";
 
 	(void)state;
-	assert_int_equal(seccomp_build("root", &prog, err, sizeof(err)), -EINVAL);
+	assert_int_equal(seccomp_build(&o, &prog, err, sizeof(err)), -EINVAL);
 	assert_null(prog.filter);
 	assert_non_null(strstr(err, "root"));
 	seccomp_prog_free(&prog); /* harmless on an empty program */
@@ -324,9 +760,11 @@ static void test_groups_are_documented(void **state)
 	assert_non_null(f);
 	seccomp_describe(f);
 	fclose(f);
-	assert_non_null(strstr(text, "@debug (EPERM"));
-	assert_non_null(strstr(text, "@io-uring (EPERM"));
-	assert_non_null(strstr(text, "@file-system (allow"));
+	assert_non_null(strstr(text, "@debug (EPERM in both"));
+	assert_non_null(strstr(text, "@io-uring (EPERM in both"));
+	assert_non_null(strstr(text, "@file-read (allow in both"));
+	assert_non_null(strstr(text, "@exec (approved: allow; unattended: exec gate"));
+	assert_non_null(strstr(text, "@socket"));
 	assert_non_null(strstr(text, "@ioctl"));
 	free(text);
 }
@@ -339,6 +777,15 @@ int main(void)
 		cmocka_unit_test(test_tiocsti_is_denied_even_with_high_bits),
 		cmocka_unit_test(test_ordinary_calls_still_work),
 		cmocka_unit_test(test_unattended_profile_loads),
+		cmocka_unit_test(test_unattended_without_landlock_opens_read_only),
+		cmocka_unit_test(test_unattended_with_landlock_leaves_paths_to_it),
+		cmocka_unit_test(test_unattended_sockets),
+		cmocka_unit_test(test_unattended_signals),
+		cmocka_unit_test(test_other_processes_are_out_of_reach),
+		cmocka_unit_test(test_unattended_ioctl_is_an_allowlist),
+		cmocka_unit_test(test_unattended_ipc_and_exec_without_gate),
+		cmocka_unit_test(test_exec_gate_lets_exactly_one_exec_through),
+		cmocka_unit_test(test_unattended_profile_at_every_landlock_abi),
 		cmocka_unit_test(test_unknown_profile_is_an_error),
 		cmocka_unit_test(test_groups_are_documented),
 	};

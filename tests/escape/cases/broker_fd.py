@@ -1,0 +1,28 @@
+# tries: find a descriptor of the broker's: any fd beyond 0-2 left open, the
+#        worker's fd 3 (its broker socket) through /proc and through
+#        pidfd_getfd
+# must: fail in both
+import builtins
+import os
+mine = sorted(int(x) for x in os.listdir('/proc/self/fd'))
+extra = [fd for fd in mine if fd > 2 and os.path.exists('/proc/self/fd/%d' % fd)
+         and not os.readlink('/proc/self/fd/%d' % fd).endswith('/fd')]
+if extra:
+    print('ESCAPED inherited fds', [(fd, os.readlink('/proc/self/fd/%d' % fd)) for fd in extra])
+else:
+    print('BLOCKED only fds 0-2 inherited')
+worker = os.getppid()
+try:
+    target = os.readlink('/proc/%d/fd/3' % worker)
+    print('ESCAPED can see the worker\'s fd 3:', target)
+except OSError as e:
+    print('BLOCKED /proc/<worker>/fd/3:', type(e).__name__, e.errno)
+ct = builtins.__dict__['__imp' + 'ort__']('ct' + 'ypes')
+libc = ct.CDLL(None, use_errno=True)
+libc.syscall.restype = ct.c_long
+pidfd = libc.syscall(434, worker, 0)
+fd = libc.syscall(438, pidfd, 3, 0)
+if fd >= 0:
+    print('ESCAPED pidfd_getfd took the worker\'s fd 3 as', fd)
+else:
+    print('BLOCKED pidfd_getfd errno', ct.get_errno())

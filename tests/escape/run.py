@@ -1,0 +1,358 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""The escape suite: hostile snippets against the real broker, worker and
+kernel, under both kernel profiles, with Landlock on and off.
+
+Each file in cases/ is a snippet with a header:
+
+    # tries: what it attempts
+    # must: fail in unattended | fail in both | work in unattended
+    # control: works in approved      (optional)
+    # needs: landlock | numpy | fork-bound    (optional, with the reason)
+
+The header is the harness's; what is submitted is the code below it, and
+every case must walk past the pre-screen (the broker runs it unattended,
+which it refuses for a labelled snippet): the threat is exactly a snippet
+that fooled the text matcher.  Cases that must fail in both are also run
+through a card answered `once` (the approved profile).
+
+A snippet reports what the kernel answered, one line per attempt:
+`BLOCKED ...` (refused) or `ESCAPED ...` (it worked); positive cases print
+`OK ...` or `FAIL ...`.  Lines starting otherwise are notes.  A case passes
+when every attempt is BLOCKED (or, positive, every check OK and exit 0);
+`control: works in approved` also runs it approved and requires every
+attempt to work there, which proves the unattended refusal is the
+profile's doing and not, say, file permissions.  After every unattended
+run the working directory must be exactly as planted and the broker alive.
+
+Prints one line per case and mode, then exactly `N passed, N failed`;
+exits 1 when anything failed.  Run: make check-escape, or
+    KOTOBA_BUILD=build /usr/bin/python3 tests/escape/run.py [--mode both|landlock|seccomp-only] [CASE...]
+"""
+import argparse
+import ctypes
+import hashlib
+import http.server
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+os.environ.setdefault("KOTOBA_BUILD", os.path.join(HERE, "..", "..", "build"))
+from conftest import Broker  # noqa: E402  (needs KOTOBA_BUILD set first)
+
+CASES = os.path.join(HERE, "cases")
+PYTHON = "/usr/bin/python3"
+# The broker's limits for the suite: the bombs are measured against these.
+CONFIG = """\
+[sandbox]
+landlock = {landlock}
+
+[limits]
+memory = 512M
+processes = 64
+file_size = 8M
+timeout = 60s
+"""
+FIXTURE = "kotoba escape suite fixture\n"
+VICTIMS = ("append", "truncate", "chmod", "touch", "xattr", "link", "rename", "delete")
+
+
+def landlock_abi():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return max(libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)), 0)
+
+
+def have_numpy():
+    return subprocess.run([PYTHON, "-c", "import numpy"], capture_output=True).returncode == 0
+
+
+class Case:
+    def __init__(self, path):
+        self.name = os.path.basename(path)[:-3]
+        self.fields = {}
+        with open(path) as f:
+            lines = f.read().splitlines()
+        body = 0
+        key = None
+        for body, line in enumerate(lines):
+            if not line.startswith("#"):
+                break
+            text = line[1:].strip()
+            if ":" in text and text.split(":", 1)[0] in ("tries", "must", "control", "needs"):
+                key, text = text.split(":", 1)
+                self.fields[key] = text.strip()
+            elif key:
+                self.fields[key] += " " + text
+        self.code = "\n".join(lines[body:]) + "\n"
+        self.must = self.fields.get("must", "")
+        if self.must not in ("fail in unattended", "fail in both", "work in unattended"):
+            raise SystemExit("%s: bad or missing '# must:' line" % path)
+        self.needs = self.fields.get("needs", "").split(" ", 1)[0]
+
+    def positive(self):
+        return self.must == "work in unattended"
+
+
+def verdicts(out):
+    return [l.split(None, 1)[0] for l in out.splitlines()
+            if l.split(None, 1)[:1] in (["BLOCKED"], ["ESCAPED"], ["OK"], ["FAIL"])]
+
+
+class Env:
+    """What the cases run against: one broker per mode, a working directory
+    the snippet's user could write to, and the harness's own servers."""
+
+    def __init__(self, root):
+        self.root = root
+        self.port = self.start_http()
+        self.abstract = "kotoba-escape-%d" % os.getpid()
+        self.abstract_sock = self.listen_unix("\0" + self.abstract)
+        self.unix_path = os.path.join(root, "svc", "service.sock")
+        os.makedirs(os.path.dirname(self.unix_path))
+        os.chmod(os.path.dirname(self.unix_path), 0o755)
+        self.unix_sock = self.listen_unix(self.unix_path)
+        # DAC must allow the connect: only the profile may refuse it.
+        os.chmod(self.unix_path, 0o777)
+
+    def start_http(self):
+        d = os.path.join(self.root, "www")
+        os.makedirs(d)
+        with open(os.path.join(d, "hello.txt"), "w") as f:
+            f.write("hello from the harness\n")
+
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *a, **kw):
+                super().__init__(*a, directory=d, **kw)
+
+            def log_message(self, *a):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        return srv.server_address[1]
+
+    @staticmethod
+    def listen_unix(addr):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(addr)
+        s.listen(64)
+        return s
+
+    def substitute(self, code, workdir):
+        return (code.replace("@@WORKDIR@@", workdir).replace("@@PORT@@", str(self.port))
+                .replace("@@ABSTRACT@@", self.abstract).replace("@@UNIXSOCK@@", self.unix_path))
+
+
+class Mode:
+    def __init__(self, env, name, landlock):
+        self.env = env
+        self.name = name
+        self.landlock = landlock
+        d = tempfile.mkdtemp(dir=env.root)
+        os.chmod(d, 0o755)
+        self.broker = Broker(d, config=CONFIG.format(landlock="yes" if landlock else "no"))
+        self.broker.start()
+        self.workdir = os.path.join(d, "work")
+        os.makedirs(self.workdir)
+        self.uid, self.gid = self.snippet_identity()
+
+    def snippet_identity(self):
+        r = self.run("import os\nprint(os.getuid(), os.getgid())\n", False, "/")
+        if "stdout" not in r:
+            raise SystemExit("the broker runs nothing: %r\n%s" % (r, self.broker.read_log()))
+        uid, gid = (int(x) for x in r["stdout"].split())
+        return uid, gid
+
+    def run(self, code, approve, cwd=None):
+        return self.broker.run_json(code, "--cwd", cwd or self.workdir, timeout=120,
+                                    approve=approve)
+
+    def plant(self):
+        """The working directory as every case finds it: owned by the
+        snippet's user, so file permissions never refuse for the profile."""
+        shutil.rmtree(self.workdir)
+        os.makedirs(self.workdir)
+        files = {"readme-fixture.txt": FIXTURE}
+        files.update({"victim-%s.txt" % v: "victim\n" for v in VICTIMS})
+        for name, text in files.items():
+            with open(os.path.join(self.workdir, name), "w") as f:
+                f.write(text)
+        for p in [self.workdir] + [os.path.join(self.workdir, n) for n in files]:
+            if os.geteuid() == 0:
+                os.chown(p, self.uid, self.gid)
+        os.chmod(self.workdir, 0o755)
+
+    def snapshot(self):
+        snap = {}
+        for name in sorted(os.listdir(self.workdir)):
+            p = os.path.join(self.workdir, name)
+            st = os.lstat(p)
+            with open(p, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            snap[name] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_nlink, digest,
+                          tuple(sorted(os.listxattr(p))))
+        return snap
+
+    def stop(self):
+        self.broker.stop()
+
+
+def skip_reason(case, mode, kernel_abi, numpy):
+    if case.needs == "landlock" and not mode.landlock:
+        return "needs Landlock; this mode is seccomp-only: " + case.fields["needs"]
+    if case.needs == "landlock" and not kernel_abi:
+        return "needs Landlock, which this kernel lacks"
+    if case.needs == "numpy" and not numpy:
+        return "numpy is not installed for %s (apt-get install python3-numpy)" % PYTHON
+    if case.needs == "fork-bound" and mode.uid == 0:
+        return ("snippets would run as uid 0, which RLIMIT_NPROC does not bind: "
+                "nothing bounds a fork bomb; not run")
+    return None
+
+
+def describe(r):
+    if "error" in r:
+        return "error %s" % r.get("error")
+    vs = verdicts(r.get("stdout", ""))
+    counts = {v: vs.count(v) for v in dict.fromkeys(vs)}
+    return " ".join("%s x%d" % kv for kv in counts.items()) or "no verdict"
+
+
+def judge(case, r, profile, want):
+    """Returns None when the run says what it must, else why not.  want:
+    'fail' (every attempt BLOCKED), 'work' (OK, exit 0) or 'control'
+    (every attempt ESCAPED)."""
+    if r.get("error") or "stdout" not in r:
+        labels = r.get("labels")
+        if labels:
+            return ("the pre-screen caught it (%s): a case must walk past the text "
+                    "matcher" % ", ".join(labels))
+        return "did not run: %s" % r.get("error", r)
+    if r.get("profile") != profile:
+        return "ran under profile %r, not %r" % (r.get("profile"), profile)
+    vs = verdicts(r["stdout"])
+    if want == "fail" and (not vs or any(v != "BLOCKED" for v in vs)):
+        return "not everything was blocked"
+    if want == "control" and (not vs or any(v != "ESCAPED" for v in vs)):
+        return "control: the attempt failed even approved, so the refusal proves nothing"
+    if want == "work" and (not vs or any(v != "OK" for v in vs) or r.get("exit") != 0):
+        return "did not work (exit %r)" % r.get("exit")
+    return None
+
+
+def run_case(case, mode, verbose):
+    """Runs one case in one mode; returns (ok, summary, problems, runs to show)."""
+    env, notes, problems, details = mode.env, [], [], []
+    code = lambda: env.substitute(case.code, mode.workdir)  # noqa: E731
+    mode.plant()
+    before = mode.snapshot()
+    r = mode.run(code(), approve=False)
+    why = judge(case, r, "unattended", "work" if case.positive() else "fail")
+    notes.append("unattended: " + describe(r))
+    if why or verbose:
+        details.append(r)
+    if why:
+        problems.append("unattended: " + why)
+    after = mode.snapshot()
+    if after != before:
+        changed = sorted(set(before) ^ set(after) | {k for k in before if before.get(k) != after.get(k)})
+        problems.append("the working directory changed: %s" % ", ".join(changed))
+    if not mode.broker.alive():
+        problems.append("the broker died")
+    runs = []
+    if case.must == "fail in both":
+        runs.append(("approved", "fail"))
+    if case.fields.get("control") == "works in approved":
+        runs.append(("control", "control"))
+    for label, want in runs:
+        mode.plant()
+        r = mode.run(code(), approve=True)
+        why = judge(case, r, "approved", want)
+        notes.append("%s: %s" % (label, describe(r)))
+        if why or verbose:
+            details.append(r)
+        if why:
+            problems.append("%s: %s" % (label, why))
+        if not mode.broker.alive():
+            problems.append("the broker died")
+    return not problems, " | ".join(notes), problems, details
+
+
+def print_details(problems, details):
+    for p in problems:
+        print("      - " + p)
+    for r in details:
+        for stream in ("stdout", "stderr"):
+            text = (r.get(stream) or "").strip()
+            if text:
+                print("      %s:" % stream)
+                for line in text.splitlines()[-12:]:
+                    print("        " + line)
+        if "error" in r:
+            print("        %s" % {k: v for k, v in r.items() if k not in ("stdout", "stderr")})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mode", choices=("both", "landlock", "seccomp-only"), default="both")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every run's output")
+    ap.add_argument("cases", nargs="*", help="case names (default: all)")
+    args = ap.parse_args()
+    cases = [Case(os.path.join(CASES, f)) for f in sorted(os.listdir(CASES)) if f.endswith(".py")]
+    if args.cases:
+        cases = [c for c in cases if c.name in args.cases]
+    abi, numpy = landlock_abi(), have_numpy()
+    print("# kernel Landlock ABI %d (the worker uses up to 7); numpy %s; %d cases"
+          % (abi, "installed" if numpy else "absent", len(cases)))
+    root = tempfile.mkdtemp(prefix="kotoba-escape-")
+    os.chmod(root, 0o755)
+    passed = failed = skipped = 0
+    try:
+        env = Env(root)
+        modes = [("landlock", True), ("seccomp-only", False)]
+        if args.mode != "both":
+            modes = [m for m in modes if m[0] == args.mode]
+        for name, landlock in modes:
+            mode = Mode(env, name, landlock)
+            user = pwd.getpwuid(mode.uid).pw_name if mode.uid >= 0 else "?"
+            print("# mode %s: [sandbox] landlock = %s; snippets run as %s (uid %d)"
+                  % (name, "yes" if landlock else "no", user, mode.uid))
+            if landlock and not abi:
+                print("# SKIP LOUDLY: this kernel has no Landlock; the landlock mode "
+                      "runs on the seccomp fallback")
+            try:
+                for case in cases:
+                    reason = skip_reason(case, mode, abi, numpy)
+                    if reason:
+                        skipped += 1
+                        print("SKIP  %-26s [%s] %s" % (case.name, name, reason))
+                        continue
+                    t = time.monotonic()
+                    ok, summary, problems, details = run_case(case, mode, args.verbose)
+                    passed += ok
+                    failed += not ok
+                    print("%s  %-26s [%s] %s (%.1fs)" % ("PASS" if ok else "FAIL", case.name,
+                                                          name, summary, time.monotonic() - t))
+                    if problems or details:
+                        print_details(problems, details)
+                    sys.stdout.flush()
+            finally:
+                mode.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print("# %d skipped (each SKIP line says why)" % skipped)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

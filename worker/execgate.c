@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT
+ * The exec gate: in the unattended profile a snippet gets exactly one
+ * exec, the one that starts python3, and every later execve/execveat
+ * fails with EPERM however it is spelled (subprocess, os.system, os.exec*,
+ * ctypes, a hand-made execveat with an absolute path).
+ *
+ * Why not a pure filter: seccomp sees only argument values, and a filter
+ * that allows "execveat of fd N" still lets execveat(N, "/bin/sh", ...)
+ * through, because the kernel ignores the directory fd when the path is
+ * absolute.  So the filter returns SECCOMP_RET_USER_NOTIF for both calls;
+ * the snippet child (C) hands the listener to S before its exec, and S
+ * answers: the first notification, from C itself, continues (C is our
+ * code, single-threaded, and no snippet code has run yet, so the usual
+ * CONTINUE time-of-check race has nobody to race it); every later one is
+ * answered EPERM.  While S holds the listener the kernel refuses any other
+ * listener in the snippet's filter stack (EBUSY), so the snippet cannot
+ * answer its own exec.  If S dies, the kernel answers ENOSYS: still no
+ * exec.  Needs Linux 5.5 (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
+ */
+#include <errno.h>
+#include <linux/seccomp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "worker/worker.h"
+
+/* The kernel's struct sizes may exceed our header's: ask, and size the
+ * buffers for the larger. */
+static int notif_sizes(size_t *req, size_t *resp)
+{
+	struct seccomp_notif_sizes sz;
+
+	if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz) < 0)
+		return -errno;
+	*req = sz.seccomp_notif > sizeof(struct seccomp_notif) ? sz.seccomp_notif
+							       : sizeof(struct seccomp_notif);
+	*resp = sz.seccomp_notif_resp > sizeof(struct seccomp_notif_resp)
+			? sz.seccomp_notif_resp
+			: sizeof(struct seccomp_notif_resp);
+	return 0;
+}
+
+int exec_gate_open(struct exec_gate *g, int fd, pid_t child)
+{
+	int rc;
+
+	g->fd = fd;
+	g->child = child;
+	g->spent = false;
+	rc = notif_sizes(&g->req_len, &g->resp_len);
+	if (rc < 0)
+		return rc;
+	g->req = calloc(1, g->req_len);
+	g->resp = calloc(1, g->resp_len);
+	return g->req && g->resp ? 0 : -ENOMEM;
+}
+
+static void answer(struct exec_gate *g, uint64_t id, bool let_through)
+{
+	struct seccomp_notif_resp *resp = g->resp;
+
+	memset(resp, 0, g->resp_len);
+	resp->id = id;
+	if (let_through)
+		resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+	else
+		resp->error = -EPERM;
+	/* ENOENT: the caller died or was interrupted meanwhile; the
+	 * syscall is then restarted and asks again, or never will. */
+	if (ioctl(g->fd, SECCOMP_IOCTL_NOTIF_SEND, resp) < 0 && let_through && errno != ENOENT) {
+		/* A kernel without CONTINUE (before 5.5): C's exec fails
+		 * and C reports the step; nothing runs. */
+		resp->flags = 0;
+		resp->error = -EOPNOTSUPP;
+		(void)ioctl(g->fd, SECCOMP_IOCTL_NOTIF_SEND, resp);
+	}
+}
+
+/* Answers one pending notification.  Returns false when the listener is
+ * finished (no process uses the filter any more, or it failed). */
+bool exec_gate_serve(struct exec_gate *g)
+{
+	struct seccomp_notif *req = g->req;
+	bool first;
+
+	memset(req, 0, g->req_len);
+	if (ioctl(g->fd, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
+		return errno == EINTR || errno == ENOENT || errno == EAGAIN;
+	/* Only C's own exec, and only once: a notification from any other
+	 * pid (there can be none before that exec) does not spend it. */
+	first = !g->spent && (pid_t)req->pid == g->child;
+	if (first)
+		g->spent = true;
+	answer(g, req->id, first);
+	return true;
+}
+
+void exec_gate_close(struct exec_gate *g)
+{
+	if (g->fd >= 0)
+		close(g->fd);
+	g->fd = -1;
+	free(g->req);
+	free(g->resp);
+	g->req = NULL;
+	g->resp = NULL;
+}
