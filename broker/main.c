@@ -431,6 +431,13 @@ static int start_up(struct broker *b)
 		log_err("%s", err);
 		return -1;
 	}
+	/* A snippet may run as the broker's own uid (a per-user broker): it
+	 * must not read the broker's memory or environment through /proc.
+	 * After the uid change, which resets the flag. */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0) {
+		log_err("cannot make the broker non-dumpable: %s", strerror(errno));
+		return -1;
+	}
 	if (gate_init(b, err, sizeof(err)) < 0) {
 		log_err("%s", err);
 		return -1;

@@ -411,6 +411,10 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 
 		r->ready = true;
 		r->t_ready = now_us();
+		log_info("uid=%u run=%" PRIu64 " snippet pid=%" PRIu64 " running, profile=%s, "
+			 "landlock ABI %" PRIu64 "%s", (unsigned)r->uid, r->run_id, m->u.ready.pid,
+			 r->profile, m->u.ready.landlock_abi,
+			 m->u.ready.landlock_abi ? "" : " (not in force)");
 		if (r->s && enc_started(&f, &st) == 0)
 			session_send(r->s, &f);
 	} else if (m->type == MSG_SETUP_ERROR && !r->ready && r->end == END_NONE) {
