@@ -54,65 +54,52 @@ static void print_time(int64_t ms)
 	printf("%-20s", buf);
 }
 
-/* Sends one request and waits for its answer; prints errors. */
-static int request(struct conn *c, struct frame *f, struct msg *m)
+/* The status of a failed request, after printing why: the broker's own
+ * refusals are 1, a lost or unreachable broker is 125. */
+static int failed(const struct kotoba_error *err)
 {
-	if (conn_send(c, f) < 0 || conn_recv(c, m) < 0)
-		return KOTOBA_EXIT_UNREACHABLE;
-	if (m->type == MSG_ERROR) {
-		cli_error("%.*s", (int)m->u.error.message.len, m->u.error.message.ptr);
-		return 1;
-	}
-	return 0;
+	cli_error("%s", err->message);
+	return err->from_broker ? 1 : KOTOBA_EXIT_UNREACHABLE;
 }
 
-static int approvals_ls(struct conn *c)
+static int approvals_ls(struct kotoba_client *c)
 {
-	struct msg_grants g = { 1 };
-	static struct msg m;
-	struct frame f;
-	int rc;
+	struct kotoba_grant rows[KOTOBA_GRANTS_MAX];
+	struct kotoba_error err;
+	size_t n;
 
-	if (enc_grants(&f, &g) < 0)
-		return 1;
-	if ((rc = request(c, &f, &m)) != 0)
-		return rc;
-	if (m.u.grant_list.n == 0) {
+	if (kotoba_grants(c, rows, KOTOBA_GRANTS_MAX, &n, &err))
+		return failed(&err);
+	if (n == 0) {
 		printf("no saved grants\n");
 		return 0;
 	}
 	printf("%-14s %-20s %-6s %-20s %s\n", "FAMILY", "SAVED", "USES", "LAST USED", "CARD");
-	for (size_t i = 0; i < m.u.grant_list.n; i++) {
-		const struct grant_info *gi = &m.u.grant_list.rows[i];
-
-		printf("%-14.*s ", (int)gi->family.len, gi->family.ptr);
-		print_time(gi->saved_at_ms);
-		printf(" %-6" PRIu64 " ", gi->use_count);
-		print_time(gi->last_used_ms);
-		printf(" %.*s\n", (int)gi->card.len, gi->card.ptr);
+	for (size_t i = 0; i < n; i++) {
+		printf("%-14s ", rows[i].family);
+		print_time(rows[i].saved_at_ms);
+		printf(" %-6" PRIu64 " ", rows[i].use_count);
+		print_time(rows[i].last_used_ms);
+		printf(" %s\n", rows[i].card);
 	}
 	return 0;
 }
 
-static int approvals_rm(struct conn *c, const char *family)
+static int approvals_rm(struct kotoba_client *c, const char *family)
 {
-	struct msg_revoke r = { 1, pstr_c(family) };
-	static struct msg m;
-	struct frame f;
-	int rc;
+	char message[KOTOBA_MESSAGE_MAX + 1];
+	struct kotoba_error err;
 
-	if (enc_revoke(&f, &r) < 0)
-		return 1;
-	if ((rc = request(c, &f, &m)) != 0)
-		return rc;
-	printf("%.*s\n", (int)m.u.ok.message.len, m.u.ok.message.ptr);
+	if (kotoba_revoke(c, family, message, sizeof(message), &err))
+		return failed(&err);
+	printf("%s\n", message);
 	return 0;
 }
 
 int cmd_approvals(int argc, char **argv)
 {
 	struct admin_opts o = { 0 };
-	struct conn c;
+	struct kotoba_client *c;
 	int rc;
 
 	if (parse_admin(argc, argv, &o) < 0 || o.n_words < 1 ||
@@ -122,20 +109,19 @@ int cmd_approvals(int argc, char **argv)
 		      "       kotoba approvals rm execute_code [--socket PATH]\n", stderr);
 		return KOTOBA_EXIT_USAGE;
 	}
-	if ((rc = conn_open(&c, o.socket, false)) != 0)
+	if ((rc = cli_open(&c, o.socket, false)) != 0)
 		return rc;
-	rc = !strcmp(o.words[0], "ls") ? approvals_ls(&c) : approvals_rm(&c, o.words[1]);
-	conn_close(&c);
+	rc = !strcmp(o.words[0], "ls") ? approvals_ls(c) : approvals_rm(c, o.words[1]);
+	kotoba_close(c);
 	return rc;
 }
 
-static void print_row(const struct audit_info *a)
+static void print_row(const struct kotoba_audit_row *a)
 {
 	print_time(a->time_ms);
-	printf(" #%-5" PRIu64 " run %-4" PRIu64 " %-8s %-11s %-10s %-10s %.12s %.*s", a->seq, a->run,
+	printf(" #%-5" PRIu64 " run %-4" PRIu64 " %-8s %-11s %-10s %-10s %.12s %s", a->seq, a->run,
 	       a->event, a->decision, a->approver[0] ? a->approver : "-",
-	       a->profile[0] ? a->profile : "-", a->sha256.ptr, (int)a->labels.len,
-	       a->labels.ptr);
+	       a->profile[0] ? a->profile : "-", a->sha256, a->labels);
 	if (a->has_exit) {
 		if (a->signal)
 			printf(" signal %" PRId64, a->signal);
@@ -146,30 +132,43 @@ static void print_row(const struct audit_info *a)
 	putchar('\n');
 }
 
-static int audit_request(struct conn *c, const char *op, uint64_t max)
+static int audit_tail(struct kotoba_client *c, uint64_t max)
 {
-	struct msg_audit q = { 1, op, max ? max : 20 };
-	static struct msg m;
-	struct frame f;
-	int rc;
+	struct kotoba_audit_row *rows;
+	struct kotoba_error err;
+	size_t n;
+	int rc = 0;
 
-	if (enc_audit(&f, &q) < 0)
+	/* The broker answers at most KOTOBA_AUDIT_MAX rows whatever is asked. */
+	max = !max ? 20 : max > KOTOBA_AUDIT_MAX ? KOTOBA_AUDIT_MAX : max;
+	rows = calloc(max, sizeof(*rows));
+	if (!rows) {
+		cli_error("out of memory");
 		return 1;
-	if ((rc = request(c, &f, &m)) != 0)
-		return rc;
-	if (m.type == MSG_OK) {
-		printf("%.*s\n", (int)m.u.ok.message.len, m.u.ok.message.ptr);
-		return 0;
 	}
-	for (size_t i = 0; i < m.u.audit_rows.n; i++)
-		print_row(&m.u.audit_rows.rows[i]);
+	if (kotoba_audit_tail(c, rows, max, &n, &err))
+		rc = failed(&err);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		print_row(&rows[i]);
+	free(rows);
+	return rc;
+}
+
+static int audit_verify(struct kotoba_client *c)
+{
+	char message[KOTOBA_MESSAGE_MAX + 1];
+	struct kotoba_error err;
+
+	if (kotoba_audit_verify(c, message, sizeof(message), &err))
+		return failed(&err);
+	printf("%s\n", message);
 	return 0;
 }
 
 int cmd_audit(int argc, char **argv)
 {
 	struct admin_opts o = { 0 };
-	struct conn c;
+	struct kotoba_client *c;
 	int rc;
 
 	if (parse_admin(argc, argv, &o) < 0 || o.n_words != 1 ||
@@ -178,9 +177,9 @@ int cmd_audit(int argc, char **argv)
 		      "       kotoba audit verify [--socket PATH]\n", stderr);
 		return KOTOBA_EXIT_USAGE;
 	}
-	if ((rc = conn_open(&c, o.socket, false)) != 0)
+	if ((rc = cli_open(&c, o.socket, false)) != 0)
 		return rc;
-	rc = audit_request(&c, o.words[0], o.max);
-	conn_close(&c);
+	rc = !strcmp(o.words[0], "tail") ? audit_tail(c, o.max) : audit_verify(c);
+	kotoba_close(c);
 	return rc;
 }

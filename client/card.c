@@ -15,7 +15,7 @@ struct style {
 	const char *bold, *warn, *dim, *off;
 };
 
-static const char *label_at_line(const struct msg_card *m, uint64_t line)
+static const char *label_at_line(const struct kotoba_card *m, uint64_t line)
 {
 	for (size_t i = 0; i < m->n_labels; i++)
 		if (m->labels[i].line == line)
@@ -23,9 +23,9 @@ static const char *label_at_line(const struct msg_card *m, uint64_t line)
 	return NULL;
 }
 
-static void show_snippet(FILE *out, const struct msg_card *m, const struct style *st)
+static void show_snippet(FILE *out, const struct kotoba_card *m, const struct style *st)
 {
-	const char *p = m->snippet.ptr, *end = p + m->snippet.len;
+	const char *p = m->snippet, *end = p + m->snippet_len;
 	uint64_t line = 1;
 
 	while (p < end) {
@@ -43,14 +43,14 @@ static void show_snippet(FILE *out, const struct msg_card *m, const struct style
 	}
 }
 
-static void show_card(FILE *out, const struct msg_card *m, bool colour)
+static void show_card(FILE *out, const struct kotoba_card *m, bool colour)
 {
 	static const struct style plain = { "", "", "", "" };
 	static const struct style ansi = { "\033[1m", "\033[1;33m", "\033[2m", "\033[0m" };
 	const struct style *st = colour ? &ansi : &plain;
 
 	fprintf(out, "\n%s== Approval needed: run this Python snippet? ==%s\n", st->bold, st->off);
-	fprintf(out, "Why: %.*s.\n", (int)m->reason.len, m->reason.ptr);
+	fprintf(out, "Why: %s.\n", m->reason);
 	if (m->n_labels) {
 		fprintf(out, "Pre-screen:");
 		for (size_t i = 0; i < m->n_labels; i++)
@@ -64,10 +64,10 @@ static void show_card(FILE *out, const struct msg_card *m, bool colour)
 		     "  [a] %s\n"
 		     "      %s\n"
 		     "  [d] Deny\n",
-		CARD_FAMILY_BUTTON, CARD_FAMILY_DETAIL);
+		m->family_button, m->family_detail);
 }
 
-static const char *read_choice(FILE *tty)
+static enum kotoba_choice read_choice(FILE *tty)
 {
 	char line[64];
 
@@ -75,27 +75,27 @@ static const char *read_choice(FILE *tty)
 		fputs("Your choice [o/a/d]: ", tty);
 		fflush(tty);
 		if (!fgets(line, sizeof(line), tty))
-			return "deny";
+			return KOTOBA_CARD_DENY;
 		if (line[0] == 'o' || line[0] == 'O')
-			return "once";
+			return KOTOBA_CARD_ONCE;
 		if (line[0] == 'a' || line[0] == 'A')
-			return "always";
+			return KOTOBA_CARD_ALWAYS;
 		if (line[0] == 'd' || line[0] == 'D')
-			return "deny";
+			return KOTOBA_CARD_DENY;
 	}
 }
 
-static const char *ask_terminal(const struct msg_card *m)
+static enum kotoba_choice ask_terminal(const struct kotoba_card *m)
 {
 	FILE *tty = fopen("/dev/tty", "r+");
-	const char *choice;
+	enum kotoba_choice choice;
 
 	if (!tty) {
 		cli_error("an approval card needs an answer, and there is no terminal to ask "
 			  "on (%s); answering deny.\n"
 			  "  Answer non-interactively with --answer once|always|deny, or declare "
 			  "no approval channel with --no-channel.", strerror(errno));
-		return "deny";
+		return KOTOBA_CARD_DENY;
 	}
 	show_card(tty, m, true);
 	choice = read_choice(tty);
@@ -103,21 +103,20 @@ static const char *ask_terminal(const struct msg_card *m)
 	return choice;
 }
 
-int card_answer(struct conn *c, const struct msg *msg, const char *preset, bool quiet)
+static enum kotoba_choice choice_of(const char *word)
 {
-	const struct msg_card *m = &msg->u.card;
-	struct msg_answer a = { .card = m->card };
-	struct frame f;
+	if (!strcmp(word, "once"))
+		return KOTOBA_CARD_ONCE;
+	if (!strcmp(word, "always"))
+		return KOTOBA_CARD_ALWAYS;
+	return KOTOBA_CARD_DENY;
+}
 
-	if (preset) {
-		a.choice = preset;
-		if (!quiet)
-			cli_error("card %.*s answered %s (--answer)", (int)m->card.len, m->card.ptr,
-				  preset);
-	} else {
-		a.choice = ask_terminal(m);
-	}
-	if (enc_answer(&f, &a) < 0)
-		return -1;
-	return conn_send(c, &f);
+enum kotoba_choice card_answer(const struct kotoba_card *card, const char *preset, bool quiet)
+{
+	if (!preset)
+		return ask_terminal(card);
+	if (!quiet)
+		cli_error("card %s answered %s (--answer)", card->id, preset);
+	return choice_of(preset);
 }

@@ -4,7 +4,7 @@
 #ifndef KOTOBA_CARD_H
 #define KOTOBA_CARD_H
 #include "client/cli.h"
-/* Shows the card and sends the answer: `preset` (from --answer) when given,
- * else the person's choice at the terminal, else `deny`. */
-int card_answer(struct conn *c, const struct msg *card, const char *preset, bool quiet);
+/* Shows the card and returns the answer: `preset` (from --answer) when
+ * given, else the person's choice at the terminal, else deny. */
+enum kotoba_choice card_answer(const struct kotoba_card *card, const char *preset, bool quiet);
 #endif

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT
  * The `kotoba` command: one file per subcommand, this header between them.
+ * Everything it says to the broker goes through libkotoba-client.
  */
 #ifndef KOTOBA_CLI_H
 #define KOTOBA_CLI_H
@@ -7,23 +8,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "proto/proto.h"
+#include "client/kotoba-client.h"
 #include "proto/status.h"
 
-struct conn {
-	int fd;
-	char path[108];
-	struct msg_welcome welcome;
-	uint8_t *buf; /* payload of the last frame received */
-};
-
 /* Connects and says hello.  On failure prints why and returns the exit
- * status to use (KOTOBA_EXIT_UNREACHABLE). */
-int conn_open(struct conn *c, const char *socket_path, bool channel);
-void conn_close(struct conn *c);
-int conn_send(struct conn *c, struct frame *f);
-/* Receives and decodes the next frame; -1 after printing why. */
-int conn_recv(struct conn *c, struct msg *m);
+ * status to use (KOTOBA_EXIT_UNREACHABLE); *c is then NULL. */
+int cli_open(struct kotoba_client **c, const char *socket_path, bool channel);
 
 int cmd_run(int argc, char **argv);
 int cmd_scan(int argc, char **argv);

@@ -2,6 +2,7 @@
 #include <stdint.h>
 
 #include "client/cli.h"
+#include "proto/proto.h" /* utf8_valid() */
 
 /* Writes s as a JSON string.  Bytes that are not UTF-8 (a snippet may
  * print anything) become U+FFFD, so the output is always valid JSON. */

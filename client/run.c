@@ -31,11 +31,10 @@ struct buf {
 
 struct outcome {
 	bool have_exit;
-	struct msg_exit exit;
-	char err_code[32], err_step[32];
-	int64_t err_errno;
-	char *err_msg;
+	struct kotoba_result exit;
+	struct kotoba_error err; /* when !have_exit: why it did not run */
 	struct buf out[2];
+	const struct run_opts *o;
 };
 
 static void usage_run(FILE *f)
@@ -142,169 +141,207 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
 	return 0;
 }
 
-static int build_exec(const struct run_opts *o, const struct buf *code, struct frame *f)
+/* "NAME=value" entries of the CLI's own environment for the names above. */
+static void forward_env(const char **env)
 {
-	struct msg_exec e = { .id = 1, .code = { code->p ? code->p : "", code->len },
-			      .timeout_ms = o->timeout_ms };
-	char cwd[PATH_MAX];
+	extern char **environ;
+	size_t n = 0;
 
-	if (o->cwd ? !realpath(o->cwd, cwd) : !getcwd(cwd, sizeof(cwd))) {
-		cli_error("working directory %s: %s", o->cwd ? o->cwd : ".", strerror(errno));
-		return -1;
-	}
-	e.cwd = pstr_c(cwd);
 	for (size_t i = 0; forwarded[i]; i++) {
-		const char *v = getenv(forwarded[i]);
+		size_t len = strlen(forwarded[i]);
 
-		if (v)
-			e.env[e.n_env++] = (struct env_pair){ pstr_c(forwarded[i]), pstr_c(v) };
-	}
-	return enc_exec(f, &e);
-}
-
-static void take_error(struct outcome *oc, const struct msg_error *e)
-{
-	snprintf(oc->err_code, sizeof(oc->err_code), "%.*s", (int)e->code.len, e->code.ptr);
-	snprintf(oc->err_step, sizeof(oc->err_step), "%.*s", (int)e->step.len, e->step.ptr);
-	oc->err_errno = e->err_no;
-	oc->err_msg = pstr_dup(e->message);
-}
-
-/* Reads frames until this run's `exit` or `error`. */
-static int converse(struct conn *c, const struct run_opts *o, struct outcome *oc)
-{
-	struct msg m;
-
-	for (;;) {
-		if (conn_recv(c, &m) < 0)
-			return -1;
-		if (m.type == MSG_OUTPUT) {
-			int s = !strcmp(m.u.output.stream, "stderr");
-
-			if (o->json)
-				buf_add(&oc->out[s], m.u.output.data, m.u.output.len);
-			else
-				fwrite(m.u.output.data, 1, m.u.output.len, s ? stderr : stdout),
-					fflush(s ? stderr : stdout);
-		} else if (m.type == MSG_CARD) {
-			if (card_answer(c, &m, o->answer, o->json) < 0)
-				return -1;
-		} else if (m.type == MSG_EXIT) {
-			oc->have_exit = true;
-			oc->exit = m.u.exit;
-			return 0;
-		} else if (m.type == MSG_ERROR) {
-			take_error(oc, &m.u.error);
-			if (m.u.error.has_id)
-				return 0;
-			cli_error("broker: %s", oc->err_msg);
+		for (char **e = environ; e && *e; e++) {
+			if (!strncmp(*e, forwarded[i], len) && (*e)[len] == '=') {
+				env[n++] = *e;
+				break;
+			}
 		}
 	}
+	env[n] = NULL;
+}
+
+static void on_output(void *arg, enum kotoba_stream stream, const void *data, size_t len)
+{
+	struct outcome *oc = arg;
+	FILE *f = stream == KOTOBA_STDERR ? stderr : stdout;
+
+	if (oc->o->json) {
+		buf_add(&oc->out[stream == KOTOBA_STDERR], data, len);
+		return;
+	}
+	fwrite(data, 1, len, f);
+	fflush(f);
+}
+
+static enum kotoba_choice on_card(void *arg, const struct kotoba_card *card)
+{
+	const struct outcome *oc = arg;
+
+	return card_answer(card, oc->o->answer, oc->o->json);
+}
+
+static void on_notice(void *arg, const struct kotoba_error *notice)
+{
+	cli_error("broker: %s", notice->message);
+}
+
+/* Sends the exec and follows it to its end.  Returns 0 when the outcome
+ * (an exit or the broker's error) is known, -1 after printing why not. */
+static int converse(struct kotoba_client *c, const char *cwd, const struct buf *code,
+		    struct outcome *oc)
+{
+	const char *env[sizeof(forwarded) / sizeof(forwarded[0])];
+	struct kotoba_exec_opts x = {
+		.code = code->len ? code->p : "", .code_len = code->len, .cwd = cwd,
+		.timeout_ms = oc->o->timeout_ms, .env = env, .on_output = on_output,
+		.on_card = on_card, .on_notice = on_notice, .arg = oc,
+	};
+	enum kotoba_code rc;
+
+	forward_env(env);
+	rc = kotoba_exec(c, &x, &oc->exit, &oc->err);
+	oc->have_exit = rc == KOTOBA_OK;
+	if (rc == KOTOBA_OK || oc->err.from_broker)
+		return 0;
+	cli_error("%s", oc->err.message);
+	return -1;
 }
 
 /* Statuses of a run that did not produce an exit (see proto/status.h). */
-static int error_status(const char *code)
+static int error_status(enum kotoba_code code)
 {
-	static const char *const did_not_run[] = { PERR_NOT_OFFERED, PERR_REFUSED, "denied",
-						   "expired", PERR_SNIPPET_TOO_LARGE,
-						   PERR_CANCELLED, NULL };
-
-	if (!strcmp(code, PERR_SETUP_FAILED) || !strcmp(code, PERR_BAD_CWD))
+	switch (code) {
+	case KOTOBA_ERR_SETUP_FAILED:
+	case KOTOBA_ERR_BAD_CWD:
 		return KOTOBA_EXIT_SETUP;
-	for (size_t i = 0; did_not_run[i]; i++)
-		if (!strcmp(code, did_not_run[i]))
-			return KOTOBA_EXIT_DID_NOT_RUN;
-	return KOTOBA_EXIT_UNREACHABLE;
+	case KOTOBA_ERR_NOT_OFFERED:
+	case KOTOBA_ERR_REFUSED:
+	case KOTOBA_ERR_DENIED:
+	case KOTOBA_ERR_EXPIRED:
+	case KOTOBA_ERR_SNIPPET_TOO_LARGE:
+	case KOTOBA_ERR_CANCELLED:
+		return KOTOBA_EXIT_DID_NOT_RUN;
+	case KOTOBA_OK:
+	case KOTOBA_ERR_UNREACHABLE:
+	case KOTOBA_ERR_DISCONNECTED:
+	case KOTOBA_ERR_PROTOCOL:
+	case KOTOBA_ERR_NOMEM:
+	case KOTOBA_ERR_INVALID:
+	case KOTOBA_ERR_TOO_LARGE:
+	case KOTOBA_ERR_BAD_MSGPACK:
+	case KOTOBA_ERR_BAD_UTF8:
+	case KOTOBA_ERR_BAD_FIELD:
+	case KOTOBA_ERR_UNKNOWN_TYPE:
+	case KOTOBA_ERR_BAD_STATE:
+	case KOTOBA_ERR_VERSION:
+	case KOTOBA_ERR_BUSY:
+	case KOTOBA_ERR_NO_SUCH_RUN:
+	case KOTOBA_ERR_NO_SUCH_CARD:
+	case KOTOBA_ERR_WORKER_LOST:
+	case KOTOBA_ERR_AUDIT_UNAVAILABLE:
+	case KOTOBA_ERR_AUDIT_BROKEN:
+	case KOTOBA_ERR_INTERNAL:
+	case KOTOBA_ERR_OTHER:
+	default:
+		return KOTOBA_EXIT_UNREACHABLE;
+	}
 }
 
 static int exit_status(const struct outcome *oc)
 {
-	const struct run_result *r = &oc->exit.r;
+	const struct kotoba_result *r = &oc->exit;
 
 	if (!oc->have_exit)
-		return error_status(oc->err_code);
+		return error_status(oc->err.code);
 	if (r->timed_out)
 		return KOTOBA_EXIT_TIMEOUT;
 	if (!r->exited)
-		return KOTOBA_EXIT_SIGNAL_BASE + (int)r->signal;
-	return (int)(r->code & 0xff);
+		return KOTOBA_EXIT_SIGNAL_BASE + r->signal;
+	return r->exit_code & 0xff;
+}
+
+static void print_exit_json(const struct kotoba_result *x)
+{
+	if (x->exited)
+		printf(",\"exit\":%d,\"signal\":null", x->exit_code);
+	else
+		printf(",\"exit\":null,\"signal\":%d", x->signal);
+	printf(",\"timed_out\":%s,\"truncated\":%s,\"duration_ms\":%" PRIu64
+	       ",\"limit\":\"%s\",\"profile\":\"%s\",\"decision\":\"%s\",\"approver\":\"%s\","
+	       "\"labels\":[",
+	       x->timed_out ? "true" : "false", x->truncated ? "true" : "false",
+	       x->duration_us / 1000, x->limit, x->profile, x->decision, x->approver);
+	for (size_t i = 0; i < x->n_labels; i++)
+		printf("%s\"%s\"", i ? "," : "", x->labels[i]);
+	printf("]");
+}
+
+static void print_error_json(const struct kotoba_error *e)
+{
+	printf(",\"exit\":null,\"signal\":null,\"error\":{\"code\":");
+	json_string(stdout, e->name, strlen(e->name));
+	printf(",\"message\":");
+	json_string(stdout, e->message, strlen(e->message));
+	if (e->step[0])
+		printf(",\"step\":\"%s\",\"errno\":%d", e->step, e->sys_errno);
+	printf("}");
 }
 
 static void print_json(const struct outcome *oc, int status)
 {
-	const struct msg_exit *x = &oc->exit;
-
 	printf("{\"stdout\":");
 	json_string(stdout, oc->out[0].p, oc->out[0].len);
 	printf(",\"stderr\":");
 	json_string(stdout, oc->out[1].p, oc->out[1].len);
-	if (oc->have_exit) {
-		if (x->r.exited)
-			printf(",\"exit\":%" PRId64 ",\"signal\":null", x->r.code);
-		else
-			printf(",\"exit\":null,\"signal\":%" PRId64, x->r.signal);
-		printf(",\"timed_out\":%s,\"truncated\":%s,\"duration_ms\":%" PRIu64
-		       ",\"limit\":\"%s\",\"profile\":\"%s\",\"decision\":\"%s\",\"approver\":\"%s\","
-		       "\"labels\":[",
-		       x->r.timed_out ? "true" : "false", x->truncated ? "true" : "false",
-		       x->r.duration_us / 1000, x->r.limit, x->profile, x->decision, x->approver);
-		for (size_t i = 0; i < x->n_labels; i++)
-			printf("%s\"%s\"", i ? "," : "", x->labels[i]);
-		printf("]");
-	} else {
-		printf(",\"exit\":null,\"signal\":null,\"error\":{\"code\":");
-		json_string(stdout, oc->err_code, strlen(oc->err_code));
-		printf(",\"message\":");
-		json_string(stdout, oc->err_msg ? oc->err_msg : "", oc->err_msg ? strlen(oc->err_msg) : 0);
-		if (oc->err_step[0])
-			printf(",\"step\":\"%s\",\"errno\":%" PRId64, oc->err_step, oc->err_errno);
-		printf("}");
-	}
+	if (oc->have_exit)
+		print_exit_json(&oc->exit);
+	else
+		print_error_json(&oc->err);
 	printf(",\"status\":%d}\n", status);
 }
 
 static void report_plain(const struct outcome *oc)
 {
 	if (!oc->have_exit) {
-		cli_error("%s", oc->err_msg ? oc->err_msg : "the snippet did not run");
+		cli_error("%s", oc->err.message[0] ? oc->err.message : "the snippet did not run");
 		return;
 	}
-	if (oc->exit.r.timed_out)
+	if (oc->exit.timed_out)
 		cli_error("the snippet was stopped after its timeout");
 	if (oc->exit.truncated)
 		cli_error("output was truncated at the broker's per-stream limit");
-	if (oc->exit.r.limit[0] && strcmp(oc->exit.r.limit, "wall"))
-		cli_error("the snippet hit its %s limit", oc->exit.r.limit);
+	if (oc->exit.limit[0] && strcmp(oc->exit.limit, "wall"))
+		cli_error("the snippet hit its %s limit", oc->exit.limit);
 }
 
 static void outcome_free(struct outcome *oc)
 {
 	free(oc->out[0].p);
 	free(oc->out[1].p);
-	free(oc->err_msg);
 }
 
-/* Connects, sends the exec, and follows it to its end. */
+/* Resolves the working directory, connects, and runs the snippet. */
 static int run_snippet(const struct run_opts *o, const struct buf *code, struct outcome *oc)
 {
-	struct conn c;
-	struct frame f;
+	struct kotoba_client *c;
+	char cwd[PATH_MAX];
 	int rc;
 
-	if (build_exec(o, code, &f) < 0)
+	if (o->cwd ? !realpath(o->cwd, cwd) : !getcwd(cwd, sizeof(cwd))) {
+		cli_error("working directory %s: %s", o->cwd ? o->cwd : ".", strerror(errno));
 		return KOTOBA_EXIT_USAGE;
-	rc = conn_open(&c, o->socket, !o->no_channel);
-	if (rc == 0 && (conn_send(&c, &f) < 0 || converse(&c, o, oc) < 0))
+	}
+	rc = cli_open(&c, o->socket, !o->no_channel);
+	if (rc == 0 && converse(c, cwd, code, oc) < 0)
 		rc = KOTOBA_EXIT_UNREACHABLE;
-	frame_free(&f);
-	conn_close(&c);
+	kotoba_close(c);
 	return rc;
 }
 
 int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { 0 };
-	struct outcome oc = { 0 };
+	struct outcome oc = { .o = &o };
 	struct buf code = { 0 };
 	int status;
 

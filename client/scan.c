@@ -10,6 +10,7 @@
 
 #include "broker/scan.h"
 #include "client/cli.h"
+#include "proto/proto.h" /* PROTO_SNIPPET_MAX_DEFAULT */
 
 static char *slurp(const char *path, size_t *len)
 {

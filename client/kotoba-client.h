@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: MIT
+ * libkotoba-client: talk to kotoba-brokerd from a C program.
+ *
+ * An agent program uses it to run Python snippets under the broker's
+ * approval gate: it connects to the broker's Unix socket, says whether it
+ * can show an approval card to a person, then runs snippets and receives
+ * their output, cards and results.  The `kotoba` command is built on it.
+ *
+ * A minimal program:
+ *
+ *	struct kotoba_client *c;
+ *	struct kotoba_exec_opts run = { .code = "print(6*7)", .on_output = show };
+ *	struct kotoba_result res;
+ *	struct kotoba_error err;
+ *
+ *	if (kotoba_open(&c, NULL, false, &err) ||
+ *	    kotoba_exec(c, &run, &res, &err))
+ *		fprintf(stderr, "%s: %s\n", kotoba_code_name(err.code), err.message);
+ *	kotoba_close(c);
+ *
+ * Errors: every function that can fail returns an enum kotoba_code, 0
+ * (KOTOBA_OK) on success, and fills the struct kotoba_error it is given
+ * (which may be NULL) with the code and a sentence for a person.  The
+ * library never aborts, never prints and never exits.  It does not raise
+ * SIGPIPE either: a broker that goes away is KOTOBA_ERR_DISCONNECTED.
+ *
+ * Threads: a struct kotoba_client is used by one thread at a time, with one
+ * exception: while kotoba_exec() waits on one thread, kotoba_answer() and
+ * kotoba_cancel() may be called from any other thread (or from inside the
+ * exec's own callbacks).  One snippet runs at a time per connection; open
+ * several connections to run several at once.
+ *
+ * The wire protocol is proto/PROTOCOL.md; this library is one of its
+ * clients and adds nothing to it.
+ */
+#ifndef KOTOBA_CLIENT_H
+#define KOTOBA_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KOTOBA_CLIENT_VERSION "0.1"
+
+/* A connection to the broker.  Opaque. */
+struct kotoba_client;
+
+/*
+ * What went wrong.  The first group happens on this side of the socket;
+ * the second is the broker's own `error` codes (PROTOCOL.md, "Error
+ * codes"), one value each.
+ */
+enum kotoba_code {
+	KOTOBA_OK = 0,
+	/* local */
+	KOTOBA_ERR_UNREACHABLE,   /* no broker at the socket path (connect failed) */
+	KOTOBA_ERR_DISCONNECTED,  /* the broker closed the connection or a read/write failed */
+	KOTOBA_ERR_PROTOCOL,      /* the broker sent a frame this library cannot read */
+	KOTOBA_ERR_NOMEM,         /* out of memory */
+	KOTOBA_ERR_INVALID,       /* bad argument, or a call out of order (exec before hello) */
+	/* from the broker */
+	KOTOBA_ERR_TOO_LARGE,     /* too-large */
+	KOTOBA_ERR_BAD_MSGPACK,   /* bad-msgpack */
+	KOTOBA_ERR_BAD_UTF8,      /* bad-utf8: the code or cwd is not UTF-8 */
+	KOTOBA_ERR_BAD_FIELD,     /* bad-field: e.g. timeout over max_timeout_ms */
+	KOTOBA_ERR_UNKNOWN_TYPE,  /* unknown-type */
+	KOTOBA_ERR_BAD_STATE,     /* bad-state */
+	KOTOBA_ERR_VERSION,       /* version: no common protocol version */
+	KOTOBA_ERR_SNIPPET_TOO_LARGE, /* snippet-too-large: over max_snippet */
+	KOTOBA_ERR_BAD_CWD,       /* bad-cwd: missing or not a directory; step, sys_errno set */
+	KOTOBA_ERR_BUSY,          /* busy: a configured limit is reached */
+	KOTOBA_ERR_NOT_OFFERED,   /* not-offered: sandbox mode none */
+	KOTOBA_ERR_REFUSED,       /* refused: no channel and the snippet matches the pre-screen */
+	KOTOBA_ERR_DENIED,        /* denied: the person answered deny */
+	KOTOBA_ERR_EXPIRED,       /* expired: nobody answered the card in time */
+	KOTOBA_ERR_CANCELLED,     /* cancelled: kotoba_cancel() */
+	KOTOBA_ERR_NO_SUCH_RUN,   /* no-such-run */
+	KOTOBA_ERR_NO_SUCH_CARD,  /* no-such-card */
+	KOTOBA_ERR_SETUP_FAILED,  /* setup-failed: the sandbox failed; step, sys_errno set */
+	KOTOBA_ERR_WORKER_LOST,   /* worker-lost */
+	KOTOBA_ERR_AUDIT_UNAVAILABLE, /* audit-unavailable: the broker runs nothing */
+	KOTOBA_ERR_AUDIT_BROKEN,  /* audit-broken: kotoba_audit_verify() found an edited row */
+	KOTOBA_ERR_INTERNAL,      /* internal */
+	KOTOBA_ERR_OTHER,         /* a broker code this version does not know: see name */
+};
+
+/*
+ * An error as a value.  @name is the protocol's code string ("denied",
+ * "setup-failed"...) for broker errors and a fixed word for local ones
+ * ("unreachable", "disconnected", "protocol", "nomem", "invalid").
+ */
+#define KOTOBA_MESSAGE_MAX 4096 /* the protocol's limit on a message's bytes */
+
+struct kotoba_error {
+	enum kotoba_code code;
+	bool from_broker;   /* the broker sent this error (else it is local) */
+	char name[32];
+	char message[KOTOBA_MESSAGE_MAX + 1]; /* a sentence for a person, never empty on error */
+	char step[32];      /* setup-failed, bad-cwd: the sandbox step that failed */
+	int sys_errno;      /* errno of that step, or of the failing local call; 0 if none */
+};
+
+/* What the broker said in `welcome`: valid from kotoba_hello() to close. */
+struct kotoba_welcome {
+	unsigned version;       /* protocol version in use (1) */
+	char broker[48];        /* e.g. "kotoba-brokerd/0.1" */
+	char mode[8];           /* "local", "docker" or "none" */
+	bool execute_code;      /* the tool is offered (false in mode none) */
+	uint64_t max_frame;     /* payload limit in bytes */
+	uint64_t max_snippet;   /* source limit in bytes */
+	uint64_t max_timeout_ms;/* the largest timeout_ms an exec may ask for */
+};
+
+/* ---- connecting ----------------------------------------------------------- */
+
+/*
+ * kotoba_default_socket: the socket path used when none is given, by the
+ * same rule as the broker: $KOTOBA_SOCKET; /run/kotoba/broker.sock as root;
+ * $XDG_RUNTIME_DIR/kotoba/broker.sock; else /tmp/kotoba-UID/broker.sock.
+ * @buf, @len: where to write it (108 bytes always suffice).
+ * Returns KOTOBA_OK, or KOTOBA_ERR_INVALID when it does not fit.
+ */
+enum kotoba_code kotoba_default_socket(char *buf, size_t len, struct kotoba_error *err);
+
+/*
+ * kotoba_connect: opens a connection to the broker.  Nothing is sent: call
+ * kotoba_hello() next.
+ * @out: receives the new client; set to NULL on failure.
+ * @socket_path: the broker's socket, or NULL for kotoba_default_socket().
+ * Returns KOTOBA_OK, KOTOBA_ERR_UNREACHABLE (the message names the path and
+ * the reason), KOTOBA_ERR_INVALID (path too long) or KOTOBA_ERR_NOMEM.
+ */
+enum kotoba_code kotoba_connect(struct kotoba_client **out, const char *socket_path,
+				struct kotoba_error *err);
+
+/*
+ * kotoba_hello: says hello and reads the welcome.  Must be the first
+ * request, once.
+ * @channel: true when this program can show an approval card to a person
+ *	and send back the answer (kotoba_exec()'s on_card).  Without a channel
+ *	the broker never sends a card: plain snippets run unattended, and
+ *	snippets that match the pre-screen are refused.
+ * @client_name: free-form "name/version" for the broker's log, or NULL.
+ * Returns KOTOBA_OK, or the broker's refusal (KOTOBA_ERR_REFUSED: this user
+ * may not use the broker; KOTOBA_ERR_BUSY: too many connections;
+ * KOTOBA_ERR_VERSION), or a local error.
+ */
+enum kotoba_code kotoba_hello(struct kotoba_client *c, bool channel, const char *client_name,
+			      struct kotoba_error *err);
+
+/* kotoba_open: kotoba_connect() then kotoba_hello(); on failure *out is NULL
+ * and nothing needs closing. */
+enum kotoba_code kotoba_open(struct kotoba_client **out, const char *socket_path, bool channel,
+			     struct kotoba_error *err);
+
+/* kotoba_welcome: the broker's welcome, or NULL before kotoba_hello(). */
+const struct kotoba_welcome *kotoba_welcome(const struct kotoba_client *c);
+
+/* kotoba_socket_path: the path this client connected to. */
+const char *kotoba_socket_path(const struct kotoba_client *c);
+
+/* kotoba_close: closes the connection (cancelling any run in flight, as the
+ * broker does for a closed connection) and frees @c.  NULL is allowed. */
+void kotoba_close(struct kotoba_client *c);
+
+/* ---- running a snippet ---------------------------------------------------- */
+
+enum kotoba_stream {
+	KOTOBA_STDOUT = 1,
+	KOTOBA_STDERR = 2,
+};
+
+/* The answer to a card.  KOTOBA_CARD_DEFER is not an answer: it tells
+ * kotoba_exec() that the caller will answer later with kotoba_answer(). */
+enum kotoba_choice {
+	KOTOBA_CARD_DEFER = 0,
+	KOTOBA_CARD_ONCE,   /* run this snippet, this time */
+	KOTOBA_CARD_ALWAYS, /* save the execute_code grant for this user, then run it */
+	KOTOBA_CARD_DENY,   /* do not run it */
+};
+
+#define KOTOBA_LABELS_MAX 16
+
+/* A pre-screen label on a card: where its first match is. */
+struct kotoba_card_label {
+	const char *label;    /* "fs-destroy", "shell-spawn", "raw-socket", "dynamic-eval",
+			       * "fs-write", "data-out" or "secret-read" */
+	uint64_t start, end;  /* byte span in the snippet */
+	uint64_t line;        /* 1-based line */
+};
+
+/*
+ * An approval card: a person must decide before the snippet runs.  Show
+ * the whole snippet (it is the card's label: nothing is approved unseen),
+ * the labels at their lines, and the three options in the spec's words.
+ * Every pointer is valid only during the on_card callback: copy @id to
+ * answer later.
+ */
+struct kotoba_card {
+	const char *id;           /* the card id, for kotoba_answer() */
+	const char *snippet;      /* the whole snippet, NUL-terminated */
+	size_t snippet_len;
+	const struct kotoba_card_label *labels; /* empty when asked only for want of a grant */
+	size_t n_labels;
+	const char *const *options; /* "once", "always", "deny", then NULL */
+	const char *family;       /* "execute_code": what an `always` grant is saved under */
+	const char *family_button;/* "Always allow her to run Python" */
+	const char *family_detail;/* "Any code she writes then runs on this computer ..." */
+	uint64_t expires_ms;      /* the broker waits this long, then the exec is EXPIRED */
+	const char *reason;       /* one sentence: why a card is asked */
+};
+
+/* Receives output as the snippet writes it, in order, in chunks of at most
+ * 64 KiB.  @data is not NUL-terminated and may be any bytes. */
+typedef void (*kotoba_output_fn)(void *arg, enum kotoba_stream stream, const void *data,
+				 size_t len);
+/* Receives a card; returns the answer, or KOTOBA_CARD_DEFER to answer later
+ * with kotoba_answer() (from another thread: kotoba_exec() keeps waiting). */
+typedef enum kotoba_choice (*kotoba_card_fn)(void *arg, const struct kotoba_card *card);
+/* Receives a broker error that belongs to no request, e.g. no-such-card for
+ * an answer that arrived after its card expired.  The run goes on. */
+typedef void (*kotoba_notice_fn)(void *arg, const struct kotoba_error *notice);
+
+struct kotoba_exec_opts {
+	const char *code;           /* Python source: UTF-8, no NUL */
+	size_t code_len;            /* 0: strlen(code) */
+	const char *cwd;            /* absolute directory; NULL: the broker's default (home) */
+	uint64_t timeout_ms;        /* wall-clock limit; 0: the broker's default */
+	const char *const *env;     /* "NAME=value" strings, NULL-terminated, at most 64;
+				     * the broker keeps only its allowlist; NULL: none */
+	kotoba_output_fn on_output; /* NULL: output is discarded */
+	kotoba_card_fn on_card;     /* NULL: every card is answered deny */
+	kotoba_notice_fn on_notice; /* NULL: notices are ignored */
+	void *arg;                  /* passed to the callbacks */
+};
+
+/* How a snippet that ran ended (the `exit` message). */
+struct kotoba_result {
+	bool exited;          /* true: exit_code is valid; false: it was killed by signal */
+	int exit_code;
+	int signal;
+	bool timed_out;       /* the wall-clock timeout fired */
+	bool truncated;       /* a stream passed the broker's output cap */
+	char limit[16];       /* the limit that ended it: "wall", "cpu", "file-size",
+			       * "memory", or "" */
+	uint64_t duration_us; /* wall time, fork to exit */
+	uint64_t cpu_us;
+	uint64_t max_rss_kb;
+	char profile[16];     /* "approved" (a person answered its card) or "unattended" */
+	char decision[16];    /* "ran" */
+	char approver[16];    /* "user", "grant", "container" or "unattended" */
+	size_t n_labels;      /* pre-screen labels the snippet matched */
+	char labels[KOTOBA_LABELS_MAX][16];
+};
+
+/*
+ * kotoba_exec: runs one snippet and waits for its end, calling back with
+ * its card (at most one, before anything runs) and its output.
+ * @opts: the snippet and the callbacks.
+ * @res: filled when the snippet ran, whatever its own exit status (may be NULL).
+ * Returns KOTOBA_OK when the snippet ran (see @res), or why it did not:
+ * KOTOBA_ERR_DENIED, _EXPIRED, _REFUSED, _NOT_OFFERED, _CANCELLED,
+ * _SNIPPET_TOO_LARGE, _BAD_CWD, _SETUP_FAILED (with err->step), _BUSY,
+ * _WORKER_LOST, _AUDIT_UNAVAILABLE, or a local error.
+ */
+enum kotoba_code kotoba_exec(struct kotoba_client *c, const struct kotoba_exec_opts *opts,
+			     struct kotoba_result *res, struct kotoba_error *err);
+
+/*
+ * kotoba_answer: answers a card whose callback returned KOTOBA_CARD_DEFER.
+ * Only sends: if the card has expired meanwhile, kotoba_exec() returns
+ * KOTOBA_ERR_EXPIRED and the broker's no-such-card reaches on_notice.
+ * Thread-safe against a kotoba_exec() in progress.
+ * Returns KOTOBA_OK, KOTOBA_ERR_INVALID (DEFER is not an answer) or
+ * KOTOBA_ERR_DISCONNECTED.
+ */
+enum kotoba_code kotoba_answer(struct kotoba_client *c, const char *card_id,
+			       enum kotoba_choice choice, struct kotoba_error *err);
+
+/*
+ * kotoba_cancel: cancels the run in flight on this connection: a waiting
+ * card is withdrawn, a running snippet killed, and kotoba_exec() returns
+ * KOTOBA_ERR_CANCELLED.  Thread-safe against a kotoba_exec() in progress.
+ * Returns KOTOBA_OK, KOTOBA_ERR_NO_SUCH_RUN when nothing is running, or
+ * KOTOBA_ERR_DISCONNECTED.
+ */
+enum kotoba_code kotoba_cancel(struct kotoba_client *c, struct kotoba_error *err);
+
+/* ---- grants and audit ------------------------------------------------------ */
+
+#define KOTOBA_GRANTS_MAX 16
+#define KOTOBA_AUDIT_MAX 256
+
+/* A saved grant of the calling user (the broker shows nobody else's). */
+struct kotoba_grant {
+	char family[256];     /* "execute_code" */
+	int64_t saved_at_ms;  /* Unix epoch milliseconds */
+	char card[256];       /* the card whose `always` saved it */
+	uint64_t use_count;
+	int64_t last_used_ms; /* 0 when never used */
+};
+
+/*
+ * kotoba_grants: lists the caller's saved grants.
+ * @rows, @max: where to put them (KOTOBA_GRANTS_MAX rows always suffice).
+ * @n: receives the number of rows written.
+ */
+enum kotoba_code kotoba_grants(struct kotoba_client *c, struct kotoba_grant *rows, size_t max,
+			       size_t *n, struct kotoba_error *err);
+
+/*
+ * kotoba_revoke: revokes the caller's grant of @family ("execute_code").
+ * The next snippet is decided without it.  Succeeds also when there was
+ * none; @message (may be NULL) receives the broker's sentence saying which.
+ */
+enum kotoba_code kotoba_revoke(struct kotoba_client *c, const char *family, char *message,
+			       size_t message_len, struct kotoba_error *err);
+
+/* One row of the caller's audit trail (PROTOCOL.md, `audit_rows`). */
+struct kotoba_audit_row {
+	uint64_t seq;
+	int64_t time_ms;
+	uint64_t run;
+	int64_t pid;          /* the client's */
+	char event[16];       /* "decision" or "exit" */
+	char sha256[65];      /* hex of the snippet */
+	char labels[256];     /* comma-separated */
+	char mode[8];
+	char decision[16];    /* "ran", "card", "denied", "expired", "refused", ... */
+	char approver[16];
+	char profile[16];     /* "" when nothing ran */
+	bool has_exit;        /* the fields below are valid */
+	int64_t exit_code, signal, duration_ms;
+	bool timed_out;
+};
+
+/*
+ * kotoba_audit_tail: the caller's newest audit rows, oldest first.
+ * @rows, @max: asks for @max rows (1 to KOTOBA_AUDIT_MAX) and has room for them.
+ * @n: receives the number of rows written.
+ */
+enum kotoba_code kotoba_audit_tail(struct kotoba_client *c, struct kotoba_audit_row *rows,
+				   size_t max, size_t *n, struct kotoba_error *err);
+
+/*
+ * kotoba_audit_verify: walks the whole hash chain of the audit trail.
+ * Returns KOTOBA_OK with the broker's sentence in @message (may be NULL),
+ * or KOTOBA_ERR_AUDIT_BROKEN with err->message naming the first bad row.
+ */
+enum kotoba_code kotoba_audit_verify(struct kotoba_client *c, char *message, size_t message_len,
+				     struct kotoba_error *err);
+
+/* ---- names -------------------------------------------------------------------- */
+
+/* kotoba_code_name: "ok", the protocol's code ("denied"...), or a local word. */
+const char *kotoba_code_name(enum kotoba_code code);
+/* kotoba_choice_name: "once", "always", "deny", or "defer". */
+const char *kotoba_choice_name(enum kotoba_choice choice);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT
+ * The caller's own grants and audit trail (the broker answers per peer uid).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "client/lib/internal.h"
+
+/* Sends a request and checks its answer is of the expected type. */
+static enum kotoba_code ask(struct kotoba_client *c, struct frame *f, uint64_t id,
+			    enum msg_type want, struct kotoba_error *err)
+{
+	enum kotoba_code rc = kc_request(c, f, id, err);
+
+	if (rc)
+		return rc;
+	if (c->msg->type != want)
+		return kc_fail(err, KOTOBA_ERR_PROTOCOL, EPROTO,
+			       "the broker answered with '%s' where '%s' was expected",
+			       msg_type_name(c->msg->type), msg_type_name(want));
+	return KOTOBA_OK;
+}
+
+static void copy_ok(const struct msg_ok *ok, char *message, size_t len)
+{
+	if (message)
+		kc_copy(message, len, ok->message.ptr, ok->message.len);
+}
+
+enum kotoba_code kotoba_grants(struct kotoba_client *c, struct kotoba_grant *rows, size_t max,
+			       size_t *n, struct kotoba_error *err)
+{
+	struct msg_grants g = { 0 };
+	struct frame f = { 0 };
+	const struct msg_grant_list *l = &c->msg->u.grant_list;
+	enum kotoba_code rc;
+
+	*n = 0;
+	if ((rc = kc_ready(c, err)))
+		return rc;
+	g.id = kc_next_id(c);
+	if ((rc = kc_encoded(enc_grants(&f, &g), err)) ||
+	    (rc = ask(c, &f, g.id, MSG_GRANT_LIST, err)))
+		return rc;
+	for (size_t i = 0; i < l->n && i < max; i++) {
+		const struct grant_info *gi = &l->rows[i];
+		struct kotoba_grant *r = &rows[(*n)++];
+
+		memset(r, 0, sizeof(*r));
+		kc_copy(r->family, sizeof(r->family), gi->family.ptr, gi->family.len);
+		kc_copy(r->card, sizeof(r->card), gi->card.ptr, gi->card.len);
+		r->saved_at_ms = gi->saved_at_ms;
+		r->use_count = gi->use_count;
+		r->last_used_ms = gi->last_used_ms;
+	}
+	return KOTOBA_OK;
+}
+
+enum kotoba_code kotoba_revoke(struct kotoba_client *c, const char *family, char *message,
+			       size_t message_len, struct kotoba_error *err)
+{
+	struct msg_revoke r = { 0 };
+	struct frame f = { 0 };
+	enum kotoba_code rc;
+
+	if ((rc = kc_ready(c, err)))
+		return rc;
+	if (!family || !*family)
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL, "name the grant to revoke");
+	r.id = kc_next_id(c);
+	r.family = pstr_c(family);
+	if ((rc = kc_encoded(enc_revoke(&f, &r), err)) ||
+	    (rc = ask(c, &f, r.id, MSG_OK, err)))
+		return rc;
+	copy_ok(&c->msg->u.ok, message, message_len);
+	return KOTOBA_OK;
+}
+
+#define COPY_STR(dst, s) kc_copy(dst, sizeof(dst), s, strlen(s))
+
+static void take_row(struct kotoba_audit_row *r, const struct audit_info *a)
+{
+	memset(r, 0, sizeof(*r));
+	r->seq = a->seq;
+	r->time_ms = a->time_ms;
+	r->run = a->run;
+	r->pid = a->pid;
+	COPY_STR(r->event, a->event);
+	kc_copy(r->sha256, sizeof(r->sha256), a->sha256.ptr, a->sha256.len);
+	kc_copy(r->labels, sizeof(r->labels), a->labels.ptr, a->labels.len);
+	COPY_STR(r->mode, a->mode);
+	COPY_STR(r->decision, a->decision);
+	COPY_STR(r->approver, a->approver);
+	COPY_STR(r->profile, a->profile);
+	r->has_exit = a->has_exit;
+	if (a->has_exit) {
+		r->exit_code = a->exit_code;
+		r->signal = a->signal;
+		r->duration_ms = a->duration_ms;
+		r->timed_out = a->timed_out;
+	}
+}
+
+/* `max` is sent with verify too, as the broker ignores it there. */
+static enum kotoba_code audit(struct kotoba_client *c, const char *op, uint64_t max,
+			      enum msg_type want, struct kotoba_error *err)
+{
+	struct msg_audit q = { .op = op, .max = max };
+	struct frame f = { 0 };
+	enum kotoba_code rc;
+
+	if ((rc = kc_ready(c, err)))
+		return rc;
+	q.id = kc_next_id(c);
+	if ((rc = kc_encoded(enc_audit(&f, &q), err)))
+		return rc;
+	return ask(c, &f, q.id, want, err);
+}
+
+enum kotoba_code kotoba_audit_tail(struct kotoba_client *c, struct kotoba_audit_row *rows,
+				   size_t max, size_t *n, struct kotoba_error *err)
+{
+	const struct msg_audit_rows *l = &c->msg->u.audit_rows;
+	enum kotoba_code rc;
+
+	*n = 0;
+	if (max < 1 || max > KOTOBA_AUDIT_MAX)
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL, "ask for 1 to %d audit rows",
+			       KOTOBA_AUDIT_MAX);
+	if ((rc = audit(c, "tail", max, MSG_AUDIT_ROWS, err)))
+		return rc;
+	for (size_t i = 0; i < l->n && i < max; i++)
+		take_row(&rows[(*n)++], &l->rows[i]);
+	return KOTOBA_OK;
+}
+
+enum kotoba_code kotoba_audit_verify(struct kotoba_client *c, char *message, size_t message_len,
+				     struct kotoba_error *err)
+{
+	enum kotoba_code rc = audit(c, "verify", 20, MSG_OK, err);
+
+	if (rc)
+		return rc;
+	copy_ok(&c->msg->u.ok, message, message_len);
+	return KOTOBA_OK;
+}

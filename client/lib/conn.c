@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT
+ * Connecting, hello, and the frame I/O every request shares.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "client/lib/internal.h"
+#include "proto/paths.h"
+
+enum kotoba_code kotoba_default_socket(char *buf, size_t len, struct kotoba_error *err)
+{
+	if (client_socket_path(buf, len) < 0)
+		return kc_fail(err, KOTOBA_ERR_INVALID, ENAMETOOLONG,
+			       "the default socket path is too long; set KOTOBA_SOCKET");
+	return KOTOBA_OK;
+}
+
+static enum kotoba_code dial(struct kotoba_client *c, struct kotoba_error *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	memcpy(sa.sun_path, c->path, sizeof(c->path));
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return kc_fail(err, KOTOBA_ERR_UNREACHABLE, errno,
+			       "cannot reach the broker at %s: %s (is kotoba-brokerd running?)",
+			       c->path, strerror(errno));
+	return KOTOBA_OK;
+}
+
+static enum kotoba_code set_path(struct kotoba_client *c, const char *socket_path,
+				 struct kotoba_error *err)
+{
+	enum kotoba_code rc;
+
+	if (!socket_path) {
+		rc = kotoba_default_socket(c->path, sizeof(c->path), err);
+		if (rc)
+			return rc;
+	} else if (strlen(socket_path) >= sizeof(c->path)) {
+		return kc_fail(err, KOTOBA_ERR_INVALID, ENAMETOOLONG,
+			       "socket path %s is too long", socket_path);
+	} else {
+		snprintf(c->path, sizeof(c->path), "%s", socket_path);
+	}
+	return KOTOBA_OK;
+}
+
+static struct kotoba_client *client_new(void)
+{
+	struct kotoba_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->msg = malloc(sizeof(*c->msg));
+	if (!c->msg) {
+		free(c);
+		return NULL;
+	}
+	c->fd = -1;
+	c->next_id = 1;
+	c->max_frame = PROTO_FRAME_MAX_DEFAULT;
+	c->max_snippet = PROTO_SNIPPET_MAX_DEFAULT;
+	pthread_mutex_init(&c->wlock, NULL);
+	return c;
+}
+
+enum kotoba_code kotoba_connect(struct kotoba_client **out, const char *socket_path,
+				struct kotoba_error *err)
+{
+	struct kotoba_client *c;
+	enum kotoba_code rc;
+
+	*out = NULL;
+	c = client_new();
+	if (!c)
+		return kc_fail(err, KOTOBA_ERR_NOMEM, ENOMEM, "out of memory");
+	rc = set_path(c, socket_path, err);
+	if (!rc)
+		rc = dial(c, err);
+	if (rc) {
+		kotoba_close(c);
+		return rc;
+	}
+	*out = c;
+	return KOTOBA_OK;
+}
+
+static void take_welcome(struct kotoba_client *c, const struct msg_welcome *w)
+{
+	struct kotoba_welcome *k = &c->welcome;
+
+	k->version = (unsigned)w->version;
+	snprintf(k->broker, sizeof(k->broker), "%s", w->broker);
+	snprintf(k->mode, sizeof(k->mode), "%s", w->mode);
+	k->execute_code = w->execute_code;
+	k->max_frame = w->max_frame;
+	k->max_snippet = w->max_snippet;
+	k->max_timeout_ms = w->max_timeout_ms;
+	/* Read at least the defaults: a frame the broker sends may be larger
+	 * than what it accepts (a card carries a whole snippet). */
+	if (w->max_frame > c->max_frame && w->max_frame <= UINT32_MAX)
+		c->max_frame = (size_t)w->max_frame;
+	if (w->max_snippet > c->max_snippet && w->max_snippet <= UINT32_MAX)
+		c->max_snippet = (size_t)w->max_snippet;
+	c->welcomed = true;
+}
+
+enum kotoba_code kotoba_hello(struct kotoba_client *c, bool channel, const char *client_name,
+			      struct kotoba_error *err)
+{
+	struct msg_hello h = { .version = PROTO_VERSION, .channel = channel,
+			       .client = pstr_c(client_name ? client_name :
+					       "libkotoba-client/" KOTOBA_CLIENT_VERSION) };
+	struct frame f = { 0 };
+	enum kotoba_code rc;
+
+	if (c->welcomed)
+		return kc_fail(err, KOTOBA_ERR_INVALID, 0, "hello was already said");
+	if ((rc = kc_encoded(enc_hello(&f, &h), err)))
+		return rc;
+	rc = kc_send(c, &f, err);
+	/* A broker that refuses this peer says why and closes without reading
+	 * hello: the sentence is still there to read after EPIPE. */
+	if (rc == KOTOBA_ERR_DISCONNECTED && kc_recv(c, NULL) == KOTOBA_OK &&
+	    c->msg->type == MSG_ERROR)
+		return kc_broker_error(err, &c->msg->u.error);
+	if (rc || (rc = kc_recv(c, err)))
+		return rc;
+	if (c->msg->type == MSG_ERROR)
+		return kc_broker_error(err, &c->msg->u.error);
+	if (c->msg->type != MSG_WELCOME)
+		return kc_fail(err, KOTOBA_ERR_PROTOCOL, EPROTO,
+			       "the broker answered hello with '%s'", msg_type_name(c->msg->type));
+	take_welcome(c, &c->msg->u.welcome);
+	return KOTOBA_OK;
+}
+
+enum kotoba_code kotoba_open(struct kotoba_client **out, const char *socket_path, bool channel,
+			     struct kotoba_error *err)
+{
+	enum kotoba_code rc = kotoba_connect(out, socket_path, err);
+
+	if (rc)
+		return rc;
+	rc = kotoba_hello(*out, channel, NULL, err);
+	if (rc) {
+		kotoba_close(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+const struct kotoba_welcome *kotoba_welcome(const struct kotoba_client *c)
+{
+	return c->welcomed ? &c->welcome : NULL;
+}
+
+const char *kotoba_socket_path(const struct kotoba_client *c)
+{
+	return c->path;
+}
+
+void kotoba_close(struct kotoba_client *c)
+{
+	if (!c)
+		return;
+	if (c->fd >= 0)
+		close(c->fd);
+	pthread_mutex_destroy(&c->wlock);
+	free(c->buf);
+	free(c->msg);
+	free(c);
+}
+
+enum kotoba_code kc_ready(const struct kotoba_client *c, struct kotoba_error *err)
+{
+	if (!c->welcomed)
+		return kc_fail(err, KOTOBA_ERR_INVALID, 0, "say hello before any request");
+	return KOTOBA_OK;
+}
+
+uint64_t kc_next_id(struct kotoba_client *c)
+{
+	uint64_t id;
+
+	pthread_mutex_lock(&c->wlock);
+	id = c->next_id++;
+	pthread_mutex_unlock(&c->wlock);
+	return id;
+}
+
+/* send(MSG_NOSIGNAL), not write(): a library must not kill its host with
+ * SIGPIPE when the broker goes away. */
+static int send_all(int fd, const uint8_t *p, size_t len)
+{
+	ssize_t n;
+
+	while (len) {
+		n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+enum kotoba_code kc_send_locked(struct kotoba_client *c, struct frame *f,
+				struct kotoba_error *err)
+{
+	int rc = send_all(c->fd, f->data, f->len);
+
+	frame_free(f);
+	if (rc < 0)
+		return kc_fail(err, KOTOBA_ERR_DISCONNECTED, -rc, "lost the broker while sending: %s",
+			       strerror(-rc));
+	return KOTOBA_OK;
+}
+
+enum kotoba_code kc_send(struct kotoba_client *c, struct frame *f, struct kotoba_error *err)
+{
+	enum kotoba_code rc;
+
+	pthread_mutex_lock(&c->wlock);
+	rc = kc_send_locked(c, f, err);
+	pthread_mutex_unlock(&c->wlock);
+	return rc;
+}
+
+enum kotoba_code kc_recv(struct kotoba_client *c, struct kotoba_error *err)
+{
+	struct proto_error perr = { 0 };
+	ssize_t n;
+
+	free(c->buf);
+	c->buf = NULL;
+	n = frame_read_blocking(c->fd, c->max_frame, &c->buf);
+	if (n <= 0)
+		return kc_fail(err, KOTOBA_ERR_DISCONNECTED, n == 0 ? 0 : (int)-n,
+			       "lost the broker: %s",
+			       n == 0 ? "connection closed" : strerror((int)-n));
+	if (proto_decode(c->buf, (size_t)n, c->max_snippet, c->msg, &perr) == MSG_UNKNOWN)
+		return kc_fail(err, KOTOBA_ERR_PROTOCOL, EPROTO,
+			       "the broker sent a frame this client cannot read: %s", perr.message);
+	return KOTOBA_OK;
+}
+
+/* The id an answer frame carries, if any. */
+static bool answer_id(const struct msg *m, uint64_t *id)
+{
+	switch (m->type) {
+	case MSG_GRANT_LIST:
+		*id = m->u.grant_list.id;
+		return true;
+	case MSG_AUDIT_ROWS:
+		*id = m->u.audit_rows.id;
+		return true;
+	case MSG_OK:
+		*id = m->u.ok.id;
+		return true;
+	case MSG_ERROR:
+		*id = m->u.error.id;
+		return m->u.error.has_id;
+	case MSG_UNKNOWN:
+	case MSG_HELLO:
+	case MSG_EXEC:
+	case MSG_ANSWER:
+	case MSG_CANCEL:
+	case MSG_GRANTS:
+	case MSG_REVOKE:
+	case MSG_AUDIT:
+	case MSG_WELCOME:
+	case MSG_STARTED:
+	case MSG_OUTPUT:
+	case MSG_EXIT:
+	case MSG_CARD:
+	case MSG_JOB:
+	case MSG_READY:
+	case MSG_SETUP_ERROR:
+	case MSG_FINISHED:
+	case MSG_TYPE_COUNT:
+	default:
+		return false;
+	}
+}
+
+enum kotoba_code kc_request(struct kotoba_client *c, struct frame *f, uint64_t id,
+			    struct kotoba_error *err)
+{
+	enum kotoba_code rc = kc_send(c, f, err);
+	uint64_t got;
+
+	while (!rc && !(rc = kc_recv(c, err))) {
+		/* An error without id answers a frame the broker could not
+		 * read: with one request outstanding, it is this one, unless
+		 * it is about a late answer to a card (answers carry no id). */
+		if (c->msg->type == MSG_ERROR && !c->msg->u.error.has_id &&
+		    !pstr_eq(c->msg->u.error.code, PERR_NO_SUCH_CARD))
+			return kc_broker_error(err, &c->msg->u.error);
+		if (!answer_id(c->msg, &got) || got != id)
+			continue; /* left over from an earlier, cancelled run */
+		if (c->msg->type == MSG_ERROR)
+			return kc_broker_error(err, &c->msg->u.error);
+		return KOTOBA_OK;
+	}
+	return rc;
+}

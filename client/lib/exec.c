@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: MIT
+ * Running a snippet: exec, then its card, output and end; answer; cancel.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/lib/internal.h"
+
+static const char *const card_options[] = { "once", "always", "deny", NULL };
+
+/* Splits "NAME=value" strings into the exec's env pairs; the broker checks
+ * the names and keeps only its allowlist. */
+static enum kotoba_code put_env(struct msg_exec *e, const char *const *env,
+				struct kotoba_error *err)
+{
+	for (size_t i = 0; env && env[i]; i++) {
+		const char *eq = strchr(env[i], '=');
+
+		if (!eq || eq == env[i])
+			return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
+				       "environment entry '%s' is not NAME=value", env[i]);
+		if (e->n_env == PROTO_ENV_MAX)
+			return kc_fail(err, KOTOBA_ERR_INVALID, E2BIG,
+				       "at most %d environment entries may be passed",
+				       PROTO_ENV_MAX);
+		e->env[e->n_env++] = (struct env_pair){ { env[i], (size_t)(eq - env[i]) },
+							pstr_c(eq + 1) };
+	}
+	return KOTOBA_OK;
+}
+
+static enum kotoba_code build_exec(const struct kotoba_exec_opts *o, uint64_t id,
+				   struct frame *f, struct kotoba_error *err)
+{
+	struct msg_exec e = { .id = id, .timeout_ms = o->timeout_ms };
+	enum kotoba_code rc;
+
+	e.code.ptr = o->code;
+	e.code.len = o->code_len ? o->code_len : strlen(o->code);
+	e.cwd = pstr_c(o->cwd);
+	rc = put_env(&e, o->env, err);
+	if (rc)
+		return rc;
+	return kc_encoded(enc_exec(f, &e), err);
+}
+
+/* Sends the exec and marks it in flight in one step, so that a
+ * kotoba_cancel() from another thread never overtakes it. */
+static enum kotoba_code start(struct kotoba_client *c, const struct kotoba_exec_opts *o,
+			      uint64_t *id, struct kotoba_error *err)
+{
+	struct frame f = { 0 };
+	enum kotoba_code rc;
+
+	pthread_mutex_lock(&c->wlock);
+	if (c->running) {
+		pthread_mutex_unlock(&c->wlock);
+		return kc_fail(err, KOTOBA_ERR_INVALID, EBUSY,
+			       "a snippet is already running on this connection");
+	}
+	*id = c->next_id++;
+	rc = build_exec(o, *id, &f, err);
+	if (!rc)
+		rc = kc_send_locked(c, &f, err);
+	if (!rc)
+		c->running = *id;
+	pthread_mutex_unlock(&c->wlock);
+	return rc;
+}
+
+static void finish(struct kotoba_client *c)
+{
+	pthread_mutex_lock(&c->wlock);
+	c->running = 0;
+	pthread_mutex_unlock(&c->wlock);
+}
+
+static enum kotoba_choice ask(const struct kotoba_exec_opts *o, const struct msg_card *m,
+			      struct kotoba_card *k, struct kotoba_card_label *labels)
+{
+	for (size_t i = 0; i < m->n_labels; i++)
+		labels[i] = (struct kotoba_card_label){ m->labels[i].label, m->labels[i].start,
+							m->labels[i].end, m->labels[i].line };
+	k->labels = labels;
+	k->n_labels = m->n_labels;
+	k->snippet_len = m->snippet.len;
+	k->options = card_options;
+	k->family = CARD_FAMILY;
+	k->family_button = CARD_FAMILY_BUTTON;
+	k->family_detail = CARD_FAMILY_DETAIL;
+	k->expires_ms = m->expires_ms;
+	return o->on_card ? o->on_card(o->arg, k) : KOTOBA_CARD_DENY;
+}
+
+/* Hands the card to the caller and sends the answer, unless deferred.  The
+ * strings are copied so they are NUL-terminated for the callback. */
+static enum kotoba_code on_card(struct kotoba_client *c, const struct kotoba_exec_opts *o,
+				const struct msg_card *m, struct kotoba_error *err)
+{
+	struct kotoba_card_label labels[PROTO_LABELS_MAX];
+	char *id = pstr_dup(m->card), *snippet = pstr_dup(m->snippet);
+	char *reason = pstr_dup(m->reason);
+	struct kotoba_card k = { .id = id, .snippet = snippet, .reason = reason };
+	enum kotoba_choice choice;
+	enum kotoba_code rc = KOTOBA_OK;
+
+	if (!id || !snippet || !reason) {
+		rc = kc_fail(err, KOTOBA_ERR_NOMEM, ENOMEM, "out of memory");
+		goto out;
+	}
+	choice = ask(o, m, &k, labels);
+	/* An answer this library does not know is treated as the safe one. */
+	if (choice != KOTOBA_CARD_DEFER && choice != KOTOBA_CARD_ONCE &&
+	    choice != KOTOBA_CARD_ALWAYS)
+		choice = KOTOBA_CARD_DENY;
+	if (choice != KOTOBA_CARD_DEFER)
+		rc = kotoba_answer(c, id, choice, err);
+out:
+	free(id);
+	free(snippet);
+	free(reason);
+	return rc;
+}
+
+static void take_exit(struct kotoba_result *res, const struct msg_exit *x)
+{
+	memset(res, 0, sizeof(*res));
+	res->exited = x->r.exited;
+	res->exit_code = (int)x->r.code;
+	res->signal = (int)x->r.signal;
+	res->timed_out = x->r.timed_out;
+	res->truncated = x->truncated;
+	kc_copy(res->limit, sizeof(res->limit), x->r.limit, strlen(x->r.limit));
+	res->duration_us = x->r.duration_us;
+	res->cpu_us = x->r.cpu_us;
+	res->max_rss_kb = x->r.max_rss_kb;
+	kc_copy(res->profile, sizeof(res->profile), x->profile, strlen(x->profile));
+	kc_copy(res->decision, sizeof(res->decision), x->decision, strlen(x->decision));
+	kc_copy(res->approver, sizeof(res->approver), x->approver, strlen(x->approver));
+	for (size_t i = 0; i < x->n_labels && i < KOTOBA_LABELS_MAX; i++)
+		kc_copy(res->labels[res->n_labels++], sizeof(res->labels[0]), x->labels[i],
+			strlen(x->labels[i]));
+}
+
+static void notice(const struct kotoba_exec_opts *o, const struct msg_error *e)
+{
+	struct kotoba_error n;
+
+	if (!o->on_notice)
+		return;
+	kc_broker_error(&n, e);
+	o->on_notice(o->arg, &n);
+}
+
+/* Reads frames until this run's `exit` or `error`.  Frames of other ids
+ * are left over from earlier runs (a cancel racing an exit) and dropped. */
+static enum kotoba_code follow(struct kotoba_client *c, uint64_t id,
+			       const struct kotoba_exec_opts *o, struct kotoba_result *res,
+			       struct kotoba_error *err)
+{
+	const struct msg *m = c->msg;
+	enum kotoba_code rc;
+
+	while (!(rc = kc_recv(c, err))) {
+		if (m->type == MSG_OUTPUT && m->u.output.id == id) {
+			if (o->on_output)
+				o->on_output(o->arg,
+					     strcmp(m->u.output.stream, "stderr") ? KOTOBA_STDOUT :
+										   KOTOBA_STDERR,
+					     m->u.output.data, m->u.output.len);
+		} else if (m->type == MSG_CARD && m->u.card.id == id) {
+			if ((rc = on_card(c, o, &m->u.card, err)))
+				return rc;
+		} else if (m->type == MSG_EXIT && m->u.exit.id == id) {
+			take_exit(res, &m->u.exit);
+			return KOTOBA_OK;
+		} else if (m->type == MSG_ERROR && !m->u.error.has_id) {
+			notice(o, &m->u.error);
+		} else if (m->type == MSG_ERROR && m->u.error.id == id) {
+			return kc_broker_error(err, &m->u.error);
+		}
+	}
+	return rc;
+}
+
+enum kotoba_code kotoba_exec(struct kotoba_client *c, const struct kotoba_exec_opts *opts,
+			     struct kotoba_result *res, struct kotoba_error *err)
+{
+	struct kotoba_result ignored;
+	enum kotoba_code rc;
+	uint64_t id = 0;
+
+	if ((rc = kc_ready(c, err)))
+		return rc;
+	if (!opts || !opts->code)
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL, "no code to run");
+	if ((rc = start(c, opts, &id, err)))
+		return rc;
+	rc = follow(c, id, opts, res ? res : &ignored, err);
+	finish(c);
+	return rc;
+}
+
+enum kotoba_code kotoba_answer(struct kotoba_client *c, const char *card_id,
+			       enum kotoba_choice choice, struct kotoba_error *err)
+{
+	struct msg_answer a = { .card = pstr_c(card_id), .choice = kotoba_choice_name(choice) };
+	struct frame f = { 0 };
+	enum kotoba_code rc;
+
+	if (!card_id || (choice != KOTOBA_CARD_ONCE && choice != KOTOBA_CARD_ALWAYS &&
+			 choice != KOTOBA_CARD_DENY))
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
+			       "a card is answered once, always or deny");
+	if ((rc = kc_encoded(enc_answer(&f, &a), err)))
+		return rc;
+	return kc_send(c, &f, err);
+}
+
+enum kotoba_code kotoba_cancel(struct kotoba_client *c, struct kotoba_error *err)
+{
+	struct frame f = { 0 };
+	enum kotoba_code rc;
+
+	pthread_mutex_lock(&c->wlock);
+	if (!c->running) {
+		rc = kc_fail(err, KOTOBA_ERR_NO_SUCH_RUN, 0,
+			     "no snippet is running on this connection");
+	} else {
+		struct msg_cancel m = { c->running };
+
+		rc = kc_encoded(enc_cancel(&f, &m), err);
+		if (!rc)
+			rc = kc_send_locked(c, &f, err);
+	}
+	pthread_mutex_unlock(&c->wlock);
+	return rc;
+}

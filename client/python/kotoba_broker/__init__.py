@@ -1,0 +1,31 @@
+"""kotoba_broker: run Python snippets through kotoba-brokerd's approval gate.
+
+    from kotoba_broker import Broker
+
+    with Broker() as broker:                       # default socket, with a channel
+        result = broker.run("print(6*7)", on_card=lambda card: "once")
+        print(result.stdout, result.exit_code)
+
+Broker is blocking; AsyncBroker is the same API for asyncio.  Errors from
+the broker raise KotobaError subclasses carrying `code` and `message`.
+The wire protocol is proto/PROTOCOL.md; msgpack comes from python3-msgpack.
+"""
+from .aio import AsyncBroker
+from .client import Broker
+from .errors import (AuditBroken, AuditUnavailable, BadCwd, BadRequest, BrokerUnavailable,
+                     Busy, Cancelled, ConnectionLost, Denied, DidNotRun, Expired,
+                     InternalError, KotobaError, NoSuchCard, NoSuchRun, NotOffered,
+                     ProtocolError, Refused, SetupFailed, SnippetTooLarge, WorkerLost)
+from .types import ALWAYS, DEFER, DENY, ONCE, AuditRow, Card, Grant, Label, Result, Welcome
+from .wire import default_socket_path
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Broker", "AsyncBroker", "Result", "Card", "Label", "Grant", "AuditRow", "Welcome",
+    "ONCE", "ALWAYS", "DENY", "DEFER", "default_socket_path",
+    "KotobaError", "BrokerUnavailable", "ConnectionLost", "ProtocolError", "DidNotRun",
+    "Denied", "Expired", "Refused", "NotOffered", "Cancelled", "SnippetTooLarge",
+    "SetupFailed", "BadCwd", "Busy", "WorkerLost", "AuditUnavailable", "AuditBroken",
+    "NoSuchRun", "NoSuchCard", "InternalError", "BadRequest",
+]

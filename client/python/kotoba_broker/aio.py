@@ -1,0 +1,289 @@
+"""The asyncio client: several runs and requests may be in flight on one
+connection; cancelling the task that awaits run() cancels the snippet."""
+import asyncio
+import inspect
+import itertools
+import socket as _socket
+
+from . import wire
+from .client import CLIENT_NAME, _answer_of, _unanswered
+from .errors import BrokerUnavailable, ConnectionLost, KotobaError, ProtocolError
+from .errors import error_from_frame
+from .types import DEFER, DENY, AuditRow, Card, Grant, Result, Welcome
+
+__all__ = ["AsyncBroker"]
+
+
+async def _call(fn, *args):
+    """Calls a callback that may be a plain function or a coroutine function."""
+    r = fn(*args)
+    if inspect.isawaitable(r):
+        r = await r
+    return r
+
+
+async def _ask(on_card, card):
+    """The answer to a card: every card is denied without a callback."""
+    return DENY if on_card is None else await _call(on_card, card)
+
+
+class AsyncBroker:
+    """A connection to kotoba-brokerd for asyncio programs.
+
+        async with AsyncBroker(socket=None, channel=True) as broker:
+            result = await broker.run("print(6*7)", on_card=ask_person)
+
+    The arguments and methods are Broker's, as coroutines.  Callbacks
+    (on_card, on_output) may be plain or async functions; an on_card
+    coroutine may take its time (the output of other runs keeps flowing),
+    and is cancelled if the card expires first (run() then raises Expired).
+    Cancelling the task awaiting run() sends `cancel`, waits up to 5 s for
+    the broker to confirm the snippet is gone, and raises CancelledError.
+    """
+
+    def __init__(self, socket=None, channel=True, client_name=CLIENT_NAME):
+        self.socket_path = socket or wire.default_socket_path()
+        self.channel = bool(channel)
+        self.client_name = client_name
+        self.welcome = None
+        self.notices = []
+        self._ids = itertools.count(1)
+        self._pending = {}
+        self._dead = None
+        self._reader = self._writer = self._task = None
+        self._limit = wire.FRAME_MAX
+
+    async def open(self):
+        """Connects and says hello; raises BrokerUnavailable, or the broker's refusal."""
+        loop = asyncio.get_running_loop()
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, self.socket_path)
+        except OSError as e:
+            sock.close()
+            raise BrokerUnavailable(
+                "cannot reach the broker at %s: %s (is kotoba-brokerd running?)"
+                % (self.socket_path, e.strerror or e), errno=e.errno) from None
+        try:
+            m = await self._handshake(loop, sock)
+            self._reader, self._writer = await asyncio.open_unix_connection(sock=sock)
+        except BaseException:
+            sock.close()
+            raise
+        self._wlock = asyncio.Lock()
+        self.welcome = Welcome.from_frame(m)
+        self._limit = max(self._limit, self.welcome.max_frame)
+        self._task = asyncio.ensure_future(self._read_loop())
+        return self
+
+    async def _handshake(self, loop, sock):
+        """hello and welcome on the bare socket: a broker that refuses this
+        peer says why and closes without reading hello, and its sentence
+        must still be read after the EPIPE (a stream transport drops it)."""
+        async def read(n):
+            buf = b""
+            while len(buf) < n:
+                chunk = await loop.sock_recv(sock, n - len(buf))
+                if not chunk:
+                    raise ConnectionLost("lost the broker: connection closed")
+                buf += chunk
+            return buf
+
+        try:
+            await loop.sock_sendall(sock, wire.hello_frame(self.channel, self.client_name))
+        except OSError:
+            pass  # the reason, if any, is read below
+        try:
+            m = wire.decode(await read(wire.header_length(await read(4), self._limit)))
+        except OSError as e:
+            raise ConnectionLost("lost the broker: %s" % (e.strerror or e)) from None
+        if m["type"] == "error":
+            raise error_from_frame(m)
+        if m["type"] != "welcome":
+            raise ProtocolError("the broker answered hello with %r" % m["type"])
+        return m
+
+    # ---- plumbing ---------------------------------------------------------
+
+    async def _send(self, data):
+        if self._dead:
+            raise self._dead
+        async with self._wlock:
+            try:
+                self._writer.write(data)
+                await self._writer.drain()
+            except OSError as e:
+                raise ConnectionLost("lost the broker while sending: %s" % (e.strerror or e),
+                                     errno=e.errno) from None
+
+    async def _recv(self):
+        try:
+            n = wire.header_length(await self._reader.readexactly(4), self._limit)
+            return wire.decode(await self._reader.readexactly(n))
+        except asyncio.IncompleteReadError:
+            raise ConnectionLost("lost the broker: connection closed") from None
+        except OSError as e:
+            raise ConnectionLost("lost the broker: %s" % (e.strerror or e)) from None
+
+    async def _read_loop(self):
+        """Hands each frame to the request or run with its id."""
+        try:
+            while True:
+                m = await self._recv()
+                q = self._pending.get(m.get("id"))
+                if q is not None:
+                    q.put_nowait(m)
+                elif m["type"] == "error" and m.get("id") is None:
+                    self.notices.append(error_from_frame(m))
+        except KotobaError as e:
+            self._dead = e
+        except asyncio.CancelledError:
+            self._dead = ConnectionLost("the connection was closed")
+        for q in self._pending.values():
+            q.put_nowait(self._dead)
+
+    async def _get(self, q):
+        m = await q.get()
+        if isinstance(m, BaseException):
+            raise m
+        return m
+
+    def _register(self):
+        if self._dead:
+            raise self._dead
+        if self._task is None:
+            raise KotobaError("call open() (or use `async with`) first", code="invalid")
+        rid = next(self._ids)
+        self._pending[rid] = asyncio.Queue()
+        return rid, self._pending[rid]
+
+    async def _request(self, msg):
+        rid, q = self._register()
+        try:
+            msg["id"] = rid
+            await self._send(wire.encode(msg))
+            m = await self._get(q)
+            if m["type"] == "error":
+                raise error_from_frame(m)
+            return m
+        finally:
+            self._pending.pop(rid, None)
+
+    # ---- running a snippet ---------------------------------------------------
+
+    async def run(self, code, cwd=None, timeout=None, on_card=None, on_output=None, env=None):
+        """As Broker.run()."""
+        frame = None
+        rid, q = self._register()
+        state = {"out": bytearray(), "err": bytearray(), "card": None, "ended": False,
+                 "unanswered": None}
+        getter = card_task = None
+        try:
+            frame = wire.exec_frame(rid, code, cwd, timeout, env)
+            await self._send(frame)
+            while True:
+                if getter is None:
+                    getter = asyncio.ensure_future(self._get(q))
+                waits = {getter} | ({card_task} if card_task else set())
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if card_task in done:
+                    choice, card_task = _answer_of(card_task.result()), None
+                    if choice != DEFER:
+                        await self.answer(state["card"], choice)
+                if getter in done:
+                    m, getter = getter.result(), None
+                    result = await self._frame(m, state, on_output)
+                    if result is not None:
+                        return result
+                    if m["type"] == "card":
+                        state["card"] = m["card"]
+                        state["unanswered"] = None if on_card else _unanswered(m)
+                        card_task = asyncio.ensure_future(_ask(on_card, Card.from_frame(m)))
+        except BaseException:
+            for t in (getter, card_task):
+                if t is not None:
+                    t.cancel()
+            getter = card_task = None
+            if frame is not None and not state["ended"]:
+                await self._abandon(rid, q)
+            raise
+        finally:
+            for t in (getter, card_task):
+                if t is not None:
+                    t.cancel()
+            self._pending.pop(rid, None)
+
+    async def _frame(self, m, state, on_output):
+        """One frame of a run: its Result at the end, an exception for its
+        error, None otherwise."""
+        if m["type"] == "output":
+            state["err" if m["stream"] == "stderr" else "out"].extend(m["data"])
+            if on_output:
+                await _call(on_output, m["stream"], m["data"])
+        elif m["type"] == "exit":
+            state["ended"] = True
+            return Result.from_frames(m, bytes(state["out"]), bytes(state["err"]))
+        elif m["type"] == "error":
+            state["ended"] = True
+            if state["unanswered"] and m.get("code") == "denied":
+                raise state["unanswered"]
+            raise error_from_frame(m)
+        return None
+
+    async def _abandon(self, rid, q):
+        """Cancels a run whose caller gave up and waits (5 s at most) for
+        the broker to confirm it ended."""
+        async def until_end():
+            while True:
+                m = await self._get(q)
+                if m["type"] in ("exit", "error"):
+                    return
+        try:
+            await self._send(wire.encode({"type": "cancel", "id": rid}))
+            await asyncio.wait_for(until_end(), 5)
+        except (Exception, asyncio.CancelledError):
+            pass
+
+    async def answer(self, card_id, choice):
+        """Answers a card whose on_card returned DEFER."""
+        await self._send(wire.answer_frame(card_id, choice))
+
+    # ---- grants and audit ------------------------------------------------------
+
+    async def grants(self):
+        m = await self._request({"type": "grants"})
+        return [Grant.from_frame(g) for g in m["grants"]]
+
+    async def revoke(self, family="execute_code"):
+        return (await self._request({"type": "revoke", "family": family}))["message"]
+
+    async def audit_tail(self, max=20):
+        m = await self._request({"type": "audit", "op": "tail", "max": int(max)})
+        return [AuditRow.from_frame(r) for r in m["rows"]]
+
+    async def audit_verify(self):
+        return (await self._request({"type": "audit", "op": "verify"}))["message"]
+
+    # ---- lifetime -----------------------------------------------------------------
+
+    async def close(self):
+        """Closes the connection; the broker cancels anything still running."""
+        if self._writer is not None:
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except OSError:
+                pass
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def __aenter__(self):
+        return await self.open()
+
+    async def __aexit__(self, *exc):
+        await self.close()

@@ -1,0 +1,264 @@
+"""The blocking client: one connection, one request at a time; cancel()
+and answer() may be called from other threads while run() waits."""
+import itertools
+import socket as _socket
+import threading
+
+from . import wire
+from .errors import (BrokerUnavailable, ConnectionLost, Denied, KotobaError, NoSuchRun,
+                     ProtocolError)
+from .errors import error_from_frame
+from .types import DEFER, DENY, AuditRow, Card, Grant, Result, Welcome
+
+__all__ = ["Broker"]
+
+CLIENT_NAME = "kotoba_broker.py/0.1"
+
+
+def _unanswered(m):
+    """The denial of a card nobody was given to answer: say so, rather than
+    the broker's "You denied this snippet"."""
+    return Denied("the broker asked for approval (card %s) and run() was given no on_card "
+                  "callback, so it was answered deny; pass on_card, or connect with "
+                  "channel=False" % m.get("card", "?"), code="denied")
+
+
+def _answer_of(choice):
+    if choice == DEFER or choice in ("once", "always", "deny"):
+        return choice
+    raise ValueError("on_card must return 'once', 'always', 'deny' or DEFER, not %r"
+                     % (choice,))
+
+
+class Broker:
+    """A connection to kotoba-brokerd.
+
+    socket: the broker's socket path (None: wire.default_socket_path()).
+    channel: True when this program can show an approval card to a person
+        and return the answer (run()'s on_card).  Without a channel the
+        broker never sends a card: plain snippets run unattended and
+        labelled ones raise Refused.
+
+    Raises BrokerUnavailable when nothing listens at the socket, or the
+    broker's refusal (Refused, Busy, BadRequest for a version mismatch).
+    Use it as a context manager, or call close().
+    """
+
+    def __init__(self, socket=None, channel=True, client_name=CLIENT_NAME):
+        self.socket_path = socket or wire.default_socket_path()
+        self.channel = bool(channel)
+        self.notices = []  # broker errors that belonged to no request
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()   # one request at a time
+        self._wlock = threading.Lock()  # whole frames on the socket
+        self._running = None
+        self._in_frame = False  # a read was interrupted mid-frame: framing is lost
+        self._limit = wire.FRAME_MAX
+        self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            self._sock.connect(self.socket_path)
+        except OSError as e:
+            self._sock.close()
+            raise BrokerUnavailable(
+                "cannot reach the broker at %s: %s (is kotoba-brokerd running?)"
+                % (self.socket_path, e.strerror or e), errno=e.errno) from None
+        try:
+            self.welcome = self._hello(client_name)
+        except BaseException:
+            self._sock.close()
+            raise
+
+    # ---- plumbing ---------------------------------------------------------
+
+    def _send(self, data):
+        with self._wlock:
+            try:
+                self._sock.sendall(data)
+            except OSError as e:
+                raise ConnectionLost("lost the broker while sending: %s" % (e.strerror or e),
+                                     errno=e.errno) from None
+
+    def _read(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = self._sock.recv(n - len(buf))
+            except OSError as e:
+                raise ConnectionLost("lost the broker: %s" % (e.strerror or e),
+                                     errno=e.errno) from None
+            if not chunk:
+                raise ConnectionLost("lost the broker: connection closed")
+            buf += chunk
+        return bytes(buf)
+
+    def _recv(self):
+        self._in_frame = True
+        n = wire.header_length(self._read(4), self._limit)
+        payload = self._read(n)
+        self._in_frame = False
+        return wire.decode(payload)
+
+    def _hello(self, client_name):
+        try:
+            self._send(wire.hello_frame(self.channel, client_name))
+        except ConnectionLost as lost:
+            # a broker that refuses this peer says why and closes without
+            # reading hello: its sentence is still there to read
+            try:
+                m = self._recv()
+            except KotobaError:
+                raise lost from None
+            if m["type"] != "error":
+                raise
+        else:
+            m = self._recv()
+        if m["type"] == "error":
+            raise error_from_frame(m)
+        if m["type"] != "welcome":
+            raise ProtocolError("the broker answered hello with %r" % m["type"])
+        welcome = Welcome.from_frame(m)
+        self._limit = max(self._limit, welcome.max_frame)
+        return welcome
+
+    def _stray(self, m):
+        """A frame for no live request: kept when it is an id-less error."""
+        if m["type"] == "error" and m.get("id") is None:
+            self.notices.append(error_from_frame(m))
+
+    def _request(self, msg):
+        with self._lock:
+            msg["id"] = rid = next(self._ids)
+            self._send(wire.encode(msg))
+            while True:
+                m = self._recv()
+                if m.get("id") == rid:
+                    if m["type"] == "error":
+                        raise error_from_frame(m)
+                    return m
+                self._stray(m)
+
+    # ---- running a snippet -------------------------------------------------
+
+    def run(self, code, cwd=None, timeout=None, on_card=None, on_output=None, env=None):
+        """Runs one snippet and returns its Result once it has ended.
+
+        code: Python source (str).
+        cwd: absolute or relative directory; None: the current directory.
+        timeout: wall-clock limit in seconds; None: the broker's default.
+        on_card(card): called when a person must decide; returns "once",
+            "always" or "deny" (or DEFER, then answer(card.id, ...) later
+            from another thread).  None: every card is answered "deny".
+        on_output(stream, data): each chunk as it arrives, stream "stdout"
+            or "stderr", data bytes (a chunk may end mid-character).
+        env: optional dict; the broker keeps only its allowlist.
+
+        Raises why it did not run: Denied, Expired, Refused, NotOffered,
+        Cancelled, SetupFailed/BadCwd, Busy...  Any exception from a
+        callback (or KeyboardInterrupt) cancels the run, then propagates.
+        """
+        with self._lock:
+            rid = next(self._ids)
+            frame = wire.exec_frame(rid, code, cwd, timeout, env)
+            with self._wlock:
+                self._running = rid
+            try:
+                self._send(frame)
+                return self._follow(rid, on_card, on_output)
+            except KotobaError:
+                raise
+            except BaseException:
+                self._abandon(rid)
+                raise
+            finally:
+                with self._wlock:
+                    self._running = None
+
+    def _follow(self, rid, on_card, on_output):
+        out, err = bytearray(), bytearray()
+        unanswered = None
+        while True:
+            m = self._recv()
+            if m.get("id") != rid:
+                self._stray(m)
+            elif m["type"] == "output":
+                (err if m["stream"] == "stderr" else out).extend(m["data"])
+                if on_output:
+                    on_output(m["stream"], m["data"])
+            elif m["type"] == "card":
+                card = Card.from_frame(m)
+                unanswered = None if on_card else _unanswered(m)
+                choice = _answer_of(on_card(card) if on_card else DENY)
+                if choice != DEFER:
+                    self.answer(card.id, choice)
+            elif m["type"] == "exit":
+                return Result.from_frames(m, bytes(out), bytes(err))
+            elif m["type"] == "error":
+                raise unanswered if unanswered and m.get("code") == "denied" else \
+                    error_from_frame(m)
+
+    def _abandon(self, rid):
+        """Cancels a run the caller gave up on and reads up to its end, so
+        the connection stays usable; gives up after 5 s.  Interrupted in the
+        middle of a frame, the connection cannot be resynchronised: it is
+        closed, which cancels the run too."""
+        if self._in_frame:
+            self.close()
+            return
+        try:
+            self._send(wire.encode({"type": "cancel", "id": rid}))
+            self._sock.settimeout(5)
+            while True:
+                m = self._recv()
+                if m.get("id") == rid and m["type"] in ("exit", "error"):
+                    return
+        except (KotobaError, OSError):
+            pass
+        finally:
+            self._sock.settimeout(None)
+
+    def answer(self, card_id, choice):
+        """Answers a card whose on_card returned DEFER.  Thread-safe.  If the
+        card expired meanwhile, run() raises Expired."""
+        self._send(wire.answer_frame(card_id, choice))
+
+    def cancel(self):
+        """Cancels the run in flight (from another thread, or a callback):
+        run() then raises Cancelled.  Raises NoSuchRun when nothing runs."""
+        with self._wlock:
+            rid = self._running
+        if rid is None:
+            raise NoSuchRun("no snippet is running on this connection")
+        self._send(wire.encode({"type": "cancel", "id": rid}))
+
+    # ---- grants and audit --------------------------------------------------
+
+    def grants(self):
+        """The caller's saved grants, a list of Grant."""
+        return [Grant.from_frame(g) for g in self._request({"type": "grants"})["grants"]]
+
+    def revoke(self, family="execute_code"):
+        """Revokes the caller's grant; returns the broker's sentence, which
+        says whether there was one."""
+        return self._request({"type": "revoke", "family": family})["message"]
+
+    def audit_tail(self, max=20):
+        """The caller's newest audit rows (at most 256), oldest first."""
+        m = self._request({"type": "audit", "op": "tail", "max": int(max)})
+        return [AuditRow.from_frame(r) for r in m["rows"]]
+
+    def audit_verify(self):
+        """Walks the audit hash chain; returns the broker's sentence, or
+        raises AuditBroken naming the first bad row."""
+        return self._request({"type": "audit", "op": "verify"})["message"]
+
+    # ---- lifetime -------------------------------------------------------------
+
+    def close(self):
+        """Closes the connection; the broker cancels anything still running."""
+        self._sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

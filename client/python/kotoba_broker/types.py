@@ -1,0 +1,194 @@
+"""What the broker answers, as plain frozen dataclasses."""
+import dataclasses
+import datetime
+from typing import Optional, Tuple
+
+__all__ = ["Result", "Card", "Label", "Grant", "AuditRow", "Welcome", "ONCE", "ALWAYS",
+           "DENY", "DEFER"]
+
+# A card's answers (the strings the protocol uses), and DEFER: returned by
+# a blocking on_card callback to answer later with Broker.answer().
+ONCE, ALWAYS, DENY = "once", "always", "deny"
+DEFER = "defer"
+
+
+def _time(ms):
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc) if ms else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """How a snippet that ran ended.  A snippet that did not run raises
+    instead (Denied, Expired, Refused, SetupFailed...).
+
+    `duration` and `cpu_time` are in seconds (float); `exit_code` is None
+    when the snippet was killed by `signal`; `stdout`/`stderr` are the
+    bytes decoded as UTF-8 with invalid sequences replaced (the raw bytes
+    are in `stdout_bytes`/`stderr_bytes`)."""
+    stdout: str
+    stderr: str
+    exit_code: Optional[int]
+    signal: Optional[int]
+    timed_out: bool
+    truncated: bool
+    decision: str
+    approver: str
+    labels: Tuple[str, ...]
+    duration: float
+    profile: str = ""
+    limit: str = ""
+    cpu_time: float = 0.0
+    max_rss_kb: int = 0
+    stdout_bytes: bytes = b""
+    stderr_bytes: bytes = b""
+
+    @property
+    def ok(self):
+        """It ran to the end and exited 0."""
+        return self.exit_code == 0 and not self.timed_out
+
+    @classmethod
+    def from_frames(cls, end, out, err):
+        exited = end.get("status") == "exited"
+        return cls(
+            stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
+            exit_code=end.get("code") if exited else None,
+            signal=None if exited else end.get("signal"),
+            timed_out=bool(end.get("timed_out")), truncated=bool(end.get("truncated")),
+            decision=end.get("decision", ""), approver=end.get("approver", ""),
+            labels=tuple(end.get("labels", ())), duration=end.get("duration_us", 0) / 1e6,
+            profile=end.get("profile", ""), limit=end.get("limit", ""),
+            cpu_time=end.get("cpu_us", 0) / 1e6, max_rss_kb=end.get("max_rss_kb", 0),
+            stdout_bytes=out, stderr_bytes=err)
+
+
+@dataclasses.dataclass(frozen=True)
+class Label:
+    """A pre-screen label on a card: its first match, 1-based line and byte span."""
+    label: str
+    line: int
+    start: int
+    end: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Card:
+    """An approval card: a person must decide before the snippet runs.
+
+    Show the whole `snippet` (nothing is approved unseen), the `labels` at
+    their lines, `reason`, and the options in the spec's words: "once" runs
+    it; "always" (`button`, `detail`) saves the `family` grant for this user
+    and runs it; "deny" does not.  `expires` is in seconds."""
+    id: str
+    snippet: str
+    labels: Tuple[Label, ...]
+    options: Tuple[str, ...]
+    family: str
+    button: str
+    detail: str
+    expires: float
+    reason: str
+    run_id: int = 0
+
+    @classmethod
+    def from_frame(cls, m):
+        text = m.get("family_text") or {}
+        return cls(
+            id=m["card"], snippet=m["snippet"],
+            labels=tuple(Label(l["label"], l["line"], l["start"], l["end"])
+                         for l in m.get("labels", ())),
+            options=tuple(m.get("options", (ONCE, ALWAYS, DENY))),
+            family=m.get("family", "execute_code"), button=text.get("button", ""),
+            detail=text.get("detail", ""), expires=m.get("expires_ms", 0) / 1000,
+            reason=m.get("reason", ""), run_id=m.get("id", 0))
+
+    def annotated_lines(self):
+        """(line number, text, [labels first matched on that line]) for each line."""
+        by_line = {}
+        for l in self.labels:
+            by_line.setdefault(l.line, []).append(l.label)
+        lines = self.snippet.split("\n")
+        if len(lines) > 1 and lines[-1] == "":
+            lines.pop()  # the newline that ends the last line starts no new one
+        return [(i, text, by_line.get(i, [])) for i, text in enumerate(lines, 1)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Grant:
+    """A saved grant of the calling user."""
+    family: str
+    saved_at_ms: int
+    card: str
+    use_count: int
+    last_used_ms: int
+
+    @property
+    def saved_at(self):
+        return _time(self.saved_at_ms)
+
+    @property
+    def last_used(self):
+        """None when never used."""
+        return _time(self.last_used_ms)
+
+    @classmethod
+    def from_frame(cls, g):
+        return cls(g["family"], g["saved_at_ms"], g["card"], g["use_count"], g["last_used_ms"])
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditRow:
+    """One row of the caller's audit trail; the exit fields are None on
+    rows without an exit."""
+    seq: int
+    time_ms: int
+    run: int
+    pid: int
+    event: str
+    sha256: str
+    labels: Tuple[str, ...]
+    mode: str
+    decision: str
+    approver: str
+    profile: str
+    exit_code: Optional[int] = None
+    signal: Optional[int] = None
+    timed_out: Optional[bool] = None
+    duration_ms: Optional[int] = None
+
+    @property
+    def time(self):
+        return _time(self.time_ms)
+
+    @classmethod
+    def from_frame(cls, r):
+        ex = r.get("has_exit")
+        return cls(
+            seq=r["seq"], time_ms=r["time_ms"], run=r["run"], pid=r["pid"], event=r["event"],
+            sha256=r["sha256"], labels=tuple(x for x in r.get("labels", "").split(",") if x),
+            mode=r["mode"], decision=r["decision"], approver=r["approver"],
+            profile=r["profile"], exit_code=r.get("exit_code") if ex else None,
+            signal=r.get("signal") if ex else None,
+            timed_out=r.get("timed_out") if ex else None,
+            duration_ms=r.get("duration_ms") if ex else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Welcome:
+    """What the broker said at hello.  `max_timeout` is in seconds."""
+    version: int
+    broker: str
+    mode: str
+    tools: Tuple[str, ...]
+    max_frame: int
+    max_snippet: int
+    max_timeout: float
+
+    @property
+    def offers_execute_code(self):
+        return "execute_code" in self.tools
+
+    @classmethod
+    def from_frame(cls, m):
+        return cls(m["version"], m["broker"], m["mode"], tuple(m.get("tools", ())),
+                   m["max_frame"], m["max_snippet"], m["max_timeout_ms"] / 1000)

@@ -1,0 +1,90 @@
+"""The wire protocol (proto/PROTOCOL.md): frames are a 4-byte big-endian
+length and one msgpack map, encoded with Debian's python3-msgpack."""
+import math
+import os
+import struct
+
+import msgpack
+
+from .errors import ProtocolError
+
+__all__ = ["default_socket_path", "encode", "decode", "header_length", "exec_frame",
+           "FRAME_MAX", "VERSION"]
+
+VERSION = 1
+HEADER = struct.Struct(">I")
+FRAME_MAX = 4 << 20  # the broker's default; raised to its welcome's max_frame
+
+
+SYSTEM_SOCKET = "/run/kotoba/broker.sock"
+
+
+def default_socket_path():
+    """Where the broker listens when nobody says, by the same rule as the C
+    clients (proto/paths.c): $KOTOBA_SOCKET; /run/kotoba/broker.sock as
+    root; $XDG_RUNTIME_DIR/kotoba/broker.sock, else /tmp/kotoba-UID/broker.sock,
+    for an ordinary user, who falls back to the system broker's socket when
+    no per-user broker is running."""
+    env = os.environ.get("KOTOBA_SOCKET")
+    if env:
+        return env
+    if os.geteuid() == 0:
+        return SYSTEM_SOCKET
+    rt = os.environ.get("XDG_RUNTIME_DIR", "")
+    if rt.startswith("/"):
+        own = os.path.join(rt, "kotoba", "broker.sock")
+    else:
+        own = "/tmp/kotoba-%d/broker.sock" % os.geteuid()
+    if not os.path.exists(own) and os.path.exists(SYSTEM_SOCKET):
+        return SYSTEM_SOCKET
+    return own
+
+
+def encode(msg):
+    payload = msgpack.packb(msg, use_bin_type=True)
+    return HEADER.pack(len(payload)) + payload
+
+
+def header_length(header, limit):
+    (n,) = HEADER.unpack(header)
+    if n > limit:
+        raise ProtocolError("the broker announced a %d-byte frame, over the %d-byte limit"
+                            % (n, limit))
+    return n
+
+
+def decode(payload):
+    try:
+        m = msgpack.unpackb(payload, raw=False)
+    except Exception as e:  # msgpack raises several unrelated types
+        raise ProtocolError("the broker sent a frame this client cannot read: %s" % e) from None
+    if not isinstance(m, dict) or not isinstance(m.get("type"), str):
+        raise ProtocolError("the broker sent a frame that is not a message")
+    return m
+
+
+def hello_frame(channel, client):
+    return encode({"type": "hello", "version": VERSION, "channel": bool(channel),
+                   "client": client})
+
+
+def exec_frame(run_id, code, cwd, timeout, env):
+    """cwd None: the caller's working directory (as the `kotoba` CLI);
+    timeout in seconds, None: the broker's default."""
+    if not isinstance(code, str):
+        raise TypeError("code must be str, not %s" % type(code).__name__)
+    msg = {"type": "exec", "id": run_id, "code": code,
+           "cwd": os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd())}
+    if timeout is not None:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive seconds, or None")
+        msg["timeout_ms"] = max(1, math.ceil(timeout * 1000))
+    if env:
+        msg["env"] = {str(k): str(v) for k, v in env.items()}
+    return encode(msg)
+
+
+def answer_frame(card_id, choice):
+    if choice not in ("once", "always", "deny"):
+        raise ValueError("a card is answered 'once', 'always' or 'deny', not %r" % (choice,))
+    return encode({"type": "answer", "card": card_id, "choice": choice})

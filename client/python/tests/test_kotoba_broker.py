@@ -1,0 +1,410 @@
+"""kotoba_broker against a real broker: blocking and asyncio APIs."""
+import asyncio
+import errno
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import kotoba_broker as kb
+from kotoba_broker import AsyncBroker, Broker
+
+LABELLED = "import shutil\nshutil.rmtree('/nonexistent-kotoba-test')\n"
+# the pid in one write(2), so it arrives in one output frame
+SLEEPER = "import os, time\nos.write(1, b'%d\\n' % os.getpid())\ntime.sleep(600)"
+
+
+def pid_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_dead(pid, seconds=5):
+    deadline = time.monotonic() + seconds
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not pid_alive(pid)
+
+
+def connect(b, channel=True):
+    return Broker(socket=b.socket, channel=channel)
+
+
+def test_welcome(broker_proc):
+    with connect(broker_proc) as c:
+        w = c.welcome
+        assert w.version == 1 and w.mode == "local" and w.offers_execute_code
+        assert w.broker.startswith("kotoba-brokerd/") and w.max_timeout > 0
+
+
+# ---- every field of Result ----------------------------------------------------
+
+def test_result_fields(broker_proc):
+    with connect(broker_proc, channel=False) as c:
+        r = c.run("import sys\nprint('o')\nprint('e', file=sys.stderr)\nsys.exit(5)",
+                  cwd=broker_proc.dir)
+    assert r.stdout == "o\n" and r.stderr == "e\n"
+    assert r.stdout_bytes == b"o\n" and r.stderr_bytes == b"e\n"
+    assert r.exit_code == 5 and r.signal is None and not r.ok
+    assert r.timed_out is False and r.truncated is False and r.limit == ""
+    assert r.decision == "ran" and r.approver == "unattended" and r.profile == "unattended"
+    assert r.labels == ()
+    assert isinstance(r.duration, float) and 0 < r.duration < 30  # seconds
+    assert r.cpu_time >= 0 and r.max_rss_kb > 0
+
+
+def test_result_signal_timeout_truncated(broker_proc):
+    with connect(broker_proc, channel=False) as c:
+        r = c.run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", cwd=broker_proc.dir)
+        assert r.exit_code is None and r.signal == signal.SIGKILL
+        r = c.run("import time\nprint('before', flush=True)\ntime.sleep(60)",
+                  cwd=broker_proc.dir, timeout=0.8)
+        assert r.timed_out and r.limit == "wall" and r.stdout == "before\n"
+        assert 0.7 < r.duration < 10
+        r = c.run("import sys\nsys.stdout.write('x' * 300000)", cwd=broker_proc.dir)
+        assert r.truncated and len(r.stdout) == 200000 and r.exit_code == 0
+
+
+def test_labels_and_approver_in_result(broker_proc):
+    with connect(broker_proc) as c:
+        r = c.run(LABELLED.replace("/nonexistent", "/tmp/none"), cwd=broker_proc.dir,
+                  on_card=lambda card: kb.ONCE)
+    assert r.labels == ("fs-destroy",) and r.approver == "user" and r.profile == "approved"
+    assert r.decision == "ran"
+
+
+def test_non_utf8_output_is_replaced_not_fatal(broker_proc):
+    with connect(broker_proc, channel=False) as c:
+        r = c.run("import sys\nsys.stdout.buffer.write(b'ok\\xff\\n')", cwd=broker_proc.dir)
+    assert r.stdout == "ok\ufffd\n" and r.stdout_bytes == b"ok\xff\n"
+
+
+# ---- cards --------------------------------------------------------------------
+
+def test_card_answered_by_callback(broker_proc):
+    seen = []
+
+    def on_card(card):
+        seen.append(card)
+        return "once"
+
+    with connect(broker_proc) as c:
+        r = c.run(LABELLED, cwd=broker_proc.dir, on_card=on_card)
+    card = seen[0]
+    assert isinstance(card, kb.Card) and card.snippet == LABELLED
+    assert card.labels[0].label == "fs-destroy" and card.labels[0].line == 2
+    assert card.labels[0].start < card.labels[0].end
+    assert card.options == ("once", "always", "deny") and card.family == "execute_code"
+    assert card.button == "Always allow her to run Python"
+    assert card.detail == ("Any code she writes then runs on this computer without asking, "
+                           "until you revoke it in Settings.")
+    assert card.expires == 300 and card.reason and card.id
+    assert card.annotated_lines()[1] == (2, "shutil.rmtree('/nonexistent-kotoba-test')",
+                                         ["fs-destroy"])
+    assert r.approver == "user" and r.exit_code == 1  # the directory does not exist
+
+
+def test_card_denied_raises(broker_proc):
+    with connect(broker_proc) as c:
+        with pytest.raises(kb.Denied) as e:
+            c.run("print(1)", cwd=broker_proc.dir, on_card=lambda card: "deny")
+        assert e.value.code == "denied" and e.value.message and isinstance(e.value, kb.DidNotRun)
+        # no callback: the card is denied, and the exception says why
+        with pytest.raises(kb.Denied) as e:
+            c.run("print(1)", cwd=broker_proc.dir)
+        assert "no on_card" in e.value.message
+
+    async def main():
+        async with AsyncBroker(socket=broker_proc.socket) as c:
+            with pytest.raises(kb.Denied) as e:
+                await c.run("print(1)", cwd=broker_proc.dir)
+            assert "no on_card" in e.value.message
+
+    asyncio.run(main())
+
+
+def test_card_deferred_and_answered_from_another_thread(broker_proc):
+    with connect(broker_proc) as c:
+        def on_card(card):
+            threading.Timer(0.2, c.answer, (card.id, "once")).start()
+            return kb.DEFER
+        r = c.run("print('later')", cwd=broker_proc.dir, on_card=on_card)
+    assert r.stdout == "later\n" and r.approver == "user"
+
+
+def test_bad_answer_cancels_and_raises(broker_proc):
+    with connect(broker_proc) as c:
+        with pytest.raises(ValueError):
+            c.run("print(1)", cwd=broker_proc.dir, on_card=lambda card: None)
+        # the connection is still in step
+        assert c.run("print(2)", cwd=broker_proc.dir, on_card=lambda card: "once").stdout == "2\n"
+
+
+def test_callback_exception_cancels_run(broker_proc):
+    def boom(card):
+        raise RuntimeError("the UI crashed")
+
+    with connect(broker_proc) as c:
+        with pytest.raises(RuntimeError):
+            c.run("print(1)", cwd=broker_proc.dir, on_card=boom)
+        rows = c.audit_tail(5)
+        assert rows[-1].decision == "cancelled"
+
+
+def test_card_expired(make_broker):
+    b = make_broker(config="[gate]\ncard_timeout = 1\n")
+    with connect(b) as c:
+        def slow(card):
+            assert card.expires == 1
+            time.sleep(1.6)
+            return "once"
+        with pytest.raises(kb.Expired) as e:
+            c.run("print(1)", cwd=b.dir, on_card=slow)
+        assert e.value.code == "expired"
+        # the broker's answer to the late "once" (no-such-card) does not
+        # disturb the next request; it is kept as a notice
+        rows = c.audit_tail(5)
+        assert "expired" in [r.decision for r in rows] and "denied" not in [r.decision for r in rows]
+        assert c.run("print(3)", cwd=b.dir, on_card=lambda card: "once").stdout == "3\n"
+        assert [n.code for n in c.notices] == ["no-such-card"]
+
+
+def test_card_expired_async(make_broker):
+    b = make_broker(config="[gate]\ncard_timeout = 1\n")
+    cancelled = []
+
+    async def never(card):
+        try:
+            await asyncio.sleep(600)
+        except asyncio.CancelledError:
+            cancelled.append(card.id)
+            raise
+
+    async def main():
+        async with AsyncBroker(socket=b.socket) as c:
+            t = time.monotonic()
+            with pytest.raises(kb.Expired):
+                await c.run("print(1)", cwd=b.dir, on_card=never)
+            assert time.monotonic() - t < 10
+        assert cancelled
+
+    asyncio.run(main())
+
+
+# ---- grants -----------------------------------------------------------------------
+
+def test_grant_saved_and_revoked(broker_proc):
+    def must_not_ask(card):
+        raise AssertionError("asked with a grant saved")
+
+    with connect(broker_proc) as c:
+        assert c.grants() == []
+        c.run("print(1)", cwd=broker_proc.dir, on_card=lambda card: kb.ALWAYS)
+        (g,) = c.grants()
+        assert g.family == "execute_code" and g.card and g.saved_at is not None
+        r = c.run("print('granted')", cwd=broker_proc.dir, on_card=must_not_ask)
+        assert r.approver == "grant" and r.profile == "unattended"
+        assert c.grants()[0].use_count >= 1 and c.grants()[0].last_used is not None
+        assert c.revoke() == "revoked execute_code"
+        assert c.grants() == []
+        with pytest.raises(kb.Denied):
+            c.run("print('asks again')", cwd=broker_proc.dir, on_card=lambda card: "deny")
+        assert "no execute_code grant" in c.revoke("execute_code")
+
+
+# ---- audit ----------------------------------------------------------------------------
+
+def test_audit_tail_and_verify(broker_proc):
+    with connect(broker_proc, channel=False) as c:
+        c.run("print(1)", cwd=broker_proc.dir)
+        rows = c.audit_tail()
+        assert rows and all(len(r.sha256) == 64 for r in rows)
+        exits = [r for r in rows if r.event == "exit"]
+        assert exits[-1].exit_code == 0 and exits[-1].duration_ms is not None
+        assert rows[0].exit_code is None and rows[0].time is not None
+        assert "intact" in c.audit_verify()
+
+
+def test_audit_broken_raises(make_broker):
+    import sqlite3
+    b = make_broker()
+    with connect(b, channel=False) as c:
+        c.run("print(1)", cwd=b.dir)
+    b.stop()
+    db = sqlite3.connect(os.path.join(b.state, "kotoba.db"))
+    for (name,) in db.execute("select name from sqlite_master where type='trigger'").fetchall():
+        db.execute('drop trigger "%s"' % name)
+    db.execute("update audit set decision='denied' where decision='ran'")
+    db.commit()
+    db.close()
+    b.start()
+    with connect(b) as c:
+        with pytest.raises(kb.AuditBroken) as e:
+            c.audit_verify()
+        assert e.value.code == "audit-broken" and "row" in e.value.message
+
+
+# ---- refusals and setup errors ---------------------------------------------------------
+
+def test_refused_without_channel(broker_proc):
+    with connect(broker_proc, channel=False) as c:
+        with pytest.raises(kb.Refused) as e:
+            c.run(LABELLED, cwd=broker_proc.dir)
+    assert "fs-destroy" in e.value.message
+
+
+def test_bad_cwd(broker_proc):
+    with connect(broker_proc, channel=False) as c:
+        with pytest.raises(kb.SetupFailed) as e:
+            c.run("print(1)", cwd=os.path.join(broker_proc.dir, "gone"))
+    assert isinstance(e.value, kb.BadCwd) and e.value.step == "cwd"
+    assert e.value.errno == errno.ENOENT
+
+
+def test_not_offered(make_broker):
+    b = make_broker(extra_args=["--sandbox", "none"])
+    with connect(b) as c:
+        assert not c.welcome.offers_execute_code
+        with pytest.raises(kb.NotOffered):
+            c.run("print(1)", cwd=b.dir)
+
+
+def test_timeout_over_broker_limit_is_bad_request(broker_proc):
+    with connect(broker_proc, channel=False) as c:
+        with pytest.raises(kb.BadRequest) as e:
+            c.run("print(1)", cwd=broker_proc.dir, timeout=c.welcome.max_timeout + 60)
+        assert e.value.code == "bad-field"
+        with pytest.raises(ValueError):
+            c.run("print(1)", timeout=0)
+
+
+# ---- streaming and cancellation --------------------------------------------------------------
+
+def test_output_streams_in_order_while_running(broker_proc):
+    chunks = []
+    code = ("import sys, time\n"
+            "print('one', flush=True)\ntime.sleep(0.3)\n"
+            "print('two', file=sys.stderr, flush=True)\ntime.sleep(0.3)\n"
+            "print('three', flush=True)\ntime.sleep(0.3)\n")
+    with connect(broker_proc, channel=False) as c:
+        r = c.run(code, cwd=broker_proc.dir,
+                  on_output=lambda s, d: chunks.append((s, d, time.monotonic())))
+        end = time.monotonic()
+    text = [(s, d.strip()) for s, d, _ in chunks if d.strip()]
+    assert text == [("stdout", b"one"), ("stderr", b"two"), ("stdout", b"three")]
+    # streamed, not buffered to the end: the first chunk came well before it
+    assert end - chunks[0][2] > 0.5
+    assert all(isinstance(d, bytes) for _, d, _ in chunks)
+    assert r.stdout == "one\nthree\n" and r.stderr == "two\n"
+
+
+def test_cancel_from_another_thread(broker_proc):
+    pids = []
+
+    with connect(broker_proc, channel=False) as c:
+        def on_output(stream, data):
+            pids.append(int(data))
+            threading.Thread(target=c.cancel).start()
+        with pytest.raises(kb.Cancelled):
+            c.run(SLEEPER, cwd=broker_proc.dir, on_output=on_output)
+        assert wait_dead(pids[0])
+        with pytest.raises(kb.NoSuchRun):
+            c.cancel()
+
+
+def test_cancel_from_asyncio(broker_proc):
+    async def main():
+        async with AsyncBroker(socket=broker_proc.socket, channel=False) as c:
+            started = asyncio.Event()
+            pids = []
+
+            def on_output(stream, data):
+                pids.append(int(data))
+                started.set()
+
+            task = asyncio.create_task(c.run(SLEEPER, cwd=broker_proc.dir, on_output=on_output))
+            await asyncio.wait_for(started.wait(), 30)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # the broker confirmed before CancelledError reached us
+            assert wait_dead(pids[0], 2)
+            rows = await c.audit_tail(5)
+            assert "cancelled" in [r.decision for r in rows]
+            # the connection goes on
+            r = await c.run("print('after')", cwd=broker_proc.dir)
+            assert r.stdout == "after\n"
+
+    asyncio.run(main())
+
+
+def test_async_concurrent_runs_and_requests(broker_proc):
+    async def main():
+        async with AsyncBroker(socket=broker_proc.socket, channel=True) as c:
+            async def approve(card):
+                await asyncio.sleep(0.05)
+                return "once"
+
+            code = "import time\nfor i in range(3):\n    print(%r, i, flush=True)\n    time.sleep(0.1)"
+            a, b, grants = await asyncio.gather(
+                c.run(code % "a", cwd=broker_proc.dir, on_card=approve),
+                c.run(code % "b", cwd=broker_proc.dir, on_card=approve),
+                c.grants())
+            assert a.stdout == "a 0\na 1\na 2\n" and b.stdout == "b 0\nb 1\nb 2\n"
+            assert grants == [] and "intact" in await c.audit_verify()
+
+    asyncio.run(main())
+
+
+# ---- the broker is not there ----------------------------------------------------------------
+
+def test_broker_not_running(workdir):
+    path = os.path.join(workdir, "nope.sock")
+    with pytest.raises(kb.BrokerUnavailable) as e:
+        Broker(socket=path)
+    assert e.value.code == "unreachable" and path in e.value.message
+    assert "kotoba-brokerd running" in e.value.message and e.value.errno == errno.ENOENT
+
+    async def main():
+        with pytest.raises(kb.BrokerUnavailable):
+            await AsyncBroker(socket=path).open()
+
+    asyncio.run(main())
+
+
+def test_default_socket_path(monkeypatch, broker_proc):
+    monkeypatch.setenv("KOTOBA_SOCKET", broker_proc.socket)
+    assert kb.default_socket_path() == broker_proc.socket
+    with Broker() as c:
+        assert c.socket_path == broker_proc.socket
+
+
+def test_broker_dies_mid_run(make_broker):
+    b = make_broker()
+    with connect(b, channel=False) as c:
+        def on_output(stream, data):
+            b.proc.send_signal(signal.SIGTERM)
+        with pytest.raises(kb.ConnectionLost) as e:
+            c.run(SLEEPER, cwd=b.dir, on_output=on_output)
+        assert isinstance(e.value, kb.BrokerUnavailable)
+        with pytest.raises(kb.ConnectionLost):
+            c.grants()
+
+
+def test_peer_not_allowed_gets_the_brokers_reason(make_broker):
+    b = make_broker(config="[broker]\nallow_users = nobody\n")
+    for _ in range(3):  # the refusal may come before or after hello is written
+        with pytest.raises(kb.Refused) as e:
+            Broker(socket=b.socket)
+        assert "allow_users" in e.value.message
+
+    async def main():
+        with pytest.raises(kb.Refused):
+            await AsyncBroker(socket=b.socket).open()
+
+    asyncio.run(main())

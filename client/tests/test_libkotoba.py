@@ -1,0 +1,191 @@
+"""libkotoba-client against a real broker, through kc-test (a small C
+program over the public header) which prints one JSON object per event."""
+import errno
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, KC_TEST, ROOT
+
+LABELLED = "import shutil\nshutil.rmtree('/nonexistent-kotoba-test')\n"
+
+
+def kc(sock, *args, timeout=60):
+    p = subprocess.run([KC_TEST, sock, *args], capture_output=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    # LeakSanitizer and friends report on stderr: the sanitizer build must be silent
+    assert b"Sanitizer" not in p.stderr and b"runtime error" not in p.stderr, p.stderr
+    return [json.loads(l) for l in p.stdout.decode().splitlines()]
+
+
+def run(b, code, *args, **kw):
+    return kc(b.socket, "run", code, "cwd=" + b.dir, *args, **kw)
+
+
+def last(events, kind):
+    return [e for e in events if e["event"] == kind][-1]
+
+
+def test_welcome(broker_proc):
+    w = kc(broker_proc.socket, "welcome")[0]
+    assert w["version"] == 1 and w["mode"] == "local" and w["execute_code"]
+    assert w["broker"].startswith("kotoba-brokerd/") and w["socket"] == broker_proc.socket
+    assert w["max_frame"] > 0 and w["max_snippet"] > 0 and w["max_timeout_ms"] > 0
+
+
+def test_exit_fields_and_output_order(broker_proc):
+    ev = run(broker_proc, "import sys, time\nprint('a', flush=True)\ntime.sleep(0.1)\n"
+             "print('b', file=sys.stderr, flush=True)\ntime.sleep(0.1)\nprint('c')\nsys.exit(5)")
+    out = [(e["stream"], e["data"]) for e in ev if e["event"] == "output"]
+    # chunks arrive as written, in order across the two streams
+    assert [(s, d.strip()) for s, d in out if d.strip()] == \
+        [("stdout", "a"), ("stderr", "b"), ("stdout", "c")], out
+    x = ev[-1]
+    assert x["event"] == "exit" and x["exited"] and x["exit_code"] == 5
+    assert x["timed_out"] is False and x["truncated"] is False and x["limit"] == ""
+    assert x["decision"] == "ran" and x["approver"] == "unattended"
+    assert x["profile"] == "unattended" and x["labels"] == []
+    assert 0 < x["duration_us"] < 30e6 and x["max_rss_kb"] > 0
+
+
+def test_signal_and_timeout(broker_proc):
+    x = run(broker_proc, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")[-1]
+    assert x["exited"] is False and x["signal"] == 9
+    ev = run(broker_proc, "import time\nprint('before', flush=True)\ntime.sleep(30)",
+             "timeout_ms=800")
+    assert ev[-1]["timed_out"] is True and ev[-1]["limit"] == "wall"
+    assert "before" in "".join(e["data"] for e in ev if e["event"] == "output")
+
+
+def test_card_answered_by_callback(broker_proc):
+    ev = run(broker_proc, LABELLED, "channel", "answer=once")
+    card = ev[0]
+    assert card["event"] == "card" and card["snippet"] == LABELLED
+    assert card["labels"][0]["label"] == "fs-destroy" and card["labels"][0]["line"] == 2
+    assert card["options"] == ["once", "always", "deny"] and card["family"] == "execute_code"
+    assert card["button"] == "Always allow her to run Python"
+    assert card["detail"].startswith("Any code she writes") and card["expires_ms"] > 0
+    x = ev[-1]
+    assert x["event"] == "exit" and x["approver"] == "user" and x["profile"] == "approved"
+    assert x["labels"] == ["fs-destroy"]
+
+
+def test_card_deferred_and_answered_from_another_thread(broker_proc):
+    ev = run(broker_proc, "print('later')", "channel", "answer=defer")
+    assert ev[0]["event"] == "card"
+    assert ev[-1]["event"] == "exit" and ev[-1]["approver"] == "user"
+    assert not [e for e in ev if e["event"] in ("answer-failed", "notice")]
+
+
+def test_denied_is_an_error_value(broker_proc):
+    e = run(broker_proc, "print(1)", "channel", "answer=deny")[-1]
+    assert e["event"] == "error" and e["code"] == "denied" and e["from_broker"]
+    assert e["message"]
+    # no callback at all: the library answers deny
+    assert run(broker_proc, "print(1)", "channel", "answer=none")[-1]["code"] == "denied"
+
+
+def test_refused_without_channel(broker_proc):
+    e = run(broker_proc, LABELLED)[-1]
+    assert e["code"] == "refused" and "fs-destroy" in e["message"]
+
+
+def test_bad_cwd_carries_step_and_errno(broker_proc):
+    e = kc(broker_proc.socket, "run", "print(1)", "cwd=" + os.path.join(broker_proc.dir, "gone"))[-1]
+    assert e["code"] == "bad-cwd" and e["step"] == "cwd" and e["errno"] == errno.ENOENT
+
+
+def test_expired_card_then_late_answer(make_broker):
+    b = make_broker(config="[gate]\ncard_timeout = 1\n")
+    ev = run(b, "print(1)", "channel", "answer=late")
+    assert ev[0]["event"] == "card"
+    end = [e for e in ev if e["event"] == "error"][0]
+    assert end["code"] == "expired" and end["from_broker"]
+    # the late answer's no-such-card did not confuse the next request
+    assert ev[-1] == {"event": "grants", "n": 0}
+    rows = [r for r in kc(b.socket, "tail", "10") if r["event"] == "row"]
+    assert "expired" in {r["decision"] for r in rows}
+
+
+def test_cancel_from_another_thread(broker_proc):
+    ev = kc(broker_proc.socket, "cancel", "import time\nprint('x', flush=True)\ntime.sleep(60)",
+            broker_proc.dir)
+    assert ev[0]["event"] == "output"
+    end = [e for e in ev if e["event"] == "error"][0]
+    assert end["code"] == "cancelled"
+    again = last(ev, "cancel-again")
+    assert again["code"] == "no-such-run" and again["from_broker"] is False
+
+
+def test_grants_revoke_audit(broker_proc):
+    s = broker_proc.socket
+    assert run(broker_proc, "print(1)", "channel", "answer=always")[-1]["event"] == "exit"
+    g = kc(s, "grants")
+    assert g[0]["family"] == "execute_code" and g[0]["saved_at_ms"] > 0 and g[-1]["n"] == 1
+    x = run(broker_proc, "print(2)", "channel", "answer=deny")[-1]
+    assert x["event"] == "exit" and x["approver"] == "grant"
+    assert kc(s, "revoke", "execute_code")[0]["message"] == "revoked execute_code"
+    assert "no execute_code grant" in kc(s, "revoke", "execute_code")[0]["message"]
+    assert kc(s, "grants")[-1]["n"] == 0
+    rows = [r for r in kc(s, "tail", "50") if r["event"] == "row"]
+    assert rows and all(len(r["sha256"]) == 64 for r in rows)
+    assert {"card", "ran"} <= {r["decision"] for r in rows}
+    assert [r for r in rows if r["has_exit"]]
+    assert "intact" in kc(s, "verify")[0]["message"]
+
+
+def test_misuse_is_reported_not_fatal(broker_proc):
+    ev = {e["event"]: e for e in kc(broker_proc.socket, "misuse")}
+    for name in ("exec-before-hello", "grants-before-hello", "hello-twice", "answer-defer",
+                 "tail-zero", "exec-null", "exec-bad-env"):
+        assert ev[name]["code"] == "invalid" and ev[name]["message"], name
+    assert ev["cancel-idle"]["code"] == "no-such-run"
+    # the connection still works after every refusal (here: the broker's
+    # default cwd, the user's home, may or may not be enterable)
+    assert ev["exec-after"]["code"] in ("ok", "bad-cwd")
+
+
+def test_unreachable(workdir):
+    e = kc(os.path.join(workdir, "nope.sock"), "welcome")[0]
+    assert e["event"] == "open" and e["code"] == "unreachable"
+    assert e["errno"] == errno.ENOENT and "nope.sock" in e["message"]
+    e = kc("/" + "x" * 200, "welcome")[0]
+    assert e["code"] == "invalid" and "too long" in e["message"]
+
+
+def test_shared_library_exports_only_the_api():
+    so = os.path.join(BUILD, "libkotoba-client.so.0")
+    p = subprocess.run(["nm", "-D", "--defined-only", so], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip("nm unavailable: %s" % p.stderr)
+    names = {l.split()[-1].split("@")[0] for l in p.stdout.splitlines() if l.strip()}
+    names.discard("KOTOBA_CLIENT_0")
+    assert names and all(n.startswith("kotoba_") for n in names), names
+    assert {"kotoba_open", "kotoba_exec", "kotoba_answer", "kotoba_cancel", "kotoba_grants",
+            "kotoba_revoke", "kotoba_audit_tail", "kotoba_audit_verify", "kotoba_close"} <= names
+
+
+def test_pkg_config_file_builds_a_program(workdir):
+    pc = os.path.join(BUILD, "kotoba-client.pc")
+    text = open(pc).read()
+    assert "-lkotoba-client" in text and "Requires.private: msgpack" in text
+    # compile against the header and link the shared library, as an installed user would
+    src = os.path.join(workdir, "hello.c")
+    with open(src, "w") as f:
+        f.write('#include <kotoba-client.h>\n#include <stdio.h>\n'
+                'int main(void) { struct kotoba_error e; struct kotoba_client *c;\n'
+                '  int rc = kotoba_open(&c, "/nonexistent/sock", false, &e);\n'
+                '  printf("%s %s\\n", kotoba_code_name(rc), e.name); return 0; }\n')
+    exe = os.path.join(workdir, "hello")
+    cc = subprocess.run(["cc", "-o", exe, src, "-I" + os.path.join(ROOT, "client"),
+                         "-L" + BUILD, "-lkotoba-client", "-Wl,-rpath," + BUILD,
+                         *os.environ.get("KC_TEST_LDFLAGS", "").split()],
+                        capture_output=True, text=True)
+    if "asan" in BUILD:
+        pytest.skip("the sanitizer build's shared library needs the sanitizer runtime")
+    assert cc.returncode == 0, cc.stderr
+    out = subprocess.run([exe], capture_output=True, text=True)
+    assert out.stdout == "unreachable unreachable\n", out

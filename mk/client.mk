@@ -1,0 +1,83 @@
+# Clients for agent programs (issue 9): libkotoba-client, the C library the
+# `kotoba` CLI is built on, and the Python package kotoba_broker.
+#
+# Built by `all`: $(BUILD)/libkotoba-client.a, $(BUILD)/libkotoba-client.so.0
+# (and the .so symlink), $(BUILD)/kotoba-client.pc.  `make check` runs
+# check-client (the C library and the Python package against a real broker)
+# and check-client-asan (the C library's test again under the sanitizers).
+
+KOTOBA_CLIENT_VERSION := 0.1.0
+KOTOBA_CLIENT_SOVERSION := 0
+KOTOBA_CLIENT_SONAME := libkotoba-client.so.$(KOTOBA_CLIENT_SOVERSION)
+
+KOTOBA_CLIENT_SRC := $(wildcard client/lib/*.c)
+KOTOBA_CLIENT_OBJ := $(KOTOBA_CLIENT_SRC:%.c=$(BUILD)/%.o)
+# The shared library needs position-independent objects of its own and of
+# the protocol codec it carries; the static one reuses the ordinary objects.
+KOTOBA_CLIENT_PIC_OBJ := $(patsubst %.c,$(BUILD)/pic/%.o,$(KOTOBA_CLIENT_SRC) $(PROTO_SRC))
+
+# What the install target copies (header to $(INCLUDEDIR), libraries and
+# the symlink to $(LIBDIR), the .pc file to $(LIBDIR)/pkgconfig, the
+# package directory to a site-packages directory).
+KOTOBA_CLIENT_HEADERS := client/kotoba-client.h
+KOTOBA_CLIENT_LIBS := $(BUILD)/libkotoba-client.a $(BUILD)/$(KOTOBA_CLIENT_SONAME)
+KOTOBA_CLIENT_SO_LINK := $(BUILD)/libkotoba-client.so
+KOTOBA_CLIENT_PC := $(BUILD)/kotoba-client.pc
+KOTOBA_CLIENT_PYTHON := client/python/kotoba_broker
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+
+MSGPACK_LIBS = $(shell pkg-config --libs msgpack 2>/dev/null)
+
+all: $(KOTOBA_CLIENT_LIBS) $(KOTOBA_CLIENT_SO_LINK) $(KOTOBA_CLIENT_PC)
+
+# The CLI links the library (the Makefile's rule links $^).
+$(BUILD)/kotoba: $(BUILD)/libkotoba-client.a
+
+# The codec's objects go in too, so the archive stands alone for a program
+# that links it; the CLI already has them and pulls only client/lib.
+$(BUILD)/libkotoba-client.a: $(KOTOBA_CLIENT_OBJ) $(PROTO_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+$(BUILD)/$(KOTOBA_CLIENT_SONAME): $(KOTOBA_CLIENT_PIC_OBJ) client/libkotoba-client.map
+	$(CC) -shared -Wl,-soname,$(KOTOBA_CLIENT_SONAME) \
+		-Wl,--version-script=client/libkotoba-client.map -Wl,-z,relro,-z,now $(LDFLAGS) \
+		-o $@ $(KOTOBA_CLIENT_PIC_OBJ) $(MSGPACK_LIBS) -lpthread
+
+$(KOTOBA_CLIENT_SO_LINK): $(BUILD)/$(KOTOBA_CLIENT_SONAME)
+	ln -sf $(KOTOBA_CLIENT_SONAME) $@
+
+# Regenerate with the install issue's PREFIX/LIBDIR/INCLUDEDIR at install time.
+$(KOTOBA_CLIENT_PC): client/kotoba-client.pc.in
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(KOTOBA_CLIENT_VERSION)|' \
+		$< > $@
+
+# The library's test program: only the public header, only the archive.
+$(BUILD)/client/tests/kc-test: client/tests/kc-test.c client/kotoba-client.h \
+		$(BUILD)/libkotoba-client.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Iclient $(ALL_LDFLAGS) -o $@ $< $(BUILD)/libkotoba-client.a \
+		$(MSGPACK_LIBS) -lpthread
+
+.PHONY: check-client check-client-c check-client-python check-client-asan
+check-client: check-client-c check-client-python
+
+check-client-c: all $(BUILD)/client/tests/kc-test
+	KOTOBA_BUILD=$(abspath $(BUILD)) $(PYTEST) client/tests
+
+check-client-python: all
+	KOTOBA_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath client/python) \
+		$(PYTEST) client/python/tests
+
+check-client-asan: deps-ok
+	$(MAKE) BUILD=$(BUILD)/asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
+		check-client-c
+
+CHECK_EXTRA += check-client check-client-asan
