@@ -88,14 +88,15 @@ check: all check-unit check-integration check-asan $(CHECK_EXTRA)
 check-unit: all $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
+# SANITIZED=1 tells the tests that memory figures are the sanitizer's.
 check-integration: all
-	KOTOBA_BUILD=$(abspath $(BUILD)) $(PYTEST) tests/integration
+	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_SANITIZED=$(SANITIZED) $(PYTEST) tests/integration
 
 # The whole suite again, every program built with AddressSanitizer and
 # UndefinedBehaviorSanitizer; any report fails the run.
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 check-asan: deps-ok
-	$(MAKE) BUILD=$(BUILD)/asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
+	$(MAKE) BUILD=$(BUILD)/asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" SANITIZED=1 \
 		check-unit check-integration
 
 clean:

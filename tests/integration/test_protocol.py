@@ -154,4 +154,7 @@ def test_client_that_does_not_read_is_throttled_not_dropped(broker):
         assert error_of(c)["code"] == "bad-msgpack"
         got += 1
     sender.join()
-    assert grown < 8 * 1024, "the broker grew by %d KiB for one client" % grown
+    # AddressSanitizer keeps freed memory in quarantine: its RSS says
+    # nothing about the bound, which the plain build checks.
+    if not os.environ.get("KOTOBA_SANITIZED"):
+        assert grown < 8 * 1024, "the broker grew by %d KiB for one client" % grown
