@@ -1,5 +1,6 @@
 """Bad input on the client link: each gets an error frame; a fault that
 loses the framing closes that connection only; the broker keeps serving."""
+import os
 import struct
 import time
 
