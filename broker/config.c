@@ -176,7 +176,8 @@ static const struct key keys[] = {
 
 	BOOL("sandbox", "landlock", landlock, "yes",
 	     "Enforce the unattended profile with Landlock where the kernel has\n"
-	     "it; no: seccomp argument filters only."),
+	     "it; no: seccomp argument filters only, which cannot tell paths\n"
+	     "apart, so TMPDIR and /dev/null become read-only too."),
 
 	STR("docker", "cli", container_cli, K_WORD, "docker",
 	    "Container command: a name looked up in PATH or an absolute path."),
