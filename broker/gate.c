@@ -504,11 +504,18 @@ static void expire(struct card *c)
 
 void gate_tick(struct broker *b, uint64_t now)
 {
-	struct card *c, *tmp;
+	struct card *c;
 
-	TAILQ_FOREACH_SAFE(c, &cards, link, tmp)
-		if (now >= c->expires_at)
+	/* Telling a client its card expired may fail and close its session,
+	 * which frees that session's other cards: after each expiry, look
+	 * again from the start rather than trust a saved next pointer. */
+	do {
+		TAILQ_FOREACH(c, &cards, link)
+			if (now >= c->expires_at)
+				break;
+		if (c)
 			expire(c);
+	} while (c);
 }
 
 int gate_next_deadline(struct broker *b, uint64_t now)
