@@ -23,8 +23,10 @@ int dec_fail(struct dec *d, const char *code, const char *fmt, ...)
 
 static bool key_is(const msgpack_object *k, const char *key, size_t klen)
 {
+	/* msgpack-c gives an empty str a NULL ptr, which memcmp may not see
+	 * even with a zero length. */
 	return k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen &&
-	       memcmp(k->via.str.ptr, key, klen) == 0;
+	       (klen == 0 || memcmp(k->via.str.ptr, key, klen) == 0);
 }
 
 /* Keys must be str and unique: a duplicated key would let two readers of
@@ -171,7 +173,7 @@ bool pstr_eq(struct pstr a, const char *s)
 {
 	size_t n = strlen(s);
 
-	return a.len == n && memcmp(a.ptr, s, n) == 0;
+	return a.len == n && (n == 0 || memcmp(a.ptr, s, n) == 0);
 }
 
 char *pstr_dup(struct pstr a)

@@ -154,6 +154,11 @@ static ssize_t read_seqpacket(int fd, size_t max, uint8_t **buf)
 		free(b);
 		return n < 0 ? -errno : 0;
 	}
+	/* Shorter than a header: be32() would read bytes recv never wrote. */
+	if ((size_t)n < PROTO_HEADER_LEN) {
+		free(b);
+		return -EPROTO;
+	}
 	if ((size_t)n > max + PROTO_HEADER_LEN || be32(b) > max) {
 		free(b);
 		return -EMSGSIZE;
