@@ -6,6 +6,7 @@ at the build directory (the sanitizer build reuses these tests).
 """
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -20,6 +21,8 @@ import pytest
 BUILD = os.environ.get("KOTOBA_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 BROKERD = os.path.join(BUILD, "kotoba-brokerd")
 KOTOBA = os.path.join(BUILD, "kotoba")
+# A command the broker runs under, e.g. valgrind (make check-valgrind).
+WRAPPER = shlex.split(os.environ.get("KOTOBA_BROKER_WRAPPER", ""))
 
 
 SERVICE_USER = "kotoba"
@@ -63,8 +66,10 @@ class Broker:
 
     def start(self):
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=self.log, env=self.env)
-        deadline = time.monotonic() + 10
+        self.proc = subprocess.Popen(WRAPPER + self.args, stdout=self.log, stderr=self.log,
+                                     env=self.env)
+        # valgrind takes seconds just to load the broker
+        deadline = time.monotonic() + (60 if WRAPPER else 10)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("broker exited at start:\n" + self.read_log())
@@ -77,6 +82,8 @@ class Broker:
                 except OSError:
                     pass
             time.sleep(0.02)
+        self.proc.kill()  # not left behind when no fixture will stop it
+        self.proc.wait()
         raise RuntimeError("broker did not start:\n" + self.read_log())
 
     def stop(self, sig=signal.SIGTERM):

@@ -1,0 +1,27 @@
+# Faults and crash safety (tests/faults/), and the broker under valgrind.
+#
+#   make check-faults     kill -9 of the broker and of workers, a full or
+#                         read-only state directory, a missing interpreter,
+#                         a vanished working directory, /proc unreadable
+#   make check-valgrind   the integration suite with every broker under
+#                         valgrind memcheck: 0 errors, 0 bytes definitely
+#                         lost (not part of `make check`: see TESTING.md)
+
+VALGRIND_DIR := $(abspath $(BUILD))/valgrind
+VALGRIND := valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
+	--errors-for-leak-kinds=definite --error-exitcode=99 --track-fds=no \
+	--log-file=$(VALGRIND_DIR)/vg-%p.log
+
+.PHONY: check-faults check-valgrind
+
+check-faults: all
+	KOTOBA_BUILD=$(abspath $(BUILD)) $(PYTEST) tests/faults
+
+check-valgrind: all
+	@./tests/deps.sh valgrind
+	@rm -rf $(VALGRIND_DIR) && mkdir -p $(VALGRIND_DIR)
+	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_BROKER_WRAPPER="$(VALGRIND)" \
+		$(PYTEST) tests/integration
+	@/usr/bin/python3 tests/faults/valgrind_report.py $(VALGRIND_DIR)
+
+CHECK_EXTRA += check-faults

@@ -1,0 +1,43 @@
+#!/usr/bin/python3
+"""Judges the valgrind logs of `make check-valgrind`: one log per broker
+the integration suite started.  Fails on any memcheck error or any byte
+definitely lost; a log without a summary is a broker the suite itself
+killed (SIGKILL tests), counted and named but not judged.
+
+usage: valgrind_report.py DIR
+"""
+import glob
+import os
+import re
+import sys
+
+
+def main(d):
+    logs = sorted(glob.glob(os.path.join(d, "vg-*.log")))
+    if not logs:
+        print("check-valgrind: no valgrind logs in %s: did the broker run under valgrind?" % d)
+        return 1
+    bad, killed, brokers = [], [], 0
+    for path in logs:
+        text = open(path, errors="replace").read()
+        if "kotoba-brokerd" not in text:
+            continue  # a process valgrind followed that is not the broker
+        brokers += 1
+        errors = re.search(r"ERROR SUMMARY: (\d+) errors", text)
+        if not errors:
+            killed.append(os.path.basename(path))
+            continue
+        lost = re.search(r"definitely lost: ([\d,]+) bytes", text)
+        lost_bytes = int(lost.group(1).replace(",", "")) if lost else 0
+        if int(errors.group(1)) or lost_bytes:
+            bad.append("%s: %s errors, %d bytes definitely lost"
+                       % (path, errors.group(1), lost_bytes))
+    print("check-valgrind: %d brokers under memcheck, %d with errors or leaks, %d ended "
+          "without a summary (killed by their test)" % (brokers, len(bad), len(killed)))
+    for line in bad:
+        print("  " + line)
+    return 1 if bad or not brokers else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
