@@ -1,0 +1,35 @@
+# `make bench`: performance figures for issue 7, printed as ratios against
+# baselines measured in the same run (tests/bench/README.md).  Not part of
+# `make check`: it takes a few minutes and asserts no wall times.
+BENCH_BUILD = $(BUILD)/bench
+
+# seccomp_build() takes options (profile, Landlock ABI, pid) in newer trees.
+BENCH_SECCOMP_API = $(if $(shell grep -l 'struct seccomp_opts' worker/seccomp.h 2>/dev/null),1,0)
+
+# ... and the programs are built at build time (mk/worker.mk) in newer still;
+# then the floor links them too, to time what the worker does instead.
+BENCH_PREBUILT_API = $(if $(shell grep -l 'seccomp_program_for' worker/seccomp.h 2>/dev/null),1,0)
+BENCH_PREBUILT_OBJ = $(if $(filter 1,$(BENCH_PREBUILT_API)),$(BUILD)/worker/seccomp_load.o \
+	$(BUILD)/worker/seccomp_programs.o)
+
+$(BENCH_BUILD)/floor: tests/bench/floor.c $(BUILD)/worker/seccomp.o $(BENCH_PREBUILT_OBJ) \
+		worker/seccomp.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DSECCOMP_OPTS_API=$(BENCH_SECCOMP_API) \
+		-DSECCOMP_PREBUILT_API=$(BENCH_PREBUILT_API) $(ALL_LDFLAGS) -o $@ \
+		$(filter %.c %.o,$^) $(LIBS)
+
+$(BENCH_BUILD)/scanbench: tests/bench/scanbench.c $(BUILD)/broker/scan.o
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+.PHONY: bench
+bench: all $(BENCH_BUILD)/floor $(BENCH_BUILD)/scanbench
+	/usr/bin/python3 tests/bench/bench.py --build $(abspath $(BUILD)) \
+		--out $(abspath $(BUILD))/bench.txt $(BENCH_ARGS)
+
+# Where the time of one `kotoba run -c pass` goes, phase by phase, from
+# syscall tracepoints (needs perf and root; not part of `make bench`).
+.PHONY: bench-phases
+bench-phases: all
+	/usr/bin/python3 tests/bench/phases.py --build $(abspath $(BUILD))

@@ -1,0 +1,703 @@
+#!/usr/bin/python3
+"""`make bench`: how much a sandboxed snippet costs over bare python3 (issue 7).
+
+Every figure is a ratio against a baseline measured in the same run, the
+two interleaved (A B A B ...), because the machine is shared and absolute
+wall times say more about the neighbours than about kotoba.  Nothing here
+asserts: each line ends with its target and MET / NOT MET, and the whole
+output is also written to --out (build/bench.txt).
+
+  1. end to end: `kotoba run -c pass --no-channel` against python3 -B -c pass,
+     bubblewrap, and the fork + no_new_privs + seccomp + exec floor
+  2. broker overhead on the run path, from a protocol client (an upper
+     bound; see README.md for the broker log line that would make it exact)
+  3. throughput with 2, 8 and 32 clients against the machine's own limit
+  4. the pre-screen: MB/s over the standard library, adversarial 1 MiB input
+  5. memory: broker idle, with 1,000 idle connections, the worker's supervisor
+"""
+import argparse
+import glob
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+try:
+    import msgpack
+except ImportError:  # pragma: no cover
+    sys.exit("bench: python3-msgpack is missing (apt-get install python3-msgpack)")
+
+PYTHON = "/usr/bin/python3"
+BWRAP_ARGS = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+              "--share-net", "--die-with-parent", "--cap-drop", "ALL"]
+# Stamps CLOCK_MONOTONIC as its last act and leaves without interpreter
+# teardown, so "snippet exit -> exit frame" starts within microseconds of
+# the process's real end.  Matches no pre-screen label (it runs unattended).
+STAMP = "import os,time\nos.write(1,b'%d' % time.monotonic_ns())\nos._exit(0)\n"
+
+OUT = []
+OUT_FILE = None
+
+
+def say(line=""):
+    print(line, flush=True)
+    OUT.append(line)
+    if OUT_FILE:
+        with open(OUT_FILE, "a") as f:
+            f.write(line + "\n")
+
+
+def verdict(ok):
+    return "MET" if ok else "NOT MET"
+
+
+SUMMARY = []
+
+
+def target_line(text, target, ok, name=None):
+    """A result line ending with its target and whether it was met."""
+    say("%s   target %s: %s" % (text, target, verdict(ok)))
+    SUMMARY.append((name or re.split(r":|  ", text)[0].strip(), target, ok))
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def status_kb(pid, key):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+# ---- processes ------------------------------------------------------------
+
+DEVNULL_ACTIONS = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)]
+
+
+def timed_run(argv):
+    """Wall seconds, CPU seconds of the process (and its waited-for
+    children) and exit status of one run, output discarded."""
+    t0 = time.perf_counter_ns()
+    pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=DEVNULL_ACTIONS)
+    _, status, ru = os.wait4(pid, 0)
+    wall = (time.perf_counter_ns() - t0) / 1e9
+    return wall, ru.ru_utime + ru.ru_stime, os.waitstatus_to_exitcode(status)
+
+
+# ---- the broker -----------------------------------------------------------
+
+class Broker:
+    def __init__(self, build, work):
+        self.brokerd = os.path.join(build, "kotoba-brokerd")
+        self.kotoba = os.path.join(build, "kotoba")
+        self.dir = work
+        self.socket = os.path.join(work, "broker.sock")
+        self.state = os.path.join(work, "state")
+        self.log_path = os.path.join(work, "broker.log")
+        os.makedirs(self.state, exist_ok=True)
+        self.conf = os.path.join(work, "broker.conf")
+        with open(self.conf, "w") as f:
+            f.write("[broker]\nmax_connections = 1100\nmax_runs = 64\nmax_runs_per_uid = 64\n")
+        os.chmod(self.conf, 0o644)
+        self.proc = None
+
+    def start(self):
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [self.brokerd, "--socket", self.socket, "--state-dir", self.state,
+             "--config", self.conf, "--verbose"],
+            stdout=self.log, stderr=self.log)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                sys.exit("bench: the broker exited at start:\n" + self.read_log())
+            try:
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(self.socket)
+                s.close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        sys.exit("bench: the broker did not start:\n" + self.read_log())
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+    def read_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def children(self):
+        pids = []
+        for task in glob.glob("/proc/%d/task/*/children" % self.proc.pid):
+            try:
+                with open(task) as f:
+                    pids += [int(p) for p in f.read().split()]
+            except OSError:
+                pass
+        return pids
+
+
+class Client:
+    """A protocol client (proto/PROTOCOL.md): one connection, frames by hand."""
+
+    def __init__(self, path, cwd):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(path)
+        self.sock.settimeout(120)
+        self.rf = self.sock.makefile("rb", buffering=65536)
+        self.cwd = cwd
+
+    def send(self, obj):
+        p = msgpack.packb(obj, use_bin_type=True)
+        self.sock.sendall(struct.pack(">I", len(p)) + p)
+
+    def recv(self):
+        h = self.rf.read(4)
+        if len(h) < 4:
+            raise EOFError("the broker closed the connection")
+        n = struct.unpack(">I", h)[0]
+        return msgpack.unpackb(self.rf.read(n), raw=False)
+
+    def hello(self):
+        self.send({"type": "hello", "version": 1, "channel": False, "client": "kotoba-bench"})
+        w = self.recv()
+        if w.get("type") != "welcome":
+            raise RuntimeError("no welcome: %r" % (w,))
+
+    def exec_timed(self, code, rid):
+        """Runs one snippet; returns (t_sent, t_started, t_exit, stdout, end)
+        with times in CLOCK_MONOTONIC nanoseconds."""
+        t_started = None
+        out = b""
+        msg = {"type": "exec", "id": rid, "code": code, "cwd": self.cwd}
+        t_sent = time.monotonic_ns()
+        self.send(msg)
+        while True:
+            m = self.recv()
+            t = time.monotonic_ns()
+            if m.get("id") != rid:
+                continue
+            if m["type"] == "started":
+                t_started = t
+            elif m["type"] == "output" and m.get("stream") == "stdout":
+                out += m["data"]
+            elif m["type"] in ("exit", "error"):
+                return t_sent, t_started, t, out, m
+
+    def close(self):
+        self.rf.close()
+        self.sock.close()
+
+
+# ---- 1. end to end --------------------------------------------------------
+
+def ratio_line(name, num, den, target=None, cmp=None):
+    rs = [a / b for a, b in zip(num, den)]
+    med, lo, hi = statistics.median(rs), pct(rs, 25), pct(rs, 75)
+    text = "%-44s median %.3f  (IQR %.3f-%.3f, n=%d)" % (name, med, lo, hi, len(rs))
+    if target:
+        target_line(text, target, cmp(med))
+    else:
+        say(text + "   target: none (reference)")
+    return med
+
+
+def bwrap_available():
+    if not shutil.which("bwrap"):
+        if os.geteuid() == 0:
+            say("bubblewrap is not installed: installing it (apt-get install -y bubblewrap)")
+            ok = subprocess.run(["apt-get", "install", "-y", "-q", "bubblewrap"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+            if not ok:
+                subprocess.run(["apt-get", "update", "-q"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+                subprocess.run(["apt-get", "install", "-y", "-q", "bubblewrap"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        else:
+            say("*** bubblewrap is not installed; to compare with it run: "
+                "sudo apt-get install bubblewrap")
+    path = shutil.which("bwrap")
+    if not path:
+        say("*** SKIPPED: the bubblewrap comparison (bwrap not available)")
+        return None
+    p = subprocess.run([path] + BWRAP_ARGS + [PYTHON, "-B", "-c", "pass"], capture_output=True)
+    if p.returncode != 0:
+        say("*** SKIPPED: the bubblewrap comparison: bwrap fails here (%s)"
+            % p.stderr.decode(errors="replace").strip()[:200])
+        return None
+    return path
+
+
+def end_to_end(args, broker, floor_bin, bpf):
+    say("== 1. end to end: %d rounds, each command once per round in rotating order" % args.pairs)
+    cmds = {
+        "python3": [PYTHON, "-B", "-c", "pass"],
+        "kotoba": [broker.kotoba, "run", "-c", "pass", "--no-channel", "--socket", broker.socket],
+        "floor": [floor_bin, bpf, PYTHON, "-B", "-c", "pass"],
+    }
+    bwrap = bwrap_available()
+    if bwrap:
+        cmds["bwrap"] = [bwrap] + BWRAP_ARGS + [PYTHON, "-B", "-c", "pass"]
+    names = list(cmds)
+    for name in names:  # warm the page cache and the broker
+        for _ in range(3):
+            _, _, rc = timed_run(cmds[name])
+            if rc != 0:
+                sys.exit("bench: %s exited %d: %s" % (name, rc, " ".join(cmds[name])))
+    wall = {n: [] for n in names}
+    cpu = {n: [] for n in names}
+    for i in range(args.pairs):
+        k = i % len(names)
+        for name in names[k:] + names[:k]:
+            w, c, rc = timed_run(cmds[name])
+            if rc != 0:
+                sys.exit("bench: %s exited %d" % (name, rc))
+            wall[name].append(w)
+            cpu[name].append(c)
+    say("median wall ms: " + ", ".join("%s %.1f" % (n, statistics.median(wall[n]) * 1e3)
+                                       for n in names)
+        + "   (absolute times: context only, the machine is shared)")
+    py = wall["python3"]
+    res = {"python_wall": statistics.median(py), "python_cpu": statistics.median(cpu["python3"])}
+    res["kotoba"] = ratio_line("kotoba run -c pass / python3 -B -c pass", wall["kotoba"], py,
+                               "<= 1.15", lambda m: m <= 1.15)
+    if bwrap:
+        ratio_line("bwrap ... python3 / python3", wall["bwrap"], py)
+        ratio_line("kotoba / bwrap", wall["kotoba"], wall["bwrap"], "< 1.00",
+                   lambda m: m < 1.0)
+    else:
+        say("kotoba / bwrap: SKIPPED (no bubblewrap)   target < 1.00: NOT MEASURED")
+    ratio_line("floor (fork+NNP+seccomp+exec) / python3", wall["floor"], py)
+    ratio_line("kotoba / floor", wall["kotoba"], wall["floor"])
+    say("python3 -B -c pass CPU: median %.1f ms (user+sys, from wait4)"
+        % (res["python_cpu"] * 1e3))
+    return res
+
+
+# ---- 2. broker overhead ---------------------------------------------------
+
+def broker_overhead(args, broker, work, e2e):
+    n = args.runs
+    say("== 2. broker overhead, %d sequential runs on one connection (client-side upper bound)" % n)
+    log_off = len(broker.read_log())
+    c = Client(broker.socket, work)
+    c.hello()
+    start_ready, exit_frame, total = [], [], []
+    bad = 0
+    for i in range(n):
+        t_sent, t_started, t_exit, out, end = c.exec_timed(STAMP, i + 1)
+        if end["type"] != "exit" or t_started is None or not out.isdigit():
+            bad += 1
+            if bad == 1:
+                say("run %d did not end as expected: %r %r" % (i + 1, end, out[:100]))
+            continue
+        start_ready.append((t_started - t_sent) / 1e3)
+        exit_frame.append((t_exit - int(out)) / 1e3)
+        total.append((t_exit - t_sent) / 1e3)
+    c.close()
+    if bad:
+        say("*** %d of %d runs failed" % (bad, n))
+    if not start_ready:
+        target_line("broker overhead: no run succeeded", "p50 < 500 us", False)
+        return
+    sums = [a + b for a, b in zip(start_ready, exit_frame)]
+    say("exec sent -> started received   p50 %7.0f us  p99 %7.0f us   (includes worker exec, "
+        "seccomp build, scratch dir, fork, sandbox steps, execve of python3)"
+        % (pct(start_ready, 50), pct(start_ready, 99)))
+    say("snippet exit -> exit received   p50 %7.0f us  p99 %7.0f us   (reap, kill sweep, "
+        "scratch removal, finished, audit row)" % (pct(exit_frame, 50), pct(exit_frame, 99)))
+    say("exec sent -> exit received      p50 %7.0f us  p99 %7.0f us   (= %.2f x python3 -c pass "
+        "wall)" % (pct(total, 50), pct(total, 99), pct(total, 50) / 1e6 / e2e["python_wall"]))
+    # Exact figures from the broker's debug line (README.md: the timing line).
+    timing = {}
+    for line in broker.read_log()[log_off:].splitlines():
+        if "t_exec_to_ready_us=" in line:
+            for key, val in re.findall(r"(t_\w+_us)=(\d+)", line):
+                timing.setdefault(key, []).append(int(val))
+    for key in sorted(timing):
+        say("broker log %-24s p50 %7.0f us  p99 %7.0f us  (n=%d)"
+            % (key, pct(timing[key], 50), pct(timing[key], 99), len(timing[key])))
+    if "t_exec_to_ready_us" in timing and "t_exit_to_frame_us" in timing:
+        both = [a + b for a, b in zip(timing["t_exec_to_ready_us"], timing["t_exit_to_frame_us"])]
+        target_line("broker overhead, exec->ready + finished->exit frame (broker log): p50 %.0f "
+                    "us, p99 %.0f us" % (pct(both, 50), pct(both, 99)), "p50 < 500 us",
+                    pct(both, 50) < 500, "broker overhead (broker log)")
+    else:
+        say("broker log: no t_exec_to_ready_us lines (a broker without the timing line); the "
+            "client-side figures are upper bounds")
+        target_line("broker overhead, both together (client-side upper bound): p50 %.0f us, "
+                    "p99 %.0f us" % (pct(sums, 50), pct(sums, 99)), "p50 < 500 us",
+                    pct(sums, 50) < 500)
+
+
+# ---- 3. throughput --------------------------------------------------------
+
+def proc_cpu(pid):
+    """(self, waited-for children) CPU seconds of a process, from /proc."""
+    with open("/proc/%d/stat" % pid) as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    tck = os.sysconf("SC_CLK_TCK")
+    return (int(v[11]) + int(v[12])) / tck, (int(v[13]) + int(v[14])) / tck
+
+
+def kotoba_throughput(broker, work, nclients, per_client):
+    errors = []
+    snippet_cpu = []
+    barrier = threading.Barrier(nclients + 1)
+
+    def client():
+        try:
+            c = Client(broker.socket, work)
+            c.hello()
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+            barrier.wait()
+            return
+        barrier.wait()
+        for i in range(per_client):
+            try:
+                _, _, _, _, end = c.exec_timed("pass", i + 1)
+                if end["type"] != "exit" or end.get("code") != 0:
+                    errors.append(repr(end))
+                else:
+                    snippet_cpu.append(end.get("cpu_us", 0) / 1e6)
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+                break
+        c.close()
+
+    threads = [threading.Thread(target=client) for _ in range(nclients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.monotonic()
+    for t in threads:
+        t.join()
+    dt = time.monotonic() - t0
+    return (nclients * per_client - len(errors)) / dt, errors, snippet_cpu
+
+
+def bare_throughput(nclients, per_client):
+    argv = [PYTHON, "-B", "-c", "pass"]
+    barrier = threading.Barrier(nclients + 1)
+
+    def client():
+        barrier.wait()
+        for _ in range(per_client):
+            timed_run(argv)
+
+    threads = [threading.Thread(target=client) for _ in range(nclients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.monotonic()
+    for t in threads:
+        t.join()
+    return nclients * per_client / (time.monotonic() - t0)
+
+
+def throughput(args, broker, work, e2e):
+    cores = len(os.sched_getaffinity(0))
+    limit = cores / e2e["python_cpu"]
+    say("== 3. throughput: %d snippets per level, %d rounds alternating with bare python3"
+        % (args.tput_total, args.tput_rounds))
+    say("machine limit: %d cores / %.1f ms CPU of python3 -B -c pass = %.0f snippets/s"
+        % (cores, e2e["python_cpu"] * 1e3, limit))
+    for n in (2, 8, 32):
+        per = max(1, args.tput_total // n)
+        ks, bs, snip = [], [], []
+        cpu0 = proc_cpu(broker.proc.pid)
+        for r in range(args.tput_rounds):
+            if r % 2 == 0:
+                k, errs, sc = kotoba_throughput(broker, work, n, per)
+                b = bare_throughput(n, per)
+            else:
+                b = bare_throughput(n, per)
+                k, errs, sc = kotoba_throughput(broker, work, n, per)
+            snip += sc
+            if errs:
+                say("*** %d clients: %d errors, first: %s" % (n, len(errs), errs[0][:200]))
+            ks.append(k)
+            bs.append(b)
+        time.sleep(0.3)  # let the broker reap its last workers
+        cpu1 = proc_cpu(broker.proc.pid)
+        k, b = statistics.median(ks), statistics.median(bs)
+        text = ("%2d clients x %3d: %5.1f snippets/s = %3.0f%% of the limit; bare python3 at %d: "
+                "%5.1f/s (kotoba = %3.0f%% of it)" % (n, per, k, 100 * k / limit, n, b, 100 * k / b))
+        if n == 32:
+            target_line(text, ">= 85% of the limit", k / limit >= 0.85,
+                        "throughput, 32 clients")
+        else:
+            say(text + "   target: none at %d clients" % n)
+        if snip:
+            nrun = len(snip)
+            c_ms = sum(snip) / nrun * 1e3
+            s_ms = ((cpu1[1] - cpu0[1]) - sum(snip)) / nrun * 1e3
+            b_ms = (cpu1[0] - cpu0[0]) / nrun * 1e3
+            say("   CPU per snippet: snippet process (sandbox steps + python3) %.1f ms, worker "
+                "supervisor %.1f ms, broker %.1f ms; bare python3 %.1f ms -> kotoba costs "
+                "%.2f x the CPU   target: none (reference)" % (c_ms, s_ms, b_ms, e2e["python_cpu"] * 1e3,
+                                    (c_ms + s_ms + b_ms) / (e2e["python_cpu"] * 1e3)))
+
+
+# ---- 4. the pre-screen ----------------------------------------------------
+
+def make_corpus(path, cap):
+    files = []
+    for d in sorted(glob.glob("/usr/lib/python3*/")):
+        for root, dirs, names in os.walk(d):
+            dirs.sort()
+            files += [os.path.join(root, n) for n in sorted(names) if n.endswith(".py")]
+    total = 0
+    with open(path, "wb") as out:
+        for f in files:
+            try:
+                size = os.path.getsize(f)
+                if size == 0 or size > (1 << 20) or total + size > cap:
+                    continue
+                with open(f, "rb") as src:
+                    data = src.read()
+            except OSError:
+                continue
+            if not data.endswith(b"\n"):
+                data += b"\n"
+            out.write(data)
+            total += len(data)
+    return total, len(files)
+
+
+def prescreen(args, build, work, e2e):
+    say("== 4. pre-screen (broker/scan.c linked into build/bench/scanbench; best of 5 each)")
+    corpus = os.path.join(work, "stdlib.py")
+    total, nfiles = make_corpus(corpus, args.corpus_mib << 20)
+    p = subprocess.run([os.path.join(build, "bench", "scanbench"), corpus], capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        target_line("pre-screen: scanbench failed: " + p.stderr.strip()[:200], "", False)
+        return
+    with open(os.path.join(build, "bench", "scan.txt"), "w") as f:
+        f.write(p.stdout)
+
+    def kv(line):
+        head, _, rest = line.partition(" name=")
+        d = dict(x.split("=", 1) for x in head.split()[1:])
+        d["name"] = rest
+        return d
+
+    lines = p.stdout.splitlines()
+    corp = kv(next(line for line in lines if line.startswith("corpus ")))
+    raw = kv(next(line for line in lines if line.startswith("raw ")))
+    ordi = kv(next(line for line in lines if line.startswith("ordinary ")))
+    adv = [kv(line) for line in lines if line.startswith("adv ")]
+    py_ms = e2e["python_wall"] * 1e3
+    say("standard library as it is: %.1f MiB in %s chunks of <= 1 MiB: %.0f MB/s"
+        "   target: none (reference)" % (int(corp["bytes"]) / 2**20, corp["chunks"],
+                                          float(corp["mbps"])))
+    say("first 1 MiB as it is: %.2f ms (%s; a first match ends a label's pass early)"
+        % (float(raw["ms"]), raw["labels"]))
+    o_ms = float(ordi["ms"])
+    target_line("1 MiB ordinary code, no labels (every pattern reads it all): %.2f ms, %.0f MB/s "
+                "= %.3f x python3 -c pass" % (o_ms, float(ordi["mbps"]), o_ms / py_ms),
+                "< 0.10", o_ms / py_ms < 0.10)
+    adv.sort(key=lambda d: -float(d["ms"]))
+    for d in adv[:5]:
+        say("  adversarial %-30s %7.2f ms  %5.2f x ordinary  labels %s"
+            % (d["name"], float(d["ms"]), float(d["ratio"]), d["labels"]))
+    say("  (all %d adversarial inputs: build/bench/scan.txt)" % len(adv))
+    worst = adv[0]
+    target_line("worst 1 MiB adversarial (%s): %.2f x ordinary" % (worst["name"],
+                                                                   float(worst["ratio"])),
+                "<= 5x", float(worst["ratio"]) <= 5.0)
+    top = max([o_ms, float(raw["ms"])] + [float(d["ms"]) for d in adv])
+    target_line("costliest snippet up to the limit: %.2f ms = %.3f x python3 -c pass"
+                % (top, top / py_ms), "< 0.10", top / py_ms < 0.10)
+
+
+# ---- 5. memory ------------------------------------------------------------
+
+def rss_text(pid):
+    return "VmRSS %.1f MiB (anon %.1f, file %.1f), VmHWM %.1f MiB" % (
+        status_kb(pid, "VmRSS") / 1024, status_kb(pid, "RssAnon") / 1024,
+        status_kb(pid, "RssFile") / 1024, status_kb(pid, "VmHWM") / 1024)
+
+
+def memory(args, broker, work, idle_rss):
+    say("== 5. memory")
+    pid = broker.proc.pid
+    target_line("broker idle, fresh: %.1f MiB (%s)" % (idle_rss[0] / 1024, idle_rss[1]),
+                "< 8 MiB", idle_rss[0] < 8 * 1024)
+    now = status_kb(pid, "VmRSS")
+    target_line("broker idle after phases 1-4: %.1f MiB (%s)" % (now / 1024, rss_text(pid)),
+                "< 8 MiB", now < 8 * 1024)
+    conns = []
+    try:
+        for _ in range(args.idle_conns):
+            c = Client(broker.socket, work)
+            c.hello()
+            conns.append(c)
+        time.sleep(0.2)
+        rss = status_kb(pid, "VmRSS")
+        target_line("broker with %d idle connections: %.1f MiB (+%.1f KiB per connection)"
+                    % (len(conns), rss / 1024, (rss - now) / max(1, len(conns))),
+                    "< 32 MiB", rss < 32 * 1024)
+    except OSError as e:
+        target_line("broker with %d idle connections: failed after %d: %s"
+                    % (args.idle_conns, len(conns), e), "< 32 MiB", False)
+    finally:
+        for c in conns:
+            c.close()
+    # The supervisor S while a snippet sleeps: what stays resident per run.
+    c = Client(broker.socket, work)
+    c.hello()
+    c.send({"type": "exec", "id": 1, "code": "import time\ntime.sleep(1.5)\n", "cwd": work})
+    m = c.recv()
+    while m.get("type") != "started":
+        if m.get("type") in ("exit", "error"):
+            say("worker RSS: the snippet did not start: %r" % (m,))
+            return
+        m = c.recv()
+    time.sleep(0.3)
+    workers = [w for w in broker.children() if _comm(w) == "kotoba-worker"]
+    for w in workers:
+        say("worker supervisor S pid %d: %s   target: none (reference)" % (w, rss_text(w)))
+        for ch in _children(w):
+            say("  its snippet child (python3 sleeping) pid %d: %s" % (ch, rss_text(ch)))
+    if not workers:
+        say("worker RSS: no kotoba-worker child of the broker found")
+    while m.get("type") not in ("exit", "error"):
+        m = c.recv()
+    c.close()
+
+
+def _comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _children(pid):
+    out = []
+    for task in glob.glob("/proc/%d/task/*/children" % pid):
+        try:
+            with open(task) as f:
+                out += [int(p) for p in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+# ---- main -----------------------------------------------------------------
+
+def main():
+    global OUT_FILE
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--pairs", type=int, default=40)
+    ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--tput-total", type=int, default=256)
+    ap.add_argument("--tput-rounds", type=int, default=3)
+    ap.add_argument("--corpus-mib", type=int, default=16)
+    ap.add_argument("--idle-conns", type=int, default=1000)
+    ap.add_argument("--only", default="12345", help="phases to run, e.g. 14")
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    OUT_FILE = args.out
+    open(OUT_FILE, "w").close()
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = max(4096, args.idle_conns + 256)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), max(hard, want)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    work = tempfile.mkdtemp(prefix="kotoba-bench-")
+    os.chmod(work, 0o755)
+    os.chdir(work)
+    floor_bin = os.path.join(build, "bench", "floor")
+    bpf = os.path.join(work, "unattended.bpf")
+    floor_prog = subprocess.run([floor_bin, "--export", bpf], check=True, capture_output=True,
+                                text=True).stdout.strip()
+    build_cost = subprocess.run([floor_bin, "--time-build", "200"], capture_output=True,
+                                text=True).stdout.strip()
+    # Trees that build the programs at build time (worker/seccomp.h):
+    # the snippet child only picks one and patches its pid in.
+    pick = subprocess.run([floor_bin, "--time-pick", "2000"], capture_output=True, text=True)
+    pick_cost = pick.stdout.strip() if pick.returncode == 0 else ""
+
+    say("kotoba-broker bench  %s  kernel %s  %d cores  loadavg %.2f %.2f %.2f  uid %d"
+        % (time.strftime("%Y-%m-%d %H:%M:%S"), os.uname().release,
+           len(os.sched_getaffinity(0)), *os.getloadavg(), os.geteuid()))
+    say("ratios are medians of interleaved pairs; the spread is the interquartile range")
+    say("floor: the worker's seccomp program built ahead (%s)" % floor_prog)
+    broker = Broker(build, work)
+    broker.start()
+    try:
+        time.sleep(0.3)
+        pid = broker.proc.pid
+        idle = (status_kb(pid, "VmRSS"), rss_text(pid))
+        e2e = end_to_end(args, broker, floor_bin, bpf)
+        if pick_cost:
+            say("seccomp_build(unattended) in-process, which the worker no longer runs per "
+                "snippet: %s" % build_cost)
+            say("seccomp_program_for(unattended), what the snippet child runs instead (pick "
+                "the prebuilt program, patch the pid): %s" % pick_cost)
+        else:
+            say("seccomp_build(unattended) in-process, which the worker runs once per snippet: "
+                "%s" % build_cost)
+        if "2" in args.only:
+            broker_overhead(args, broker, work, e2e)
+        if "3" in args.only:
+            throughput(args, broker, work, e2e)
+        if "4" in args.only:
+            prescreen(args, build, work, e2e)
+        if "5" in args.only:
+            memory(args, broker, work, idle)
+    finally:
+        broker.stop()
+        log = broker.read_log()
+        if "ERROR" in log or "runtime error" in log:
+            say("*** the broker log has errors: %s" % os.path.join(work, "broker.log"))
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    say("== summary (loadavg now %.2f %.2f %.2f)" % os.getloadavg())
+    for name, target, ok in SUMMARY:
+        say("  %-8s %-22s %s" % (verdict(ok), target, name))
+    say("written to %s" % OUT_FILE)
+
+
+if __name__ == "__main__":
+    main()
