@@ -318,6 +318,11 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 		rc = watch_run(r, fd);
 	if (rc == 0)
 		rc = send_job(r, rq, &id, err, errlen);
+	/* A worker that is already gone (its fork child could not take the
+	 * peer's identity, or exec failed) has said why on the socket: the
+	 * run goes on, so that reason, not EPIPE, reaches the client. */
+	if (rc == -EPIPE)
+		rc = 0;
 	close_all(fd, F_COUNT);
 	if (rc < 0) {
 		if (r->worker > 0)
