@@ -209,13 +209,12 @@ ssize_t frame_read_blocking(int fd, size_t max, uint8_t **buf)
 	return read_stream(fd, max, buf);
 }
 
-int write_all(int fd, const void *buf, size_t len)
+static int write_loop(int fd, const uint8_t *p, size_t len, bool sock)
 {
-	const uint8_t *p = buf;
 	ssize_t n;
 
 	while (len) {
-		n = write(fd, p, len);
+		n = sock ? send(fd, p, len, MSG_NOSIGNAL) : write(fd, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -224,6 +223,16 @@ int write_all(int fd, const void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+int write_all(int fd, const void *buf, size_t len)
+{
+	return write_loop(fd, buf, len, false);
+}
+
+int send_all(int fd, const void *buf, size_t len)
+{
+	return write_loop(fd, buf, len, true);
 }
 
 void frame_free(struct frame *f)

@@ -92,6 +92,9 @@ bool frame_reader_partial(const struct frame_reader *r);
 ssize_t frame_read_blocking(int fd, size_t max, uint8_t **buf);
 /* Writes a whole buffer to a blocking fd, retrying on EINTR. */
 int write_all(int fd, const void *buf, size_t len);
+/* The same on a socket with MSG_NOSIGNAL: a peer that went away is an
+ * EPIPE to handle, not a SIGPIPE that kills the caller (a library's host). */
+int send_all(int fd, const void *buf, size_t len);
 
 /* ---- encoding (proto/encode.c) ------------------------------------------ */
 

@@ -194,24 +194,6 @@ uint64_t kc_next_id(struct kotoba_client *c)
 	return id;
 }
 
-/* send(MSG_NOSIGNAL), not write(): a library must not kill its host with
- * SIGPIPE when the broker goes away. */
-static int send_all(int fd, const uint8_t *p, size_t len)
-{
-	ssize_t n;
-
-	while (len) {
-		n = send(fd, p, len, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 enum kotoba_code kc_send_locked(struct kotoba_client *c, struct frame *f,
 				struct kotoba_error *err)
 {
