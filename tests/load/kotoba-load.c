@@ -233,7 +233,7 @@ static void conn_close(struct conn *c)
 }
 
 /* Sends all of it, waiting while the socket is full. */
-static int send_all(struct conn *c, const void *p, size_t n)
+static int conn_send_all(struct conn *c, const void *p, size_t n)
 {
 	const uint8_t *b = p;
 
@@ -258,7 +258,7 @@ static int send_all(struct conn *c, const void *p, size_t n)
 static int send_frame(struct conn *c, struct frame *f, int rc)
 {
 	if (rc == 0)
-		rc = send_all(c, f->data, f->len);
+		rc = conn_send_all(c, f->data, f->len);
 	frame_free(f);
 	return rc;
 }
@@ -585,7 +585,7 @@ static void start_hostile(void)
 	for (int i = 0; i < N_SILENT; i++) {
 		if (conn_open(&silent[i]) < 0 || send_hello(&silent[i], false) < 0)
 			die("connect");
-		send_all(&silent[i], promise, sizeof(promise));
+		conn_send_all(&silent[i], promise, sizeof(promise));
 	}
 	for (int i = 0; i < N_DEAF; i++) {
 		if (conn_open(&deaf[i]) < 0 || send_hello(&deaf[i], false) < 0 ||
@@ -733,11 +733,11 @@ static void one_closing(enum bad k, struct tally *t)
 	if (k == BAD_OVERSIZE) {
 		send_hello(&c, false);
 		conn_wait(&c, IO_TIMEOUT_MS);
-		send_all(&c, big, sizeof(big));
+		conn_send_all(&c, big, sizeof(big));
 	} else if (k == BAD_TRUNCATED) {
 		/* The broker cannot answer a frame it never gets: it must
 		 * drop the connection and nothing else. */
-		send_all(&c, part, sizeof(part));
+		conn_send_all(&c, part, sizeof(part));
 		conn_close(&c);
 		t->closed[k]++;
 		return;
@@ -768,7 +768,7 @@ static void one_kept(struct conn *c, enum bad k, struct tally *t)
 	hdr[0] = 0, hdr[1] = 0, hdr[2] = (uint8_t)(n >> 8), hdr[3] = (uint8_t)n;
 	t->sent[k]++;
 	c->frames = 0;
-	if (send_all(c, hdr, 4) < 0 || send_all(c, payload, n) < 0 ||
+	if (conn_send_all(c, hdr, 4) < 0 || conn_send_all(c, payload, n) < 0 ||
 	    conn_wait(c, IO_TIMEOUT_MS) < 0) {
 		t->silent[k]++;
 		return;
