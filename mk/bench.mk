@@ -33,3 +33,11 @@ bench: all $(BENCH_BUILD)/floor $(BENCH_BUILD)/scanbench
 .PHONY: bench-phases
 bench-phases: all
 	/usr/bin/python3 tests/bench/phases.py --build $(abspath $(BUILD))
+
+# Worker binaries side by side (tests/bench/abworker.py): one broker per
+# binary, interleaved with bare python3, e.g.
+#   make bench-ab WORKERS="/tmp/old/kotoba-worker build/kotoba-worker"
+.PHONY: bench-ab
+bench-ab: all
+	/usr/bin/python3 tests/bench/abworker.py --build $(abspath $(BUILD)) $(BENCH_AB_ARGS) \
+		$(WORKERS)

@@ -6,10 +6,9 @@
  *  - Any failure goes through die_step(): it tells S which step and errno
  *    over the report channel and exits 127.  Nothing continues
  *    half-confined.
- *  - S built everything that allocates (env, paths) except the seccomp
- *    program, which depends on C's pid and is built before the rlimits.
- *    After RLIMIT_AS is set nothing here may allocate: no stdio, no
- *    strerror.
+ *  - S built everything that allocates (env, paths); the seccomp program
+ *    was built at build time, and C only writes its pid into it.  After
+ *    RLIMIT_AS is set nothing here may allocate: no stdio, no strerror.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -185,13 +184,15 @@ static void landlock_step(const struct plan *p)
 		die_step("landlock", -rc, "Landlock ABI %u: %s", p->landlock_abi, what);
 }
 
-/* The program depends on the Landlock ABI now in force (the rules
- * Landlock holds, seccomp need not) and on our pid (signals). */
-static void build_seccomp(const struct plan *p, struct sock_fprog *prog)
+/* The program was built at build time for each profile and Landlock ABI
+ * (worker/seccomp.h): take the one for the ABI now in force (the rules
+ * Landlock holds, seccomp need not) and write our pid into it (signals,
+ * below ABI 6).  No allocation. */
+static void pick_seccomp(const struct plan *p, struct sock_fprog *prog)
 {
 	struct seccomp_opts o = { p->profile, p->landlock_abi, getpid() };
 	char err[160];
-	int rc = seccomp_build(&o, prog, err, sizeof(err));
+	int rc = seccomp_program_for(&o, prog, err, sizeof(err));
 
 	if (rc < 0)
 		die_step("seccomp-build", -rc, "%s", err);
@@ -384,9 +385,9 @@ void enter_sandbox(const struct plan *p)
 	 * NNP, which lets an unprivileged process restrict itself; before
 	 * seccomp, which does not allow the landlock_* calls. */
 	landlock_step(p);
-	/* Knows which rules Landlock now holds; the last allocation in C. */
-	build_seccomp(p, &prog);
-	/* After the last allocation in C: RLIMIT_AS may be tight. */
+	/* Knows which rules Landlock now holds. */
+	pick_seccomp(p, &prog);
+	/* Nothing in C allocates from here on: RLIMIT_AS may be tight. */
 	set_rlimits(p);
 	/* Last: the filter cuts off calls the steps above may use
 	 * (landlock_*, and unattended much more); after it come only

@@ -19,10 +19,6 @@
 static const char *const owned_env[] = { "TMPDIR", "MPLCONFIGDIR", "XDG_CACHE_HOME" };
 #define N_OWNED (sizeof(owned_env) / sizeof(owned_env[0]))
 
-/* Scratch subdirectories: matplotlib and the XDG cache need a writable
- * home that is not the user's. */
-static const char *const scratch_dirs[] = { "matplotlib", "cache" };
-
 static int copy_path(char *dst, size_t cap, struct pstr s, const char *what, char *err,
 		     size_t errlen)
 {
@@ -66,20 +62,15 @@ int plan_paths(struct plan *p, char *err, size_t errlen)
 	return 0;
 }
 
-static int chown_to_snippet(const struct plan *p, int dirfd, const char *name)
+/* The snippet's user gets the directory (when S switches identity): by
+ * descriptor, opened without following a symlink, so only the directory
+ * mkdtemp made can be handed over. */
+static int hand_over_scratch(struct plan *p, char *err, size_t errlen)
 {
+	int fd, rc;
+
 	if (!p->job->set_ids)
 		return 0;
-	if (fchownat(dirfd, name, (uid_t)p->job->uid, (gid_t)p->job->gid,
-		     AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH)) < 0)
-		return -errno;
-	return 0;
-}
-
-static int fill_scratch(struct plan *p, char *err, size_t errlen)
-{
-	int fd, rc = 0;
-
 	fd = open(p->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
@@ -87,16 +78,8 @@ static int fill_scratch(struct plan *p, char *err, size_t errlen)
 			 strerror(-rc));
 		return rc;
 	}
-	for (size_t i = 0; i < sizeof(scratch_dirs) / sizeof(scratch_dirs[0]) && !rc; i++) {
-		if (mkdirat(fd, scratch_dirs[i], 0700) < 0)
-			rc = -errno;
-		else
-			rc = chown_to_snippet(p, fd, scratch_dirs[i]);
-		if (rc)
-			snprintf(err, errlen, "cannot create %s/%s: %s", p->scratch,
-				 scratch_dirs[i], strerror(-rc));
-	}
-	if (!rc && (rc = chown_to_snippet(p, fd, "")) < 0)
+	rc = fchown(fd, (uid_t)p->job->uid, (gid_t)p->job->gid) < 0 ? -errno : 0;
+	if (rc < 0)
 		snprintf(err, errlen, "cannot hand %s to uid %llu: %s", p->scratch,
 			 (unsigned long long)p->job->uid, strerror(-rc));
 	close(fd);
@@ -117,7 +100,10 @@ int plan_scratch(struct plan *p, char *err, size_t errlen)
 		snprintf(err, errlen, "scratch_base is too long");
 		return -ENAMETOOLONG;
 	}
-	/* mkdtemp: a fresh name, created 0700, never an existing path. */
+	/* mkdtemp: a fresh name, created 0700, never an existing path.  Only
+	 * this directory: what lives in it is made on demand (matplotlib
+	 * makes MPLCONFIGDIR, caches make theirs in XDG_CACHE_HOME), and
+	 * every directory made here would cost a mkdir and an rmdir per run. */
 	if (!mkdtemp(p->scratch)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot create a scratch directory in %s: %s", base,
@@ -125,7 +111,7 @@ int plan_scratch(struct plan *p, char *err, size_t errlen)
 		p->scratch[0] = '\0';
 		return rc;
 	}
-	return fill_scratch(p, err, errlen);
+	return hand_over_scratch(p, err, errlen);
 }
 
 static bool is_owned(struct pstr e)
@@ -146,10 +132,14 @@ static int add_owned(char **envp, size_t *k, const struct plan *p)
 	if (asprintf(&s, "TMPDIR=%s", p->scratch) < 0)
 		return -ENOMEM;
 	envp[(*k)++] = s;
+	/* matplotlib creates its directory when it is missing. */
 	if (asprintf(&s, "MPLCONFIGDIR=%s/matplotlib", p->scratch) < 0)
 		return -ENOMEM;
 	envp[(*k)++] = s;
-	if (asprintf(&s, "XDG_CACHE_HOME=%s/cache", p->scratch) < 0)
+	/* The scratch directory itself: it exists, so a cache that makes
+	 * only its own directory in XDG_CACHE_HOME (mkdir, not makedirs)
+	 * works too. */
+	if (asprintf(&s, "XDG_CACHE_HOME=%s", p->scratch) < 0)
 		return -ENOMEM;
 	envp[(*k)++] = s;
 	return 0;
@@ -207,6 +197,7 @@ static int remove_entry(const char *path, const struct stat *st, int type, struc
 }
 
 /* Called when no process of the snippet is left, so nothing races us.
+ * Most snippets leave the directory empty: one rmdir.  Otherwise the walk:
  * FTW_PHYS: never follow a symlink the snippet left; FTW_MOUNT: never
  * cross into another file system.  Entries nested deeper than PATH_MAX
  * stay behind (nftw works on whole paths). */
@@ -216,6 +207,10 @@ void plan_remove_scratch(struct plan *p)
 
 	if (!p->scratch[0])
 		return;
+	if (rmdir(p->scratch) == 0) {
+		p->scratch[0] = '\0';
+		return;
+	}
 	for (int round = 0; round < 32; round++) {
 		scratch_stuck = false;
 		if (round > 0)

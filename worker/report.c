@@ -2,7 +2,9 @@
  * The worker's three messages to the broker.  Each frame is one
  * SOCK_SEQPACKET message on fd 3.  When fd 3 cannot take it, the last
  * resort is a line on fd 2, the snippet's stderr pipe, which the broker
- * reads anyway: otherwise nobody would learn why the run vanished.
+ * reads anyway: otherwise nobody would learn why the run vanished.  That
+ * holds until the fork: then S gives its copy of the pipe away (main.c),
+ * and a worker that can no longer report is seen as lost.
  */
 #include <errno.h>
 #include <stdio.h>

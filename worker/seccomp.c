@@ -22,6 +22,10 @@
  * this architecture lacks (mmap2, socketcall...) or that this libseccomp
  * does not know yet are skipped, which for an allowlist fails closed.
  * Foreign architectures (i386 via int 0x80, x32) get EPERM as a whole.
+ *
+ * kotoba-worker does not link this file: worker/gen/seccomp_gen.c runs it
+ * at build time for every profile and Landlock ABI, and the worker loads
+ * the programs it wrote (worker/seccomp.h, worker/seccomp_load.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,7 +43,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <linux/netlink.h>
@@ -622,11 +625,6 @@ static enum profile profile_of(const char *name)
 	return 0;
 }
 
-bool seccomp_has_exec_gate(const char *profile)
-{
-	return profile_of(profile) == P_UNATTENDED;
-}
-
 static uint32_t group_action(const struct syscall_group *g, const struct build *b)
 {
 	enum action a = b->profile == P_APPROVED ? g->approved : g->unattended;
@@ -801,16 +799,6 @@ void seccomp_prog_free(struct sock_fprog *prog)
 	free(prog->filter);
 	prog->filter = NULL;
 	prog->len = 0;
-}
-
-int seccomp_load_prog(const struct sock_fprog *prog, bool listener)
-{
-	unsigned long flags = listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
-	long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, prog);
-
-	if (rc < 0)
-		return -errno;
-	return listener ? (int)rc : 0;
 }
 
 /* ---- documentation -------------------------------------------------------- */

@@ -82,7 +82,13 @@ static void signal_all(struct run *r, int sig)
 }
 
 /* SIGKILL everything below S until S has no children left.  A process
- * killed mid-fork leaves its new child to us; the next round gets it. */
+ * killed mid-fork leaves its new child to us; the next round gets it.
+ *
+ * No child at all (ECHILD) means no descendant either: S is their
+ * subreaper, and a dying process's children are handed to S before it
+ * can be reaped, so every live descendant hangs from S through live or
+ * unreaped ones.  The usual end, a snippet that started nothing, then
+ * costs one wait4 and no walk through /proc. */
 static void kill_all(struct run *r)
 {
 	struct rusage ru;
@@ -90,13 +96,21 @@ static void kill_all(struct run *r)
 	int status;
 
 	for (;;) {
-		signal_all(r, SIGKILL);
-		pid = wait4(-1, &status, 0, &ru);
+		pid = wait4(-1, &status, WNOHANG, &ru);
+		if (pid > 0) {
+			note_reaped(r, pid, status, &ru);
+			continue;
+		}
 		if (pid < 0 && errno == EINTR)
 			continue;
 		if (pid < 0)
 			break; /* ECHILD: nothing left */
-		note_reaped(r, pid, status, &ru);
+		signal_all(r, SIGKILL);
+		pid = wait4(-1, &status, 0, &ru);
+		if (pid > 0)
+			note_reaped(r, pid, status, &ru);
+		else if (errno != EINTR)
+			break;
 	}
 }
 
@@ -337,7 +351,7 @@ static void final_report(struct run *r)
 		;
 }
 
-static int conclude(struct run *r)
+static int report_end(struct run *r)
 {
 	struct run_result res;
 
@@ -354,6 +368,16 @@ static int conclude(struct run *r)
 		return WORKER_EXIT_FAIL;
 	fill_result(r, &res);
 	return report_finished(&res) ? WORKER_EXIT_OK : WORKER_EXIT_FAIL;
+}
+
+/* The last frame, then fd 3 goes at once: the broker sees EOF now, not
+ * after S has freed its memory and the kernel has torn S down. */
+static int conclude(struct run *r)
+{
+	int rc = report_end(r);
+
+	close(FD_BROKER);
+	return rc;
 }
 
 int supervise(struct plan *p, pid_t child, int sigfd)

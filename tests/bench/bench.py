@@ -332,7 +332,7 @@ def broker_overhead(args, broker, work, e2e):
         return
     sums = [a + b for a, b in zip(start_ready, exit_frame)]
     say("exec sent -> started received   p50 %7.0f us  p99 %7.0f us   (includes worker exec, "
-        "seccomp build, scratch dir, fork, sandbox steps, execve of python3)"
+        "scratch dir, fork, sandbox steps, seccomp load, execve of python3)"
         % (pct(start_ready, 50), pct(start_ready, 99)))
     say("snippet exit -> exit received   p50 %7.0f us  p99 %7.0f us   (reap, kill sweep, "
         "scratch removal, finished, audit row)" % (pct(exit_frame, 50), pct(exit_frame, 99)))

@@ -6,10 +6,12 @@
 Starts a broker, runs the CLI sequentially under `perf trace` (syscall
 tracepoints, system wide, only a few marker calls) and prints the median
 of each phase between markers: CLI start, audit fsync, identity and env,
-fork, worker exec, scratch directory, seccomp build, the child's sandbox
-steps, python3, teardown.  Needs perf with tracepoints (as root); it is
-not part of `make bench` (`make bench-phases`).  Marker syscalls cost a
-few microseconds each under perf trace: small phases read a little high.
+fork, worker exec, scratch directory, the child's sandbox steps, the
+seccomp load, python3, teardown.  (Trees that built the seccomp program
+per run show the build between the first seccomp() call and the load.)
+Needs perf with tracepoints (as root); it is not part of `make bench`
+(`make bench-phases`).  Marker syscalls cost a few microseconds each
+under perf trace: small phases read a little high.
 """
 import argparse
 import os
@@ -50,7 +52,7 @@ MARK_TEXT = {
     "wjob": "worker reads the job",
     "mkdir": "worker mkdir scratch",
     "sfork": "supervisor forks the snippet child",
-    "probe": "first seccomp() call (libseccomp starts building)",
+    "probe": "the child's first seccomp() call (the load: the program is prebuilt)",
     "load": "seccomp filter loaded",
     "pexec": "python3 execve",
     "started": "broker sends started",

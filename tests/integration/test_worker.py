@@ -226,8 +226,9 @@ def test_environment_is_exactly_job_env_plus_scratch():
     assert set(env) == {"PATH", "LANG", "HOME", "KOTOBA_X", "TMPDIR", "MPLCONFIGDIR",
                         "XDG_CACHE_HOME"}
     assert scratch.startswith("/tmp/kotoba-run-") and scratch != "/evil"
+    # Made on demand by matplotlib; the cache home is the scratch directory.
     assert env["MPLCONFIGDIR"] == scratch + "/matplotlib"
-    assert env["XDG_CACHE_HOME"] == scratch + "/cache"
+    assert env["XDG_CACHE_HOME"] == scratch
 
 
 def test_scratch_exists_during_run_and_is_removed_after():
@@ -235,8 +236,7 @@ def test_scratch_exists_during_run_and_is_removed_after():
         import os, tempfile
         d = os.environ['TMPDIR']
         print(d)
-        print(oct(os.stat(d).st_mode & 0o777), os.path.isdir(d + '/matplotlib'),
-              os.path.isdir(d + '/cache'))
+        print(oct(os.stat(d).st_mode & 0o777), os.listdir(d))
         with tempfile.NamedTemporaryFile(delete=False) as f:
             f.write(b'x')
         os.makedirs(d + '/a/b/c')
@@ -246,7 +246,8 @@ def test_scratch_exists_during_run_and_is_removed_after():
     """)
     lines = bytes(w.out).decode().splitlines()
     scratch = lines[0]
-    assert lines[1] == "0o700 True True" and lines[2] == "True"
+    # Only the directory itself is made for the run: it starts empty.
+    assert lines[1] == "0o700 []" and lines[2] == "True"
     assert w.only("finished")["code"] == 0
     assert not os.path.exists(scratch)
     assert os.path.isdir("/etc")
@@ -325,6 +326,36 @@ BOTH_WAYS = pytest.mark.parametrize("landlock", [True, False], ids=["landlock", 
 
 def lines(w):
     return bytes(w.out).decode().splitlines()
+
+
+@pytest.mark.parametrize("profile", ["approved", "unattended"])
+def test_scratch_homes_are_made_on_demand(profile):
+    """Only TMPDIR exists at start; what matplotlib and caches do with
+    MPLCONFIGDIR and XDG_CACHE_HOME (without matplotlib installed) works."""
+    if profile == "unattended" and not LANDLOCK_ABI:
+        pytest.skip("this kernel has no Landlock: unattended, nothing is writable")
+    w = run("""
+        import os, pathlib, tempfile
+        with tempfile.NamedTemporaryFile('w') as f:      # TMPDIR
+            f.write('t')
+        print('tempfile', os.path.dirname(f.name) == os.environ['TMPDIR'])
+        print('mkdtemp', os.path.isdir(tempfile.mkdtemp()))
+        # matplotlib: makedirs(MPLCONFIGDIR, exist_ok=True), then writes there.
+        mpl = os.environ['MPLCONFIGDIR']
+        os.makedirs(mpl, exist_ok=True)
+        pathlib.Path(mpl, 'fontlist.json').write_text('{}')
+        print('mplconfigdir', os.access(mpl, os.W_OK))
+        # A cache: its own tree under XDG_CACHE_HOME, by makedirs or mkdir.
+        cache = os.environ['XDG_CACHE_HOME']
+        os.makedirs(os.path.join(cache, 'pip', 'http', 'a'), exist_ok=True)
+        pathlib.Path(cache, 'pip', 'http', 'a', 'entry').write_bytes(b'x')
+        pathlib.Path(cache, 'lib').mkdir()
+        print('cache', sorted(os.listdir(cache)) == sorted(
+            ['pip', 'lib', 'matplotlib'] + [d for d in os.listdir(cache) if d.startswith('tmp')]))
+    """, profile=profile, landlock=True)
+    assert lines(w) == ["tempfile True", "mkdtemp True", "mplconfigdir True", "cache True"], \
+        bytes(w.err).decode()
+    assert w.only("finished")["code"] == 0
 
 
 def test_ready_reports_the_landlock_abi_in_force():
@@ -538,6 +569,21 @@ def test_leftover_background_process_is_killed_when_snippet_exits():
     """)
     assert w.only("finished")["code"] == 0
     assert gone(int(bytes(w.out).split()[0]))
+
+
+def test_output_pipes_close_with_the_snippet_not_the_worker():
+    """The worker holds no copy of the snippet's stdout and stderr: once
+    the snippet has closed both, the broker sees EOF while the run goes on
+    (so at the end it sees EOF as the last snippet process exits)."""
+    if os.environ.get("KOTOBA_SANITIZED"):
+        pytest.skip("a sanitizer build keeps the worker's stderr for its reports")
+    w = Worker("import os, time\nos.close(1); os.close(2)\ntime.sleep(2)\n", job())
+    end = time.monotonic() + 1.5
+    while (w.out_r >= 0 or w.err_r >= 0) and time.monotonic() < end:
+        w.pump(0.1)
+    assert w.out_r < 0 and w.err_r < 0, "a pipe stayed open after the snippet closed it"
+    assert "finished" not in w.types()
+    assert w.finish().only("finished")["code"] == 0
 
 
 def test_closing_fd3_mid_run_kills_snippet():

@@ -1,4 +1,4 @@
-// link: worker/seccomp.c worker/execgate.c worker/landlock.c
+// link: worker/seccomp.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/landlock.c
 /* SPDX-License-Identifier: MIT
  * The seccomp filters against the real kernel, in the manner of
  * systemd's test-seccomp and bubblewrap's try-syscall: in a forked child,
@@ -92,8 +92,10 @@ __attribute__((noreturn, format(printf, 1, 2))) static void child_fail(const cha
 				   errno, strerror(errno));                                \
 	} while (0)
 
-/* Builds and loads a profile's filter, as if Landlock ABI `abi` held the
- * path rules; returns the exec gate's listener when asked for one. */
+/* Loads a profile's filter, as if Landlock ABI `abi` held the path rules;
+ * returns the exec gate's listener when asked for one.  The program is the
+ * worker's: the one generated at build time, with our pid patched in
+ * (test_prebuilt_programs_are_the_policy checks it is seccomp_build()'s). */
 static int load_profile(const char *profile, unsigned int abi, bool listener)
 {
 	struct seccomp_opts o = { profile, abi, getpid() };
@@ -101,15 +103,14 @@ static int load_profile(const char *profile, unsigned int abi, bool listener)
 	char err[256];
 	int rc;
 
-	rc = seccomp_build(&o, &prog, err, sizeof(err));
+	rc = seccomp_program_for(&o, &prog, err, sizeof(err));
 	if (rc < 0)
-		child_fail("seccomp_build(%s, ABI %u): %s", profile, abi, err);
+		child_fail("seccomp_program_for(%s, ABI %u): %s", profile, abi, err);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail("PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 	rc = seccomp_load_prog(&prog, listener);
 	if (rc < 0)
 		child_fail("loading the filter: %s", strerror(-rc));
-	seccomp_prog_free(&prog);
 	return rc;
 }
 
@@ -737,6 +738,67 @@ static void test_unattended_profile_at_every_landlock_abi(void **state)
 		fprintf(stderr, "# SKIP part: ABIs %u-7 are newer than this kernel\n", kernel + 1);
 }
 
+/* What the worker loads is what the policy compiles to: for each profile
+ * at each Landlock ABI and a spread of pids (the smallest, ours, the
+ * kernel's PID_MAX_LIMIT, the largest pid_t), the generated program with
+ * the pid patched in equals seccomp_build()'s, byte for byte. */
+static void test_prebuilt_programs_are_the_policy(void **state)
+{
+	static const char *const profiles[] = { "approved", "unattended" };
+	const pid_t pids[] = { 1, 2, 300, 32768, getpid(), 4194304, 0x7fffffff };
+	struct seccomp_opts one = { "unattended", 0, 1 }, two = { "unattended", 0, 2 };
+	struct sock_filter first[BPF_MAXINSNS];
+	struct sock_fprog got;
+	char err[256] = "";
+
+	(void)state;
+	for (size_t pr = 0; pr < 2; pr++) {
+		for (unsigned int abi = 0; abi <= SECCOMP_ABI_MAX; abi++) {
+			for (size_t i = 0; i < sizeof(pids) / sizeof(pids[0]); i++) {
+				struct seccomp_opts o = { profiles[pr], abi, pids[i] };
+				struct sock_fprog want;
+
+				assert_int_equal(seccomp_build(&o, &want, err, sizeof(err)), 0);
+				assert_int_equal(seccomp_program_for(&o, &got, err, sizeof(err)), 0);
+				if (got.len != want.len ||
+				    memcmp(got.filter, want.filter, want.len * sizeof(*want.filter)))
+					fail_msg("%s at Landlock ABI %u for pid %d: the prebuilt program "
+						 "(%u instructions) is not seccomp_build()'s (%u)",
+						 profiles[pr], abi, (int)pids[i], got.len, want.len);
+				seccomp_prog_free(&want);
+			}
+		}
+	}
+	/* Patching was exercised: without Landlock the unattended program
+	 * holds the pid (signals), so two pids give two programs. */
+	assert_int_equal(seccomp_program_for(&one, &got, err, sizeof(err)), 0);
+	memcpy(first, got.filter, got.len * sizeof(*first));
+	assert_int_equal(seccomp_program_for(&two, &got, err, sizeof(err)), 0);
+	assert_true(memcmp(first, got.filter, got.len * sizeof(*first)) != 0);
+}
+
+/* The table has no program for an unknown profile or a newer ABI, and the
+ * programs that hold the pid refuse to go without one. */
+static void test_prebuilt_program_refusals(void **state)
+{
+	struct seccomp_opts root = { "root", 0, 1 }, newer = { "unattended", SECCOMP_ABI_MAX + 1, 1 },
+			    nopid = { "unattended", 0, 0 }, approved = { "approved", 0, 0 };
+	struct sock_fprog prog;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(seccomp_program_for(&root, &prog, err, sizeof(err)), -EINVAL);
+	assert_null(prog.filter);
+	assert_non_null(strstr(err, "root"));
+	assert_int_equal(seccomp_program_for(&newer, &prog, err, sizeof(err)), -EINVAL);
+	assert_null(prog.filter);
+	assert_int_equal(seccomp_program_for(&nopid, &prog, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "pid"));
+	/* The approved program does not depend on the pid at all. */
+	assert_int_equal(seccomp_program_for(&approved, &prog, err, sizeof(err)), 0);
+	assert_true(prog.len > 0);
+}
+
 static void test_unknown_profile_is_an_error(void **state)
 {
 	struct seccomp_opts o = { "root", 0, 1 };
@@ -760,6 +822,8 @@ static void test_groups_are_documented(void **state)
 	assert_non_null(f);
 	seccomp_describe(f);
 	fclose(f);
+	/* kotoba-worker --list-syscall-groups prints the generator's copy. */
+	assert_string_equal(text, seccomp_description);
 	assert_non_null(strstr(text, "@debug (EPERM in both"));
 	assert_non_null(strstr(text, "@io-uring (EPERM in both"));
 	assert_non_null(strstr(text, "@file-read (allow in both"));
@@ -786,6 +850,8 @@ int main(void)
 		cmocka_unit_test(test_unattended_ipc_and_exec_without_gate),
 		cmocka_unit_test(test_exec_gate_lets_exactly_one_exec_through),
 		cmocka_unit_test(test_unattended_profile_at_every_landlock_abi),
+		cmocka_unit_test(test_prebuilt_programs_are_the_policy),
+		cmocka_unit_test(test_prebuilt_program_refusals),
 		cmocka_unit_test(test_unknown_profile_is_an_error),
 		cmocka_unit_test(test_groups_are_documented),
 	};
