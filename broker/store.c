@@ -388,28 +388,42 @@ static int open_db(struct store *s)
 	return 0;
 }
 
-static int set_journal_wal(struct store *s)
+/* Runs a PRAGMA that answers one row of text and copies the answer. */
+static int pragma_text(struct store *s, const char *sql, const char *what, char *got,
+		       size_t len)
 {
-	const char *what = "cannot read the database (corrupt, not a database, or unwritable directory?)";
+	const unsigned char *t;
 	sqlite3_stmt *st;
-	const unsigned char *mode;
 	int rc;
 
-	rc = prep(s, "PRAGMA journal_mode=WAL", &st, what);
+	rc = prep(s, sql, &st, what);
 	if (rc)
 		return rc;
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW) {
 		rc = sql_fail(s, rc, what);
 	} else {
-		mode = sqlite3_column_text(st, 0);
+		t = sqlite3_column_text(st, 0);
+		snprintf(got, len, "%s", t ? (const char *)t : "");
 		rc = 0;
-		if (!mode || strcmp((const char *)mode, "wal"))
-			rc = set_err(s, -EIO, "database %s cannot use WAL journaling (journal_mode is %s); is it on a network file system?",
-				     s->path, mode ? (const char *)mode : "unknown");
 	}
 	sqlite3_finalize(st);
 	return rc;
+}
+
+static int set_journal_wal(struct store *s)
+{
+	char mode[32];
+	int rc = pragma_text(s, "PRAGMA journal_mode=WAL", "cannot read the database (corrupt, "
+			     "not a database, or unwritable directory?)", mode, sizeof(mode));
+
+	if (rc)
+		return rc;
+	if (strcmp(mode, "wal"))
+		return set_err(s, -EIO, "database %s cannot use WAL journaling (journal_mode is "
+			       "%s); is it on a network file system?", s->path,
+			       mode[0] ? mode : "unknown");
+	return 0;
 }
 
 static int configure(struct store *s)
@@ -489,26 +503,16 @@ static int migrate(struct store *s)
 
 static int quick_check(struct store *s)
 {
-	const char *what = "cannot check the database";
-	const unsigned char *res;
-	sqlite3_stmt *st;
-	int rc;
+	char res[256];
+	int rc = pragma_text(s, "PRAGMA quick_check(1)", "cannot check the database", res,
+			     sizeof(res));
 
-	rc = prep(s, "PRAGMA quick_check(1)", &st, what);
 	if (rc)
 		return rc;
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		rc = sql_fail(s, rc, what);
-	} else {
-		res = sqlite3_column_text(st, 0);
-		rc = 0;
-		if (!res || strcmp((const char *)res, "ok"))
-			rc = set_err(s, -EUCLEAN, "database %s is corrupt (%s); move it aside and restore a backup",
-				     s->path, res ? (const char *)res : "no result");
-	}
-	sqlite3_finalize(st);
-	return rc;
+	if (strcmp(res, "ok"))
+		return set_err(s, -EUCLEAN, "database %s is corrupt (%s); move it aside and restore "
+			       "a backup", s->path, res[0] ? res : "no result");
+	return 0;
 }
 
 int store_open(const char *state_dir, struct store **out, char *err, size_t errlen)
