@@ -109,6 +109,10 @@ def sysbroker(work):
 
 
 def test_broker_keeps_only_its_capabilities(sysbroker):
+    if os.environ.get("KOTOBA_BROKER_WRAPPER"):
+        # valgrind runs the broker on its own thread; /proc's main-thread
+        # view of the credentials is the tool's, not the broker's
+        pytest.skip("under a wrapper (valgrind) /proc shows the tool's credentials")
     status = dict(l.split(":", 1) for l in open("/proc/%d/status" % sysbroker.proc.pid))
     svc = pwd.getpwnam(SERVICE_USER)
     assert status["Uid"].split() == [str(svc.pw_uid)] * 4
