@@ -76,7 +76,12 @@ deps-ok:
 	@./tests/deps.sh $(DEB_PKGS)
 
 # ---- running ---------------------------------------------------------------
+# As root the broker becomes its service user `kotoba` at once: create it
+# (and its group) from the same sysusers.d file an install uses.
 run: all
+	@if [ "$$(id -u)" = 0 ] && ! getent passwd kotoba >/dev/null; then \
+		echo "creating the service user kotoba (dist/systemd/kotoba.sysusers)"; \
+		systemd-sysusers dist/systemd/kotoba.sysusers; fi
 	$(BUILD)/kotoba-brokerd $(ARGS)
 
 # ---- tests -----------------------------------------------------------------
