@@ -236,6 +236,16 @@ static void start_run(struct session *s, struct run_request *rq)
 				   "%s", err);
 }
 
+/* sandbox = docker without a container backend: nothing runs, and never
+ * on the host instead. */
+static void no_backend(struct session *s, uint64_t id)
+{
+	session_send_error(s, true, id, PERR_SETUP_FAILED,
+			   "the snippet did not run: sandbox = docker needs the container "
+			   "backend, which this broker does not have; it never falls back to "
+			   "the host");
+}
+
 /* The peer's home, when the client gave no working directory. */
 static void home_of(uid_t uid, char *out, size_t len)
 {
@@ -412,10 +422,7 @@ void gate_exec(struct session *s, const struct msg_exec *e)
 		refuse(s, e->id, &sr, &v);
 		break;
 	case V_NO_BACKEND:
-		session_send_error(s, true, e->id, PERR_SETUP_FAILED,
-				   "the snippet did not run: sandbox = docker needs the container "
-				   "backend, which this broker does not have; it never falls back to "
-				   "the host");
+		no_backend(s, e->id);
 		break;
 	case V_CARD:
 		ask(s, e, &sr, &v, sha256);
@@ -453,6 +460,13 @@ static void run_card(struct card *c)
 				  .cwd = c->cwd, .timeout_ms = c->timeout_ms, .env = c->env,
 				  .n_env = c->n_env };
 
+	/* Approved or not, a docker-mode snippet runs in a container or not
+	 * at all. */
+	if (gb->cfg.sandbox == SANDBOX_DOCKER) {
+		if (audit_card_end(c, "failed", NULL) == 0)
+			no_backend(c->s, c->id);
+		return;
+	}
 	if (audit_card_end(c, "ran", &approved) < 0)
 		return;
 	fill_request(&rq, &c->scan, &approved, c->sha256);

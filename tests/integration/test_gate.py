@@ -76,6 +76,15 @@ def test_docker_labelled_asks(make_broker):
     assert card is not None and end["code"] == "denied"
 
 
+def test_docker_approved_card_never_runs_on_host(make_broker):
+    b = make_broker(extra_args=["--sandbox", "docker"]).start()
+    card, end, out = outcome(b, "import os\nprint('ran on', os.uname().nodename)\n"
+                                "open('/tmp/x', 'w')", answer="once")
+    assert card is not None
+    assert end["type"] == "error" and end["code"] == "setup-failed" and out == b""
+    assert "never falls back to the host" in end["message"]
+
+
 @pytest.mark.parametrize("mode", ["local", "docker"])
 def test_no_channel_labelled_is_refused_in_plain_words(make_broker, mode):
     b = make_broker(extra_args=["--sandbox", mode]).start()
