@@ -47,6 +47,10 @@ int cmd_scan(int argc, char **argv)
 	char *code;
 	int rc;
 
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		fputs("usage: kotoba scan FILE|-\n", stdout);
+		return 0;
+	}
 	if (argc != 2) {
 		fputs("usage: kotoba scan FILE|-\n", stderr);
 		return KOTOBA_EXIT_USAGE;
