@@ -19,7 +19,9 @@ check-faults: all
 
 check-valgrind: all
 	@./tests/deps.sh valgrind
-	@rm -rf $(VALGRIND_DIR) && mkdir -p $(VALGRIND_DIR)
+	@# valgrind opens a log per process, also in the broker's forked children,
+	@# which run as the service user: the directory must take their files
+	@rm -rf $(VALGRIND_DIR) && mkdir -p $(VALGRIND_DIR) && chmod 1777 $(VALGRIND_DIR)
 	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_BROKER_WRAPPER="$(VALGRIND)" \
 		$(PYTEST) tests/integration
 	@/usr/bin/python3 tests/faults/valgrind_report.py $(VALGRIND_DIR)
