@@ -90,7 +90,8 @@ class Broker:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(10)
+                # valgrind's leak check at exit takes a while: let it finish
+                self.proc.wait(60 if WRAPPER else 10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
