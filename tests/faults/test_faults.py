@@ -91,16 +91,6 @@ def wchan(pid):
         return f.read()
 
 
-def snippet_pid(c):
-    buf = b""
-    while b"\n" not in buf:
-        m = c.recv()
-        assert m["type"] in ("started", "output"), m
-        if m["type"] == "output" and m["stream"] == "stdout":
-            buf += m["data"]
-    return int(buf.split(b"\n")[0])
-
-
 def save_grant(b):
     c = b.client(channel=True)
     c.exec("print(1)", id=1)
@@ -133,7 +123,7 @@ def test_kill9_broker_with_20_snippets_running(tmp):
     clients = [b.client() for _ in range(20)]
     for c in clients:
         c.exec(PID_THEN_SLEEP, id=1)
-    snippets = [snippet_pid(c) for c in clients]
+    snippets = [c.snippet_pid() for c in clients]
     workers = [ppid(p) for p in snippets]
     assert all(ppid(w) == b.proc.pid for w in workers), "snippets are not below workers"
     b.proc.send_signal(signal.SIGKILL)
@@ -161,7 +151,7 @@ def test_kill9_worker_mid_run(tmp):
     victim, other = b.client(), b.client()
     victim.exec(PID_THEN_SLEEP, id=1)
     other.exec("import time\ntime.sleep(1.5)\nprint('fine')\n", id=2)
-    pid = snippet_pid(victim)
+    pid = victim.snippet_pid()
     os.kill(ppid(pid), signal.SIGKILL)
     end = victim.until_end(id=1)["end"]
     assert end["type"] == "error" and end["code"] == "worker-lost", end
@@ -339,7 +329,7 @@ def test_cwd_deleted_mid_run(tmp):
     c = b.client()
     c.exec("import os, sys\nprint(os.getpid(), flush=True)\nsys.stdin.readline()\n"
            "import time\ntime.sleep(0.5)\nos.getcwd()\n", id=1, cwd=cwd)
-    snippet_pid(c)
+    c.snippet_pid()
     os.rmdir(cwd)
     out = c.until_end(id=1)
     end = out["end"]

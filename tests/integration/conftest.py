@@ -194,6 +194,16 @@ class Client:
                 out["end"] = m
                 return out
 
+    def snippet_pid(self):
+        """Reads frames until the snippet's first stdout line: its pid."""
+        buf = b""
+        while b"\n" not in buf:
+            m = self.recv()
+            assert m["type"] in ("started", "output"), m
+            if m["type"] == "output" and m["stream"] == "stdout":
+                buf += m["data"]
+        return int(buf.split(b"\n")[0])
+
     def close(self):
         self.sock.close()
 

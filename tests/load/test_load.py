@@ -160,17 +160,6 @@ def gone(pid, within=3.0):
     return False
 
 
-def snippet_pid(c):
-    """Reads frames until the snippet's first stdout line: its pid."""
-    buf = b""
-    while b"\n" not in buf:
-        m = c.recv()
-        assert m["type"] in ("started", "output"), m
-        if m["type"] == "output" and m["stream"] == "stdout":
-            buf += m["data"]
-    return int(buf.split(b"\n")[0])
-
-
 def children(pid):
     with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
         return f.read().split()
@@ -212,7 +201,7 @@ def test_disconnect_kills_snippet(load_broker, code):
     base = rest_fds(load_broker)
     c = load_broker.client()
     c.exec(code, id=5)
-    pid = snippet_pid(c)
+    pid = c.snippet_pid()
     if code is PID_THEN_FLOOD:
         c.recv()  # mid-output: at least one more output frame
     c.close()
@@ -249,7 +238,7 @@ def test_limits_answer_busy(make_busy_broker):
     hold = [b.client() for _ in range(2)]
     for i, c in enumerate(hold):
         c.exec(PID_THEN_SLEEP, id=1)
-        snippet_pid(c)
+        c.snippet_pid()
     c3 = b.client()
     c3.exec("print(1)", id=3)
     end = c3.recv()
