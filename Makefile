@@ -74,6 +74,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(PROTO_OBJ) $(BROKER_OBJ) $(WORKER_OBJ)
 .PHONY: deps-ok
 deps-ok:
 	@./tests/deps.sh $(DEB_PKGS)
+	@./tests/reachable.sh
 
 # ---- running ---------------------------------------------------------------
 # As root the broker becomes its service user `kotoba` at once: create it
