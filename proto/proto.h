@@ -24,6 +24,8 @@
 #define PROTO_GROUPS_MAX 64                  /* supplementary groups */
 #define PROTO_LABELS_MAX 16
 #define PROTO_ROWS_MAX 256                   /* rows in a list answer */
+#define PROTO_ARGV_MAX 96                    /* arguments of one engine command */
+#define PROTO_STEPS_MAX 4                    /* engine commands before the snippet */
 
 /* Error codes carried by `error` frames (PROTOCOL.md, "Error codes"). */
 #define PERR_TOO_LARGE "too-large"         /* frame over the limit: closed */
@@ -202,6 +204,8 @@ struct msg_exit {
 	const char *approver;    /* "user" | "grant" | "container" | "unattended" */
 	size_t n_labels;
 	const char *labels[PROTO_LABELS_MAX];
+	const char *where;       /* "host" | "container" */
+	struct pstr container;   /* with "container": the container's name */
 };
 
 struct msg_error {
@@ -305,8 +309,31 @@ struct job_limits {
 	uint64_t cpu_s, as_bytes, nproc, fsize_bytes, nofile;
 };
 
+/* sandbox = docker: a command line of the container engine's CLI; v[0]
+ * is its absolute path. */
+struct job_argv {
+	size_t n;
+	struct pstr v[PROTO_ARGV_MAX];
+};
+
+struct job_step {
+	struct pstr name;        /* the setup step a failure reports as */
+	struct job_argv argv;
+};
+
+/* What the worker runs instead of python3 when the snippet runs in a
+ * container (PROTOCOL.md, "job"): each command in its own confined child,
+ * as the snippet's user, under the "engine" profile. */
+struct job_engine {
+	size_t n_steps;
+	struct job_step steps[PROTO_STEPS_MAX]; /* in order, before the snippet */
+	struct job_argv run;     /* exec'd instead of python3; the memfd is its stdin */
+	struct job_argv kill;    /* after a timeout, a cancel or an exit of 137 */
+	struct job_argv oom;     /* after an exit of 137: prints the OOM-kill count */
+};
+
 struct msg_job {
-	struct pstr profile;     /* "approved" | "unattended" */
+	struct pstr profile;     /* "approved" | "unattended" | "engine" */
 	struct pstr python;      /* absolute path of the interpreter */
 	struct pstr cwd;         /* absolute */
 	struct pstr scratch_base;/* directory the per-run scratch dir goes in */
@@ -319,6 +346,8 @@ struct msg_job {
 	uint32_t groups[PROTO_GROUPS_MAX];
 	size_t n_env;            /* "NAME=value" strings, already scrubbed */
 	struct pstr env[PROTO_ENV_MAX];
+	bool has_engine;         /* profile "engine" */
+	struct job_engine engine;
 };
 
 struct msg_ready {
