@@ -255,6 +255,8 @@ struct kotoba_result {
 	char approver[16];    /* "user", "grant", "container" or "unattended" */
 	size_t n_labels;      /* pre-screen labels the snippet matched */
 	char labels[KOTOBA_LABELS_MAX][16];
+	char where[16];       /* "host", or "container" (sandbox mode docker) */
+	char container[256];  /* with "container": the container's name; else "" */
 };
 
 /*

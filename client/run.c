@@ -273,7 +273,12 @@ static void print_exit_json(const struct kotoba_result *x)
 	       x->duration_us / 1000, x->limit, x->profile, x->decision, x->approver);
 	for (size_t i = 0; i < x->n_labels; i++)
 		printf("%s\"%s\"", i ? "," : "", x->labels[i]);
-	printf("]");
+	printf("],\"where\":\"%s\"", x->where);
+	/* The name is the engine's, not ours: escape it like any foreign text. */
+	if (x->container[0]) {
+		printf(",\"container\":");
+		json_string(stdout, x->container, strlen(x->container));
+	}
 }
 
 static void print_error_json(const struct kotoba_error *e)

@@ -1,13 +1,13 @@
 # Clients for agent programs (issue 9): libkotoba-client, the C library the
 # `kotoba` CLI is built on, and the Python package kotoba_broker.
 #
-# Built by `all`: $(BUILD)/libkotoba-client.a, $(BUILD)/libkotoba-client.so.0
+# Built by `all`: $(BUILD)/libkotoba-client.a, $(BUILD)/libkotoba-client.so.1
 # (and the .so symlink), $(BUILD)/kotoba-client.pc.  `make check` runs
 # check-client (the C library and the Python package against a real broker)
 # and check-client-asan (the C library's test again under the sanitizers).
 
 KOTOBA_CLIENT_VERSION := 0.1.0
-KOTOBA_CLIENT_SOVERSION := 0
+KOTOBA_CLIENT_SOVERSION := 1
 KOTOBA_CLIENT_SONAME := libkotoba-client.so.$(KOTOBA_CLIENT_SOVERSION)
 
 KOTOBA_CLIENT_SRC := $(wildcard client/lib/*.c)

@@ -17,8 +17,11 @@
 #define NAME_FIELD_MAX 255
 #define TEXT_FIELD_MAX 4096
 
-static const char *const profiles[] = { "approved", "unattended", NULL };
-static const char *const profiles_or_none[] = { "approved", "unattended", "", NULL };
+static const char *const profiles[] = { "approved", "unattended", "container", NULL };
+/* "engine" is a worker profile only (the container engine's CLI runs
+ * under it): `started` and `exit` keep saying how the snippet was approved. */
+static const char *const job_profiles[] = { "approved", "unattended", "engine", NULL };
+static const char *const profiles_or_none[] = { "approved", "unattended", "container", "", NULL };
 static const char *const approvers[] = { "user", "grant", "container", "unattended", "", NULL };
 static const char *const decisions[] = { "ran",	    "card",	   "denied", "expired",
 					 "refused", "not-offered", "failed", "cancelled",
@@ -27,6 +30,7 @@ static const char *const streams[] = { "stdout", "stderr", NULL };
 static const char *const modes[] = { "local", "docker", "none", NULL };
 static const char *const limits[] = { "", "cpu", "wall", "file-size", "memory", NULL };
 static const char *const statuses[] = { "exited", "signaled", NULL };
+static const char *const wheres[] = { "host", "container", NULL };
 const char *const proto_labels[] = { "fs-destroy", "shell-spawn", "raw-socket", "dynamic-eval",
 				     "fs-write",   "data-out",	  "secret-read", NULL };
 
@@ -167,9 +171,11 @@ static void put_result(struct enc *e, const struct run_result *r)
 
 int enc_exit(struct frame *f, const struct msg_exit *m)
 {
+	const char *where = m->where ? m->where : "host";
+	bool in_container = !strcmp(where, "container");
 	struct enc e;
 
-	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 5);
+	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container);
 	put_uint(&e, "id", m->id);
 	put_result(&e, &m->r);
 	put_bool(&e, "truncated", m->truncated);
@@ -180,6 +186,9 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	raw_array(&e, m->n_labels);
 	for (size_t i = 0; i < m->n_labels; i++)
 		raw_str(&e, m->labels[i], strlen(m->labels[i]));
+	put_str(&e, "where", where);
+	if (in_container)
+		put_pstr(&e, "container", m->container);
 	return enc_end(&e, f);
 }
 
@@ -213,12 +222,56 @@ int enc_error_simple(struct frame *f, bool has_id, uint64_t id, const char *code
 	return enc_error(f, &m);
 }
 
+static void raw_argv(struct enc *e, const struct job_argv *a)
+{
+	raw_array(e, a->n);
+	for (size_t i = 0; i < a->n; i++)
+		raw_str(e, a->v[i].ptr, a->v[i].len);
+}
+
+static bool engine_fits(const struct job_engine *g)
+{
+	bool ok = g->n_steps <= PROTO_STEPS_MAX && g->run.n <= PROTO_ARGV_MAX &&
+		  g->kill.n <= PROTO_ARGV_MAX && g->oom.n <= PROTO_ARGV_MAX;
+
+	for (size_t i = 0; ok && i < g->n_steps; i++)
+		ok = g->steps[i].argv.n <= PROTO_ARGV_MAX;
+	return ok;
+}
+
+/* The `engine` map goes last, so a job without one is the same frame it
+ * was before containers existed. */
+static void put_engine(struct enc *e, const struct job_engine *g)
+{
+	put_key(e, "engine");
+	raw_map(e, 4);
+	raw_str(e, "steps", 5);
+	raw_array(e, g->n_steps);
+	for (size_t i = 0; i < g->n_steps; i++) {
+		raw_map(e, 2);
+		raw_str(e, "step", 4);
+		raw_str(e, g->steps[i].name.ptr, g->steps[i].name.len);
+		raw_str(e, "argv", 4);
+		raw_argv(e, &g->steps[i].argv);
+	}
+	raw_str(e, "run", 3);
+	raw_argv(e, &g->run);
+	raw_str(e, "kill", 4);
+	raw_argv(e, &g->kill);
+	raw_str(e, "oom", 3);
+	raw_argv(e, &g->oom);
+}
+
 int enc_job(struct frame *f, const struct msg_job *m)
 {
 	struct job_limits lim = m->lim;
 	struct enc e;
 
-	enc_begin(&e, "job", 9 + m->set_ids);
+	/* The counts index fixed arrays: past them is a caller's bug, not
+	 * something to read beyond the struct for. */
+	if (m->has_engine && !engine_fits(&m->engine))
+		return -E2BIG;
+	enc_begin(&e, "job", 9 + m->set_ids + m->has_engine);
 	put_pstr(&e, "profile", m->profile);
 	put_pstr(&e, "python", m->python);
 	put_pstr(&e, "cwd", m->cwd);
@@ -248,6 +301,8 @@ int enc_job(struct frame *f, const struct msg_job *m)
 	raw_array(&e, m->n_env);
 	for (size_t i = 0; i < m->n_env; i++)
 		raw_str(&e, m->env[i].ptr, m->env[i].len);
+	if (m->has_engine)
+		put_engine(&e, &m->engine);
 	return enc_end(&e, f);
 }
 
@@ -624,6 +679,28 @@ static int dec_labels(struct dec *d, const char *key, const char **out, size_t *
 	return 0;
 }
 
+/* `where` came after version 1 was out: a broker that predates it ran
+ * every snippet on the host, so its absence means "host" (PROTOCOL.md,
+ * "Versioning"). */
+static int dec_where(struct dec *d, struct msg_exit *m)
+{
+	int rc;
+
+	m->where = wheres[0];
+	m->container = (struct pstr){ 0 };
+	if ((rc = dec_enum(d, "where", false, wheres, &m->where)) < 0)
+		return rc;
+	if (strcmp(m->where, "container"))
+		return 0;
+	if ((rc = dec_str(d, "container", true, NAME_FIELD_MAX, &m->container)) < 0)
+		return rc;
+	/* C clients hold the name as a C string: a NUL would cut it short. */
+	if (m->container.len == 0 || memchr(m->container.ptr, '\0', m->container.len))
+		return dec_fail(d, PERR_BAD_FIELD,
+				"field 'container' must name the container, without NUL");
+	return 0;
+}
+
 static int dec_exit(struct dec *d, struct msg_exit *m)
 {
 	int rc;
@@ -632,9 +709,10 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 	    (rc = dec_bool(d, "truncated", true, &m->truncated)) < 0 ||
 	    (rc = dec_enum(d, "profile", true, profiles, &m->profile)) < 0 ||
 	    (rc = dec_enum(d, "decision", true, decisions, &m->decision)) < 0 ||
-	    (rc = dec_enum(d, "approver", true, approvers, &m->approver)) < 0)
+	    (rc = dec_enum(d, "approver", true, approvers, &m->approver)) < 0 ||
+	    (rc = dec_labels(d, "labels", m->labels, &m->n_labels)) < 0)
 		return rc;
-	return dec_labels(d, "labels", m->labels, &m->n_labels);
+	return dec_where(d, m);
 }
 
 static int dec_error(struct dec *d, struct msg_error *m)
@@ -717,12 +795,87 @@ static int dec_job_env(struct dec *d, struct msg_job *m)
 	return 0;
 }
 
+/* One engine command line.  The worker execs v[0] without a PATH search,
+ * so it must be absolute; a NUL would cut an argument short at execve. */
+static int dec_argv(struct dec *d, const char *key, bool may_be_empty, struct job_argv *a)
+{
+	const msgpack_object *o = dec_find(d, key);
+
+	a->n = 0;
+	if (!o || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > PROTO_ARGV_MAX ||
+	    (o->via.array.size == 0 && !may_be_empty))
+		return dec_fail(d, PERR_BAD_FIELD, "field '%s' must be an array of %d to %d str",
+				key, may_be_empty ? 0 : 1, PROTO_ARGV_MAX);
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *s = &o->via.array.ptr[i];
+
+		if (s->type != MSGPACK_OBJECT_STR || s->via.str.size > TEXT_FIELD_MAX ||
+		    (s->via.str.size && memchr(s->via.str.ptr, '\0', s->via.str.size)))
+			return dec_fail(d, PERR_BAD_FIELD, "field '%s' holds an argument that is "
+					"not a str without NUL of at most %d bytes",
+					key, TEXT_FIELD_MAX);
+		a->v[a->n++] = (struct pstr){ s->via.str.ptr, s->via.str.size };
+	}
+	if (a->n && (a->v[0].len == 0 || a->v[0].ptr[0] != '/'))
+		return dec_fail(d, PERR_BAD_FIELD, "field '%s' must start with an absolute path",
+				key);
+	return 0;
+}
+
+static int dec_job_step(struct dec *d, const msgpack_object *o, struct job_step *s)
+{
+	struct dec sub = { .err = d->err, .type = "job.engine.steps" };
+	int rc;
+
+	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
+	    (rc = dec_str(&sub, "step", true, NAME_FIELD_MAX, &s->name)) < 0)
+		return rc;
+	/* The name is what a failure reports as its setup step. */
+	if (s->name.len == 0 || memchr(s->name.ptr, '\0', s->name.len))
+		return dec_fail(&sub, PERR_BAD_FIELD, "field 'step' must be a name without NUL");
+	return dec_argv(&sub, "argv", false, &s->argv);
+}
+
+/* The engine's commands come with the "engine" profile and only with it:
+ * that profile is what lets the worker run the engine's CLI at all. */
+static int dec_job_engine(struct dec *d, struct msg_job *m)
+{
+	struct dec sub = { .err = d->err, .type = "job.engine" };
+	const msgpack_object *o = dec_find(d, "engine"), *steps;
+	struct job_engine *g = &m->engine;
+	int rc;
+
+	m->has_engine = o != NULL;
+	g->n_steps = 0;
+	if (m->has_engine != pstr_eq(m->profile, "engine"))
+		return dec_fail(d, PERR_BAD_FIELD,
+				"field 'engine' is required with profile 'engine' and only there");
+	if (!o)
+		return 0;
+	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0)
+		return rc;
+	steps = dec_find(&sub, "steps");
+	if (!steps || steps->type != MSGPACK_OBJECT_ARRAY ||
+	    steps->via.array.size > PROTO_STEPS_MAX)
+		return dec_fail(&sub, PERR_BAD_FIELD, "field 'steps' must be an array of at most %d",
+				PROTO_STEPS_MAX);
+	for (uint32_t i = 0; i < steps->via.array.size; i++)
+		if ((rc = dec_job_step(&sub, &steps->via.array.ptr[i], &g->steps[i])) < 0)
+			return rc;
+	g->n_steps = steps->via.array.size;
+	if ((rc = dec_argv(&sub, "run", false, &g->run)) < 0 ||
+	    (rc = dec_argv(&sub, "kill", true, &g->kill)) < 0 ||
+	    (rc = dec_argv(&sub, "oom", true, &g->oom)) < 0)
+		return rc;
+	return 0;
+}
+
 static int dec_job(struct dec *d, struct msg_job *m)
 {
 	const char *profile;
 	int rc;
 
-	if ((rc = dec_enum(d, "profile", true, profiles, &profile)) < 0 ||
+	if ((rc = dec_enum(d, "profile", true, job_profiles, &profile)) < 0 ||
 	    (rc = dec_str(d, "python", true, PATH_FIELD_MAX, &m->python)) < 0 ||
 	    (rc = dec_str(d, "cwd", true, PATH_FIELD_MAX, &m->cwd)) < 0 ||
 	    (rc = dec_str(d, "scratch_base", true, PATH_FIELD_MAX, &m->scratch_base)) < 0 ||
@@ -731,9 +884,10 @@ static int dec_job(struct dec *d, struct msg_job *m)
 	    (rc = dec_bool(d, "landlock", true, &m->landlock)) < 0)
 		return rc;
 	m->profile = pstr_c(profile);
-	if ((rc = dec_job_limits(d, m)) < 0 || (rc = dec_job_identity(d, m)) < 0)
+	if ((rc = dec_job_limits(d, m)) < 0 || (rc = dec_job_identity(d, m)) < 0 ||
+	    (rc = dec_job_env(d, m)) < 0)
 		return rc;
-	return dec_job_env(d, m);
+	return dec_job_engine(d, m);
 }
 
 static int dec_ready(struct dec *d, struct msg_ready *m)

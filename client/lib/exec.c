@@ -141,6 +141,8 @@ static void take_exit(struct kotoba_result *res, const struct msg_exit *x)
 	for (size_t i = 0; i < x->n_labels && i < KOTOBA_LABELS_MAX; i++)
 		kc_copy(res->labels[res->n_labels++], sizeof(res->labels[0]), x->labels[i],
 			strlen(x->labels[i]));
+	kc_copy(res->where, sizeof(res->where), x->where, strlen(x->where));
+	kc_copy(res->container, sizeof(res->container), x->container.ptr, x->container.len);
 }
 
 static void notice(const struct kotoba_exec_opts *o, const struct msg_error *e)

@@ -147,7 +147,11 @@ static void print_result(const struct kotoba_result *r)
 	       (unsigned long long)r->max_rss_kb, r->profile, r->decision, r->approver);
 	for (size_t i = 0; i < r->n_labels; i++)
 		printf("%s\"%s\"", i ? "," : "", r->labels[i]);
-	printf("]}\n");
+	/* The name comes from the broker; a test must not emit bad JSON. */
+	printf("],\"where\":\"%s\",\"container\":\"", r->where);
+	for (const char *p = r->container; *p; p++)
+		printf(*p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
+	printf("\"}\n");
 }
 
 static enum kotoba_choice choice_of(const char *w)

@@ -3,6 +3,7 @@ program over the public header) which prints one JSON object per event."""
 import errno
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -10,6 +11,9 @@ import pytest
 
 from conftest import BUILD, KC_TEST, ROOT
 
+# The library's soname version, as mk/client.mk builds it.
+SOVERSION = re.search(r"KOTOBA_CLIENT_SOVERSION := (\d+)",
+                      open(os.path.join(ROOT, "mk", "client.mk")).read()).group(1)
 LABELLED = "import shutil\nshutil.rmtree('/nonexistent-kotoba-test')\n"
 
 
@@ -49,6 +53,17 @@ def test_exit_fields_and_output_order(broker_proc):
     assert x["decision"] == "ran" and x["approver"] == "unattended"
     assert x["profile"] == "unattended" and x["labels"] == []
     assert 0 < x["duration_us"] < 30e6 and x["max_rss_kb"] > 0
+    # mode local: on the host, so no container name
+    assert x["where"] == "host" and x["container"] == ""
+
+
+def test_cli_json_says_where(broker_proc):
+    p = subprocess.run([os.path.join(BUILD, "kotoba"), "run", "-c", "print(6*7)", "--json",
+                        "--no-channel", "--socket", broker_proc.socket,
+                        "--cwd", broker_proc.dir], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["stdout"] == "42\n" and out["where"] == "host" and "container" not in out
 
 
 def test_signal_and_timeout(broker_proc):
@@ -157,7 +172,7 @@ def test_unreachable(workdir):
 
 
 def test_shared_library_exports_only_the_api():
-    so = os.path.join(BUILD, "libkotoba-client.so.0")
+    so = os.path.join(BUILD, "libkotoba-client.so." + SOVERSION)
     p = subprocess.run(["nm", "-D", "--defined-only", so], capture_output=True, text=True)
     if p.returncode != 0:
         pytest.skip("nm unavailable: %s" % p.stderr)

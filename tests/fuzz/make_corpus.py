@@ -24,8 +24,8 @@ TOP = os.path.normpath(os.path.join(ROOT, "..", ".."))
 
 def vectors():
     text = open(os.path.join(TOP, "proto", "PROTOCOL.md")).read()
-    for m in re.finditer(r"### Vector: (\w+)\s+```hex\n(.*?)```", text, re.S):
-        yield m.group(1), bytes.fromhex(m.group(2))
+    for m in re.finditer(r"### Vector: ([\w ()]+?)\s*\n\s*```hex\n(.*?)```", text, re.S):
+        yield re.sub(r"\W+", "_", m.group(1)).strip("_"), bytes.fromhex(m.group(2))
 
 
 def write(target, name, data):

@@ -17,7 +17,8 @@
 #include "proto/proto.h"
 
 struct vector {
-	char name[32];
+	char name[32];    /* the message type */
+	char heading[64]; /* the type and its variant: "job (engine)" */
 	uint8_t bytes[4096];
 	size_t len;
 };
@@ -34,6 +35,7 @@ static size_t load_vectors(struct vector *v, size_t max)
 		if (!strncmp(line, "### Vector: ", 12) && n < max) {
 			memset(&v[n], 0, sizeof(v[n]));
 			sscanf(line + 12, "%31s", v[n].name);
+			sscanf(line + 12, "%63[^\n]", v[n].heading);
 			n++;
 		} else if (!strncmp(line, "```hex", 6)) {
 			in_hex = true;
@@ -81,12 +83,29 @@ static int reencode(const struct msg *m, struct frame *f)
 	}
 }
 
+/* Decodes the vector under heading `h` into *m. */
+static void vector_msg(const char *h, struct msg *m)
+{
+	static struct vector v[64];
+	size_t n = load_vectors(v, 64);
+	struct proto_error err = { 0 };
+
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v[i].heading, h)) {
+			assert_int_not_equal(proto_decode(v[i].bytes + 4, v[i].len - 4,
+							  PROTO_SNIPPET_MAX_DEFAULT, m, &err),
+					     MSG_UNKNOWN);
+			return;
+		}
+	fail_msg("no vector '%s' in PROTOCOL.md", h);
+}
+
 static void test_vectors_round_trip(void **state)
 {
 	static struct vector v[64];
 	static struct msg m;
 	size_t n = load_vectors(v, 64);
-	bool seen[MSG_TYPE_COUNT] = { 0 };
+	bool seen[MSG_TYPE_COUNT] = { 0 }, seen_engine = false, seen_container = false;
 
 	assert_true(n >= 20);
 	for (size_t i = 0; i < n; i++) {
@@ -101,6 +120,8 @@ static void test_vectors_round_trip(void **state)
 			fail_msg("vector %s: %s", v[i].name, err.message);
 		assert_string_equal(msg_type_name(m.type), v[i].name);
 		seen[m.type] = true;
+		seen_engine |= m.type == MSG_JOB && m.u.job.has_engine;
+		seen_container |= m.type == MSG_EXIT && !strcmp(m.u.exit.where, "container");
 		assert_int_equal(reencode(&m, &f), 0);
 		assert_int_equal(f.len, v[i].len);
 		assert_memory_equal(f.data, v[i].bytes, f.len);
@@ -110,6 +131,9 @@ static void test_vectors_round_trip(void **state)
 	for (int t = MSG_UNKNOWN + 1; t < MSG_TYPE_COUNT; t++)
 		if (!seen[t])
 			fail_msg("no vector in PROTOCOL.md for '%s'", msg_type_name((enum msg_type)t));
+	/* ...and for the optional parts that change a frame's shape. */
+	if (!seen_engine || !seen_container)
+		fail_msg("PROTOCOL.md lacks a job with 'engine' or an exit in a container");
 }
 
 static int check(const char *bytes, size_t len)
@@ -209,6 +233,124 @@ static void test_decoder_errors_name_the_field(void **state)
 	assert_non_null(strstr(err.message, "'code'"));
 }
 
+/* Encodes m (the encoders do not validate) and expects the decoder to
+ * refuse it with bad-field, naming `what`. */
+static void expect_bad_field(const struct msg *m, const char *what)
+{
+	static struct msg back;
+	struct proto_error err = { 0 };
+	struct frame f;
+
+	assert_int_equal(reencode(m, &f), 0);
+	assert_int_equal(proto_decode(f.data + 4, f.len - 4, PROTO_SNIPPET_MAX_DEFAULT, &back, &err),
+			 MSG_UNKNOWN);
+	frame_free(&f);
+	assert_string_equal(err.code, PERR_BAD_FIELD);
+	if (!strstr(err.message, what))
+		fail_msg("expected an error naming %s, got: %s", what, err.message);
+}
+
+/* Encodes m, decodes that into *back, and checks *back encodes to the
+ * same bytes.  *back points into *f, which the caller frees. */
+static void round_trip(const struct msg *m, struct msg *back, struct frame *f)
+{
+	struct proto_error err = { 0 };
+	struct frame again;
+
+	assert_int_equal(reencode(m, f), 0);
+	if (proto_decode(f->data + 4, f->len - 4, PROTO_SNIPPET_MAX_DEFAULT, back, &err) ==
+	    MSG_UNKNOWN)
+		fail_msg("%s", err.message);
+	assert_int_equal(reencode(back, &again), 0);
+	assert_int_equal(again.len, f->len);
+	assert_memory_equal(again.data, f->data, f->len);
+	frame_free(&again);
+}
+
+static void test_engine_is_checked(void **state)
+{
+	static struct msg m, back;
+	static const char nul_arg[] = "a\0b";
+	struct frame f;
+
+	vector_msg("job (engine)", &m);
+	assert_true(m.u.job.has_engine);
+	assert_int_equal(m.u.job.engine.n_steps, 2);
+	assert_true(pstr_eq(m.u.job.engine.steps[1].name, "image"));
+	m.u.job.engine.run.n = 0;
+	expect_bad_field(&m, "'run'");
+	vector_msg("job (engine)", &m);
+	m.u.job.engine.kill.v[0] = pstr_c("podman");
+	expect_bad_field(&m, "absolute");
+	vector_msg("job (engine)", &m);
+	m.u.job.engine.steps[0].argv.v[1] = (struct pstr){ nul_arg, sizeof(nul_arg) - 1 };
+	expect_bad_field(&m, "NUL");
+	vector_msg("job (engine)", &m);
+	m.u.job.engine.steps[1].name = pstr_c("");
+	expect_bad_field(&m, "'step'");
+	vector_msg("job (engine)", &m);
+	m.u.job.has_engine = false;
+	expect_bad_field(&m, "'engine'");
+	vector_msg("job (engine)", &m);
+	m.u.job.profile = pstr_c("approved");
+	expect_bad_field(&m, "'engine'");
+	/* kill and oom may be empty: then there is nothing to run. */
+	vector_msg("job (engine)", &m);
+	m.u.job.engine.kill.n = m.u.job.engine.oom.n = 0;
+	m.u.job.engine.n_steps = 0;
+	round_trip(&m, &back, &f);
+	assert_true(back.u.job.has_engine);
+	assert_int_equal(back.u.job.engine.kill.n, 0);
+	frame_free(&f);
+	/* An encoder never reads past the fixed arrays. */
+	m.u.job.engine.n_steps = PROTO_STEPS_MAX + 1;
+	assert_int_equal(enc_job(&f, &m.u.job), -E2BIG);
+	m.u.job.engine.n_steps = 0;
+	m.u.job.engine.run.n = PROTO_ARGV_MAX + 1;
+	assert_int_equal(enc_job(&f, &m.u.job), -E2BIG);
+}
+
+static void test_where_is_checked(void **state)
+{
+	static struct msg m, back;
+	struct frame f;
+
+	vector_msg("exit (container)", &m);
+	assert_true(pstr_eq(m.u.exit.container, "kotoba-7"));
+	m.u.exit.container = pstr_c("");
+	expect_bad_field(&m, "'container'");
+	/* An encoder that does not say where ran on the host. */
+	vector_msg("exit", &m);
+	m.u.exit.where = NULL;
+	m.u.exit.container = pstr_c("ignored");
+	round_trip(&m, &back, &f);
+	assert_string_equal(back.u.exit.where, "host");
+	assert_int_equal(back.u.exit.container.len, 0);
+	frame_free(&f);
+	m.u.exit.where = "moon";
+	expect_bad_field(&m, "'where'");
+}
+
+static void test_exit_without_where_is_host(void **state)
+{
+	static const uint8_t where_host[] = { 0xa5, 'w', 'h', 'e', 'r', 'e', 0xa4, 'h', 'o', 's', 't' };
+	static struct msg m, back;
+	struct proto_error err = { 0 };
+	struct frame f;
+
+	/* The exit vector as a broker from before `where` sent it: a map of
+	 * one field less that ends where "where" begins. */
+	vector_msg("exit", &m);
+	assert_int_equal(reencode(&m, &f), 0);
+	assert_memory_equal(f.data + f.len - sizeof(where_host), where_host, sizeof(where_host));
+	assert_int_equal(f.data[4], 0x8f);
+	f.data[4] = 0x8e;
+	assert_int_equal(proto_decode(f.data + 4, f.len - 4 - sizeof(where_host),
+				      PROTO_SNIPPET_MAX_DEFAULT, &back, &err), MSG_EXIT);
+	assert_string_equal(back.u.exit.where, "host");
+	frame_free(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -218,6 +360,9 @@ int main(void)
 		cmocka_unit_test(test_reader_limit_before_allocation),
 		cmocka_unit_test(test_reader_split_and_joined_frames),
 		cmocka_unit_test(test_decoder_errors_name_the_field),
+		cmocka_unit_test(test_engine_is_checked),
+		cmocka_unit_test(test_where_is_checked),
+		cmocka_unit_test(test_exit_without_where_is_host),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,7 +24,9 @@ class Result:
     `duration` and `cpu_time` are in seconds (float); `exit_code` is None
     when the snippet was killed by `signal`; `stdout`/`stderr` are the
     bytes decoded as UTF-8 with invalid sequences replaced (the raw bytes
-    are in `stdout_bytes`/`stderr_bytes`)."""
+    are in `stdout_bytes`/`stderr_bytes`).  `where` is "host" or
+    "container" (sandbox mode docker), and then `container` is the
+    container's name; it is None on the host."""
     stdout: str
     stderr: str
     exit_code: Optional[int]
@@ -41,6 +43,8 @@ class Result:
     max_rss_kb: int = 0
     stdout_bytes: bytes = b""
     stderr_bytes: bytes = b""
+    where: str = "host"
+    container: Optional[str] = None
 
     @property
     def ok(self):
@@ -50,6 +54,8 @@ class Result:
     @classmethod
     def from_frames(cls, end, out, err):
         exited = end.get("status") == "exited"
+        # A broker from before `where` ran everything on the host.
+        where = end.get("where", "host")
         return cls(
             stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
             exit_code=end.get("code") if exited else None,
@@ -59,7 +65,8 @@ class Result:
             labels=tuple(end.get("labels", ())), duration=end.get("duration_us", 0) / 1e6,
             profile=end.get("profile", ""), limit=end.get("limit", ""),
             cpu_time=end.get("cpu_us", 0) / 1e6, max_rss_kb=end.get("max_rss_kb", 0),
-            stdout_bytes=out, stderr_bytes=err)
+            stdout_bytes=out, stderr_bytes=err, where=where,
+            container=end.get("container") if where == "container" else None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -56,6 +56,19 @@ def test_result_fields(broker_proc):
     assert r.labels == ()
     assert isinstance(r.duration, float) and 0 < r.duration < 30  # seconds
     assert r.cpu_time >= 0 and r.max_rss_kb > 0
+    assert r.where == "host" and r.container is None
+
+
+def test_result_where_from_frames():
+    """No broker needed: how `where` and `container` reach a Result."""
+    end = {"type": "exit", "id": 1, "status": "exited", "code": 137, "limit": "memory",
+           "where": "container", "container": "kotoba-7"}
+    r = kb.Result.from_frames(end, b"", b"")
+    assert r.where == "container" and r.container == "kotoba-7" and r.limit == "memory"
+    # a broker from before `where` ran everything on the host
+    del end["where"], end["container"]
+    r = kb.Result.from_frames(end, b"", b"")
+    assert r.where == "host" and r.container is None
 
 
 def test_result_signal_timeout_truncated(broker_proc):
