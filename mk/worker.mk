@@ -31,6 +31,8 @@ $(SECCOMP_PROGRAMS_O): $(SECCOMP_PROGRAMS_C)
 
 # The unit test compares the generated programs with the policy's.
 $(BUILD)/tests/test_seccomp: $(SECCOMP_POLICY_O) $(SECCOMP_PROGRAMS_O)
+# The engine's commands run confined in the test, with the prebuilt programs.
+$(BUILD)/tests/test_engine: $(SECCOMP_PROGRAMS_O)
 
 # The worker is exec'd once per snippet, so its start is on every run's
 # path: it links libcap-ng and msgpack-c statically when their archives

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT
- * The snippet child (C): from fork to exec of python3, one step after the
- * other, each failing closed.
+ * A confined child: from fork to exec, one step after the other, each
+ * failing closed.  The snippet child (C) execs python3 (host profiles) or
+ * the container engine's CLI (profile "engine"); each of the engine's
+ * other commands (worker/engine.c) comes through here too, in a child of
+ * its own, and is confined exactly like C.
  *
  * Rules for this file:
  *  - Any failure goes through die_step(): it tells S which step and errno
@@ -127,6 +130,16 @@ static void enter_cwd(const struct plan *p)
 		die_step("cwd", ENOTDIR, "working directory %s", p->cwd);
 }
 
+/* An engine command's stdin and output: /dev/null and S's pipe instead of
+ * the snippet's code and output streams.  dup2 leaves the copies
+ * inheritable; the originals are CLOEXEC and go below. */
+static void take_stdio(const struct sandbox_exec *x)
+{
+	for (int fd = FD_CODE; fd <= FD_STDERR; fd++)
+		if (x->stdio[fd] >= 0 && dup2(x->stdio[fd], fd) < 0)
+			die_step("fds", errno, "moving fd %d to %d", x->stdio[fd], fd);
+}
+
 static void close_other_fds(void)
 {
 	/* fd 3 is the broker's socket: the snippet must never hold it.  The
@@ -222,6 +235,10 @@ static void set_limit(int res, const char *name, rlim_t soft, rlim_t hard)
 static void set_rlimits(const struct plan *p)
 {
 	const struct job_limits *l = &p->job->lim;
+	/* The engine CLI is a Go program: it reserves far more address
+	 * space than it uses, and its threads count against the user's
+	 * processes.  Its snippet's limits are the container's. */
+	bool engine = !strcmp(p->profile, "engine");
 
 	/* CPU: SIGXCPU at the soft limit names the cause (S reports "cpu");
 	 * the hard limit a second later is SIGKILL for a snippet that
@@ -229,9 +246,9 @@ static void set_rlimits(const struct plan *p)
 	if (l->cpu_s)
 		set_limit(RLIMIT_CPU, "RLIMIT_CPU", clamp(l->cpu_s),
 			  l->cpu_s < RLIM_INFINITY - 1 ? clamp(l->cpu_s + 1) : RLIM_INFINITY);
-	if (l->as_bytes)
+	if (l->as_bytes && !engine)
 		set_limit(RLIMIT_AS, "RLIMIT_AS", clamp(l->as_bytes), clamp(l->as_bytes));
-	if (l->nproc)
+	if (l->nproc && !engine)
 		set_limit(RLIMIT_NPROC, "RLIMIT_NPROC", clamp(l->nproc), clamp(l->nproc));
 	if (l->fsize_bytes)
 		set_limit(RLIMIT_FSIZE, "RLIMIT_FSIZE", clamp(l->fsize_bytes),
@@ -341,25 +358,22 @@ static void verify_confinement(bool bounding_dropped)
 		expect_field(buf, "CapBnd", zero);
 }
 
-static void exec_python(const struct plan *p)
+static void exec_program(const struct plan *p, const struct sandbox_exec *x)
 {
-	char a0[] = "python3", a1[] = "-B", a2[] = "-";
-	char *argv[] = { a0, a1, a2, NULL };
-
 	/* Unattended, this is the exec the gate lets through. */
-	execve(p->python, argv, p->envp);
+	execve(x->path, x->argv, x->envp);
 	if (errno == EOPNOTSUPP && seccomp_has_exec_gate(p->profile))
 		die_step("exec-gate", errno, "the exec gate needs Linux 5.5 "
 			 "(SECCOMP_USER_NOTIF_FLAG_CONTINUE)");
-	die_step("exec", errno, "cannot execute %s", p->python);
+	die_step("exec", errno, "cannot execute %s", x->path);
 }
 
-void enter_sandbox(const struct plan *p)
+void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 {
 	struct sock_fprog prog;
 	bool bounding_dropped;
 
-	report_fd = p->err_w;
+	report_fd = x->report_fd;
 	/* S blocks SIGCHLD (for its signalfd) and ignores SIGPIPE; both
 	 * would survive exec and surprise Python and its subprocesses. */
 	reset_signals();
@@ -374,16 +388,18 @@ void enter_sandbox(const struct plan *p)
 	/* As the snippet's user, so that permission on cwd is theirs. */
 	enter_cwd(p);
 	/* Only the code memfd, stdout, stderr and the report channel
-	 * survive: no broker socket, no fd inherited by accident. */
+	 * survive: no broker socket, no fd inherited by accident.  An engine
+	 * command swaps in /dev/null and S's pipe for the first three. */
+	take_stdio(x);
 	close_other_fds();
 	/* After identity (which needs CAP_SETUID/SETGID) and before NNP. */
 	bounding_dropped = drop_capabilities();
 	/* No exec may add privilege from here on (setuid, file caps); also
 	 * what lets an unprivileged process load seccomp and Landlock. */
 	set_no_new_privs();
-	/* Unattended: the file-system, TCP-bind and IPC-scope rules.  After
-	 * NNP, which lets an unprivileged process restrict itself; before
-	 * seccomp, which does not allow the landlock_* calls. */
+	/* Unattended and engine: the file-system, TCP-bind and IPC-scope
+	 * rules.  After NNP, which lets an unprivileged process restrict
+	 * itself; before seccomp, which does not allow the landlock_* calls. */
 	landlock_step(p);
 	/* Knows which rules Landlock now holds. */
 	pick_seccomp(p, &prog);
@@ -395,6 +411,6 @@ void enter_sandbox(const struct plan *p)
 	 * execve, which the gate lets through once. */
 	load_seccomp(p, &prog);
 	verify_confinement(bounding_dropped);
-	exec_python(p);
+	exec_program(p, x);
 	__builtin_unreachable();
 }

@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT
- * Landlock for the unattended profile.
+ * Landlock for the unattended and engine profiles.
  *
  * "approved" (a person read the card) gets the baseline only, by design.
- * "unattended" gets one ruleset, sized to the ABI the kernel has:
+ * "unattended" gets one ruleset, sized to the ABI the kernel has, and so
+ * does "engine" (sandbox = docker: the container engine's CLI, which the
+ * worker runs instead of python3; its HOME, TMPDIR and XDG_RUNTIME_DIR
+ * are the scratch directory, so its own files land there):
  *
  *   /           read files, list directories, execute (ABI 1).  Execute
  *               stays open because the one exec python3 needs is ours;
- *               every later exec is refused by the seccomp exec gate.
+ *               every later exec is refused by the seccomp exec gate
+ *               (unattended; the engine CLI may exec, see seccomp.c).
  *   scratch     everything but device nodes: TMPDIR, MPLCONFIGDIR and
  *               XDG_CACHE_HOME live there, and S removes it afterwards.
  *   /dev/null   read, write, truncate (open(os.devnull, "w") works).
@@ -64,7 +68,7 @@ unsigned int landlock_plan_abi(const struct msg_job *job, const char *profile)
 {
 	unsigned int abi;
 
-	if (strcmp(profile, "unattended") || !job->landlock)
+	if ((strcmp(profile, "unattended") && strcmp(profile, "engine")) || !job->landlock)
 		return 0;
 	abi = landlock_probe_abi();
 	return abi > KL_ABI_KNOWN ? KL_ABI_KNOWN : abi;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * Landlock for the unattended profile: file-system, TCP-bind and IPC-scope
- * rules that hold whatever the snippet does, where the kernel has Landlock.
+ * Landlock for the unattended and engine profiles: file-system, TCP-bind
+ * and IPC-scope rules that hold whatever the snippet (or the engine CLI)
+ * does, where the kernel has Landlock.
  */
 #ifndef KOTOBA_WORKER_LANDLOCK_H
 #define KOTOBA_WORKER_LANDLOCK_H

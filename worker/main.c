@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * kotoba-worker, the supervisor (S): read one job from the broker, prepare
- * everything that allocates, fork the snippet child, supervise it.
+ * everything that allocates, fork the snippet child, supervise it.  For
+ * the engine profile (sandbox = docker), first run the engine's setup
+ * steps, each a confined child of its own (engine.c).
  *
  * Exec'd by the broker with an empty environment and exactly fds 0-3
  * (see worker.h).  Every failure before the snippet runs is reported as a
@@ -37,6 +39,15 @@
 static uint8_t *job_frame;
 static struct msg job_msg;
 
+/* Nothing of the snippet runs (any more): clean up and exit. */
+__attribute__((noreturn)) static void give_up(struct plan *p)
+{
+	plan_remove_scratch(p);
+	plan_free(p);
+	free(job_frame);
+	exit(WORKER_EXIT_FAIL);
+}
+
 void fail_setup(struct plan *p, const char *step, int err, const char *fmt, ...)
 {
 	char msg[200];
@@ -46,10 +57,7 @@ void fail_setup(struct plan *p, const char *step, int err, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	report_setup_error(step, err, msg);
-	plan_remove_scratch(p);
-	plan_free(p);
-	free(job_frame);
-	exit(WORKER_EXIT_FAIL);
+	give_up(p);
 }
 
 /* Without fd 3 there is nobody to report to: say so on stderr. */
@@ -122,23 +130,51 @@ static void prepare(struct plan *p)
 		fail_setup(p, "scratch", -rc, "%s", err);
 	if ((rc = plan_env(p, err, sizeof(err))) < 0)
 		fail_setup(p, "env", -rc, "%s", err);
+	if ((rc = plan_engine(p, err, sizeof(err))) < 0)
+		fail_setup(p, "job", -rc, "%s", err);
 	/* Probed here, at start, so that C applies and S reports the same
 	 * ABI (ready.landlock_abi). */
 	p->landlock_abi = landlock_plan_abi(p->job, p->profile);
 }
 
-/* SOCK_SEQPACKET rather than a pipe: a report arrives whole, and C can
- * pass the exec gate's listener along as SCM_RIGHTS. */
 static void open_report_channel(struct plan *p)
 {
-	int fds[2];
+	int rc = open_report_pair(&p->err_r, &p->err_w);
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) < 0)
-		fail_setup(p, "pipe", errno, "creating the report channel");
-	p->err_r = fds[0];
-	p->err_w = fds[1];
-	if (fcntl(p->err_r, F_SETFL, O_NONBLOCK) < 0)
-		fail_setup(p, "pipe", errno, "making the report channel non-blocking");
+	if (rc < 0)
+		fail_setup(p, "pipe", -rc, "creating the report channel");
+}
+
+/* Engine: the setup steps run before C, each confined like C.  A failed
+ * step is this run's setup error; a cancel meanwhile ends it quietly. */
+static void run_engine_steps(struct plan *p, int sigfd)
+{
+	struct setup_report rep;
+
+	switch (engine_steps(p, sigfd, &rep)) {
+	case 0:
+		return;
+	case 1:
+		fail_setup(p, rep.step, rep.err, "%s", rep.msg);
+	default:
+		give_up(p);
+	}
+}
+
+/* What C execs: python3 reading the code from stdin, or (engine) the
+ * engine CLI's run command, which hands the same stdin to the container. */
+__attribute__((noreturn)) static void enter_snippet_child(struct plan *p)
+{
+	static char a0[] = "python3", a1[] = "-B", a2[] = "-";
+	static char *python_argv[] = { a0, a1, a2, NULL };
+	struct sandbox_exec x = { .path = p->python, .argv = python_argv, .envp = p->envp,
+				  .report_fd = p->err_w, .stdio = { -1, -1, -1 } };
+
+	if (p->engine.run) {
+		x.path = p->engine.run[0];
+		x.argv = p->engine.run;
+	}
+	enter_sandbox(p, &x);
 }
 
 /* SIGCHLD through a signalfd, so one poll() watches the broker, the
@@ -211,11 +247,13 @@ int main(int argc, char **argv)
 	open_report_channel(&plan);
 	sigfd = open_signalfd(&plan);
 	plan.supervisor = getpid();
+	if (plan.engine.run)
+		run_engine_steps(&plan, sigfd);
 	pid = fork();
 	if (pid < 0)
 		fail_setup(&plan, "fork", errno, "fork");
 	if (pid == 0)
-		enter_sandbox(&plan);
+		enter_snippet_child(&plan);
 	close(plan.err_w);
 	plan.err_w = -1;
 	release_std_streams();

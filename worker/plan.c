@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * Turning the decoded job into a plan: NUL-terminated paths, the
- * environment, and the per-run scratch directory.  Runs in S before the
- * fork; everything here may allocate and may fail, and says why.
+ * environment, the engine's command lines, and the per-run scratch
+ * directory.  Runs in S before the fork; everything here may allocate and
+ * may fail, and says why.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +16,38 @@
 #include "worker/worker.h"
 
 /* Variables the worker sets itself; a job entry of the same name is
- * dropped so the snippet sees exactly one, ours. */
-static const char *const owned_env[] = { "TMPDIR", "MPLCONFIGDIR", "XDG_CACHE_HOME" };
-#define N_OWNED (sizeof(owned_env) / sizeof(owned_env[0]))
+ * dropped so the snippet sees exactly one, ours.  Each points into the
+ * scratch directory. */
+struct owned {
+	const char *name, *leaf; /* NAME=<scratch><leaf> */
+};
+
+#define N_OWNED 3
+
+static const struct owned host_env[N_OWNED] = {
+	{ "TMPDIR", "" },
+	/* matplotlib creates its directory when it is missing. */
+	{ "MPLCONFIGDIR", "/matplotlib" },
+	/* The scratch directory itself: it exists, so a cache that makes
+	 * only its own directory in XDG_CACHE_HOME (mkdir, not makedirs)
+	 * works too. */
+	{ "XDG_CACHE_HOME", "" },
+};
+
+/* The engine CLI keeps its configuration, temporary and runtime files
+ * (podman's libpod/tmp, docker's ~/.docker) in scratch, which Landlock
+ * lets it write, and S removes afterwards; podman would otherwise use
+ * /run/user/UID. */
+static const struct owned engine_env[N_OWNED] = {
+	{ "HOME", "" },
+	{ "TMPDIR", "" },
+	{ "XDG_RUNTIME_DIR", "" },
+};
+
+static bool is_engine(const struct plan *p)
+{
+	return !strcmp(p->profile, "engine");
+}
 
 static int copy_path(char *dst, size_t cap, struct pstr s, const char *what, char *err,
 		     size_t errlen)
@@ -37,9 +67,6 @@ int plan_paths(struct plan *p, char *err, size_t errlen)
 	const struct msg_job *job = p->job;
 	int rc;
 
-	if ((rc = copy_path(p->python, sizeof(p->python), job->python, "python", err, errlen)) ||
-	    (rc = copy_path(p->cwd, sizeof(p->cwd), job->cwd, "cwd", err, errlen)))
-		return rc;
 	if (job->profile.len >= sizeof(p->profile) ||
 	    memchr(job->profile.ptr, '\0', job->profile.len)) {
 		snprintf(err, errlen, "unknown profile");
@@ -47,10 +74,26 @@ int plan_paths(struct plan *p, char *err, size_t errlen)
 	}
 	memcpy(p->profile, job->profile.ptr, job->profile.len);
 	p->profile[job->profile.len] = '\0';
-	if (strcmp(p->profile, "approved") && strcmp(p->profile, "unattended")) {
+	if (strcmp(p->profile, "approved") && strcmp(p->profile, "unattended") &&
+	    !is_engine(p)) {
 		snprintf(err, errlen, "unknown profile '%s'", p->profile);
 		return -EINVAL;
 	}
+	/* The engine section and its profile come together: the engine
+	 * profile confines a CLI, not python3, and python3 must never run
+	 * under it. */
+	if (is_engine(p) != job->has_engine) {
+		snprintf(err, errlen, is_engine(p) ? "profile 'engine' without engine commands"
+						   : "engine commands with profile '%s'",
+			 p->profile);
+		return -EINVAL;
+	}
+	/* The engine runs no python3 on this host: its path is not used. */
+	if (!is_engine(p) &&
+	    (rc = copy_path(p->python, sizeof(p->python), job->python, "python", err, errlen)))
+		return rc;
+	if ((rc = copy_path(p->cwd, sizeof(p->cwd), job->cwd, "cwd", err, errlen)))
+		return rc;
 	/* Defence in depth: the broker never asks for root, and a worker
 	 * that switches identity must not be talked into it. */
 	if (job->set_ids && job->uid == 0) {
@@ -114,40 +157,33 @@ int plan_scratch(struct plan *p, char *err, size_t errlen)
 	return hand_over_scratch(p, err, errlen);
 }
 
-static bool is_owned(struct pstr e)
+static bool is_owned(const struct owned *owned, struct pstr e)
 {
 	const char *eq = memchr(e.ptr, '=', e.len);
 	size_t n = eq ? (size_t)(eq - e.ptr) : e.len;
 
 	for (size_t i = 0; i < N_OWNED; i++)
-		if (strlen(owned_env[i]) == n && !memcmp(e.ptr, owned_env[i], n))
+		if (strlen(owned[i].name) == n && !memcmp(e.ptr, owned[i].name, n))
 			return true;
 	return false;
 }
 
-static int add_owned(char **envp, size_t *k, const struct plan *p)
+static int add_owned(const struct owned *owned, char **envp, size_t *k, const struct plan *p)
 {
 	char *s;
 
-	if (asprintf(&s, "TMPDIR=%s", p->scratch) < 0)
-		return -ENOMEM;
-	envp[(*k)++] = s;
-	/* matplotlib creates its directory when it is missing. */
-	if (asprintf(&s, "MPLCONFIGDIR=%s/matplotlib", p->scratch) < 0)
-		return -ENOMEM;
-	envp[(*k)++] = s;
-	/* The scratch directory itself: it exists, so a cache that makes
-	 * only its own directory in XDG_CACHE_HOME (mkdir, not makedirs)
-	 * works too. */
-	if (asprintf(&s, "XDG_CACHE_HOME=%s", p->scratch) < 0)
-		return -ENOMEM;
-	envp[(*k)++] = s;
+	for (size_t i = 0; i < N_OWNED; i++) {
+		if (asprintf(&s, "%s=%s%s", owned[i].name, p->scratch, owned[i].leaf) < 0)
+			return -ENOMEM;
+		envp[(*k)++] = s;
+	}
 	return 0;
 }
 
 int plan_env(struct plan *p, char *err, size_t errlen)
 {
 	const struct msg_job *job = p->job;
+	const struct owned *owned = is_engine(p) ? engine_env : host_env;
 	size_t k = 0;
 
 	p->envp = calloc(job->n_env + N_OWNED + 1, sizeof(*p->envp));
@@ -159,17 +195,123 @@ int plan_env(struct plan *p, char *err, size_t errlen)
 			snprintf(err, errlen, "env entry %zu is not NAME=value", i);
 			return -EINVAL;
 		}
-		if (is_owned(job->env[i]))
+		if (is_owned(owned, job->env[i]))
 			continue;
 		p->envp[k] = pstr_dup(job->env[i]);
 		if (!p->envp[k++])
 			goto nomem;
 	}
-	if (add_owned(p->envp, &k, p) == 0)
+	if (add_owned(owned, p->envp, &k, p) == 0)
 		return 0;
 nomem:
 	snprintf(err, errlen, "out of memory building the environment");
 	return -ENOMEM;
+}
+
+static void free_argv(char **v)
+{
+	if (!v)
+		return;
+	for (char **a = v; *a; a++)
+		free(*a);
+	free(v);
+}
+
+/* A NULL-terminated copy of one engine command line; none when the job
+ * has none (n == 0).  Its program must be an absolute path: execve does
+ * not search PATH, and the PATH there would be the job's. */
+static int copy_argv(char ***out, const struct job_argv *a, const char *what, char *err,
+		     size_t errlen)
+{
+	char **v;
+
+	*out = NULL;
+	if (a->n == 0)
+		return 0;
+	if (a->n > PROTO_ARGV_MAX || a->v[0].len == 0 || a->v[0].len >= PATH_MAX ||
+	    a->v[0].ptr[0] != '/') {
+		snprintf(err, errlen, "the engine's %s command must start with an absolute path: "
+				      "'%.*s'",
+			 what, (int)(a->v[0].len > 100 ? 100 : a->v[0].len),
+			 a->v[0].ptr ? a->v[0].ptr : "");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < a->n; i++) {
+		if (memchr(a->v[i].ptr, '\0', a->v[i].len)) {
+			snprintf(err, errlen, "the engine's %s command: argument %zu holds a NUL",
+				 what, i);
+			return -EINVAL;
+		}
+	}
+	v = calloc(a->n + 1, sizeof(*v));
+	if (!v)
+		goto nomem;
+	for (size_t i = 0; i < a->n; i++) {
+		v[i] = pstr_dup(a->v[i]);
+		if (!v[i]) {
+			free_argv(v);
+			goto nomem;
+		}
+	}
+	*out = v;
+	return 0;
+nomem:
+	snprintf(err, errlen, "out of memory copying the engine's %s command", what);
+	return -ENOMEM;
+}
+
+/* A step's name is what a failure reports as `step`: short, printable. */
+static int copy_step_name(char *dst, struct pstr name, size_t i, char *err, size_t errlen)
+{
+	bool ok = name.len > 0 && name.len < SETUP_STEP_MAX;
+
+	for (size_t k = 0; ok && k < name.len; k++)
+		ok = name.ptr[k] > 0x20 && name.ptr[k] < 0x7f;
+	if (!ok) {
+		snprintf(err, errlen, "engine step %zu: its name must be 1-%d printable ASCII "
+				      "characters",
+			 i, SETUP_STEP_MAX - 1);
+		return -EINVAL;
+	}
+	memcpy(dst, name.ptr, name.len);
+	dst[name.len] = '\0';
+	return 0;
+}
+
+int plan_engine(struct plan *p, char *err, size_t errlen)
+{
+	const struct job_engine *e = &p->job->engine;
+	struct engine_plan *ep = &p->engine;
+	int rc;
+
+	if (!is_engine(p))
+		return 0;
+	if (e->n_steps > PROTO_STEPS_MAX) {
+		snprintf(err, errlen, "more than %d engine steps", PROTO_STEPS_MAX);
+		return -EINVAL;
+	}
+	if (e->run.n == 0) {
+		snprintf(err, errlen, "the engine's run command is empty");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < e->n_steps; i++) {
+		const struct job_step *s = &e->steps[i];
+
+		if ((rc = copy_step_name(ep->step_names[i], s->name, i, err, errlen)))
+			return rc;
+		if (s->argv.n == 0) {
+			snprintf(err, errlen, "engine step '%s' has no command", ep->step_names[i]);
+			return -EINVAL;
+		}
+		if ((rc = copy_argv(&ep->steps[i], &s->argv, ep->step_names[i], err, errlen)))
+			return rc;
+		ep->n_steps = i + 1;
+	}
+	if ((rc = copy_argv(&ep->run, &e->run, "run", err, errlen)) ||
+	    (rc = copy_argv(&ep->kill, &e->kill, "kill", err, errlen)) ||
+	    (rc = copy_argv(&ep->oom, &e->oom, "oom", err, errlen)))
+		return rc;
+	return 0;
 }
 
 static bool scratch_stuck;
@@ -224,6 +366,15 @@ void plan_remove_scratch(struct plan *p)
 
 void plan_free(struct plan *p)
 {
+	for (size_t i = 0; i < p->engine.n_steps; i++) {
+		free_argv(p->engine.steps[i]);
+		p->engine.steps[i] = NULL;
+	}
+	p->engine.n_steps = 0;
+	free_argv(p->engine.run);
+	free_argv(p->engine.kill);
+	free_argv(p->engine.oom);
+	p->engine.run = p->engine.kill = p->engine.oom = NULL;
 	if (p->envp) {
 		for (char **e = p->envp; *e; e++)
 			free(*e);

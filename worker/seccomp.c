@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * The seccomp policy of a snippet, as named groups, for two profiles.
+ * The seccomp policy of a snippet, as named groups, for three profiles.
  *
  * An allowlist: anything no group names gets ENOSYS, which libc and Python
  * read as "this kernel lacks the call" and fall back from (clone3 -> clone,
@@ -17,6 +17,14 @@
  *             itself, by argument, as far as seccomp can see: it cannot
  *             read paths, so without Landlock no file can be opened for
  *             writing at all, not even in the scratch directory.
+ * engine      sandbox = docker: not the snippet but the container engine's
+ *             CLI (podman --remote, docker), a client of the engine's API
+ *             socket; the snippet runs in the container.  The approved
+ *             baseline with SysV/POSIX IPC refused and sockets narrowed to
+ *             what a client needs: Unix, IPv4, IPv6 and routing netlink,
+ *             nothing that listens.  exec stays open (credential helpers,
+ *             plugins): the snippet is not on this host.  Its Landlock
+ *             ruleset is unattended's (worker/landlock.c).
  *
  * Names are resolved with libseccomp for the native architecture; names
  * this architecture lacks (mmap2, socketcall...) or that this libseccomp
@@ -52,6 +60,7 @@
 enum profile {
 	P_APPROVED = 1u << 0,
 	P_UNATTENDED = 1u << 1,
+	P_ENGINE = 1u << 2,
 };
 
 enum action {
@@ -65,7 +74,7 @@ enum action {
 struct syscall_group {
 	const char *name;
 	const char *help;
-	enum action approved, unattended;
+	enum action approved, unattended, engine;
 	unsigned int ll_abi; /* with A_LANDLOCK */
 	const char *const *calls;
 };
@@ -80,24 +89,25 @@ struct build {
 /* Groups whose rules look at arguments are added by code, not by name. */
 struct arg_group {
 	const char *name;
-	const char *approved;   /* help text per profile; NULL: not applied */
+	const char *approved;   /* help text per profile ("same": as approved) */
 	const char *unattended;
+	const char *engine;
 	const char *calls;      /* for the documentation only */
 	int (*add)(scmp_filter_ctx ctx, const struct build *b);
 };
 
 #define CALLS(...) ((const char *const[]){ __VA_ARGS__, NULL })
-#define BOTH(a) (a), (a), 0
+#define ALL(a) (a), (a), (a), 0
 
 static const struct syscall_group groups[] = {
 	/* ---- allowed ---------------------------------------------------- */
-	{ "@basic-io", "Read, write, seek and close what is already open", BOTH(A_ALLOW),
+	{ "@basic-io", "Read, write, seek and close what is already open", ALL(A_ALLOW),
 	  CALLS("read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev",
 		"preadv2", "pwritev2", "lseek", "_llseek", "close", "close_range", "dup", "dup2",
 		"dup3", "pipe", "pipe2", "sendfile", "sendfile64", "splice", "tee", "vmsplice",
 		"copy_file_range") },
 	{ "@file-read", "Inspect, list and watch files; sync (opening: see @open)",
-	  BOTH(A_ALLOW),
+	  ALL(A_ALLOW),
 	  CALLS("access", "faccessat", "faccessat2", "stat", "lstat", "fstat", "newfstatat",
 		"statx", "stat64", "lstat64", "fstat64", "fstatat64", "statfs", "fstatfs",
 		"statfs64", "fstatfs64", "getdents", "getdents64", "readlink", "readlinkat",
@@ -106,25 +116,26 @@ static const struct syscall_group groups[] = {
 		"inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
 		"getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr") },
 	{ "@file-write-fd", "Resize or preallocate a file already open for writing",
-	  BOTH(A_ALLOW), CALLS("ftruncate", "ftruncate64", "fallocate") },
+	  ALL(A_ALLOW), CALLS("ftruncate", "ftruncate64", "fallocate") },
 	{ "@file-create", "Create, remove, rename and link names (Landlock limits them to "
 			  "the scratch directory)",
-	  A_ALLOW, A_LANDLOCK, 1,
+	  A_ALLOW, A_LANDLOCK, A_ALLOW, 1,
 	  CALLS("mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat",
 		"renameat2", "link", "linkat", "symlink", "symlinkat", "mknod", "mknodat") },
 	{ "@file-truncate", "Truncate a file by path (Landlock ABI 3 holds it)", A_ALLOW,
-	  A_LANDLOCK, 3, CALLS("truncate", "truncate64") },
+	  A_LANDLOCK, A_ALLOW, 3, CALLS("truncate", "truncate64") },
 	{ "@file-attr", "Change modes, owners, times and extended attributes (no Landlock "
 			"right covers these)",
-	  A_ALLOW, A_EPERM, 0,
+	  A_ALLOW, A_EPERM, A_ALLOW, 0,
 	  CALLS("chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat",
 		"chown32", "fchown32", "lchown32", "utime", "utimes", "utimensat", "futimesat",
 		"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
 		"fremovexattr") },
-	{ "@exec", "Run a program: unattended, only python3 itself, once (the exec gate)",
-	  A_ALLOW, A_GATE, 0, CALLS("execve", "execveat") },
+	{ "@exec", "Run a program: unattended, only python3 itself, once (the exec gate); "
+		   "engine: any (the snippet is not on this host)",
+	  A_ALLOW, A_GATE, A_ALLOW, 0, CALLS("execve", "execveat") },
 	{ "@process", "Create, wait for and end processes and threads; read and drop identity",
-	  BOTH(A_ALLOW),
+	  ALL(A_ALLOW),
 	  CALLS("fork", "vfork", "exit", "exit_group", "wait4", "waitid", "waitpid", "getpid",
 		"getppid", "gettid", "getpgid", "getpgrp", "setpgid", "getsid", "setsid",
 		"set_tid_address", "set_robust_list", "get_robust_list", "futex", "futex_waitv",
@@ -137,80 +148,80 @@ static const struct syscall_group groups[] = {
 		"sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
 		"sched_rr_get_interval", "sched_getattr") },
 	{ "@signal", "Handle, mask and wait for signals (sending: see @signal-send)",
-	  BOTH(A_ALLOW),
+	  ALL(A_ALLOW),
 	  CALLS("rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend",
 		"rt_sigpending", "rt_sigtimedwait", "sigaltstack", "signalfd", "signalfd4",
 		"pause", "alarm", "sigaction", "sigprocmask", "sigreturn", "sigsuspend",
 		"sigpending", "signal") },
-	{ "@memory", "Map, protect and advise on the process's own memory", BOTH(A_ALLOW),
+	{ "@memory", "Map, protect and advise on the process's own memory", ALL(A_ALLOW),
 	  CALLS("brk", "mmap", "mmap2", "munmap", "mremap", "mprotect", "madvise", "mincore",
 		"msync", "mlock", "mlock2", "munlock", "mlockall", "munlockall", "memfd_create",
 		"pkey_alloc", "pkey_free", "pkey_mprotect", "get_mempolicy", "set_mempolicy",
 		"mbind", "remap_file_pages", "membarrier") },
-	{ "@time", "Read clocks, sleep, and set timers (never set the clock)", BOTH(A_ALLOW),
+	{ "@time", "Read clocks, sleep, and set timers (never set the clock)", ALL(A_ALLOW),
 	  CALLS("clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday",
 		"time", "timer_create", "timer_settime", "timer_gettime", "timer_getoverrun",
 		"timer_delete", "timerfd_create", "timerfd_settime", "timerfd_gettime",
 		"getitimer", "setitimer") },
-	{ "@io-event", "Wait for file descriptors: poll, select, epoll, eventfd", BOTH(A_ALLOW),
+	{ "@io-event", "Wait for file descriptors: poll, select, epoll, eventfd", ALL(A_ALLOW),
 	  CALLS("poll", "ppoll", "select", "_newselect", "pselect6", "epoll_create",
 		"epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
 		"eventfd", "eventfd2") },
-	{ "@aio", "Linux native asynchronous I/O (not io_uring)", BOTH(A_ALLOW),
+	{ "@aio", "Linux native asynchronous I/O (not io_uring)", ALL(A_ALLOW),
 	  CALLS("io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents",
 		"io_pgetevents") },
 	{ "@network", "Use sockets: connect, send, receive (creating: see @socket)",
-	  BOTH(A_ALLOW),
+	  ALL(A_ALLOW),
 	  CALLS("socketpair", "accept", "accept4", "connect", "getsockname", "getpeername",
 		"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
 		"setsockopt", "getsockopt", "socketcall") },
 	{ "@ipc", "SysV IPC and POSIX message queues (objects that outlive the run)", A_ALLOW,
-	  A_EPERM, 0,
+	  A_EPERM, A_EPERM, 0,
 	  CALLS("shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl",
 		"msgget", "msgsnd", "msgrcv", "msgctl", "ipc", "mq_open", "mq_unlink",
 		"mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr") },
-	{ "@misc", "Runtime odds and ends: randomness, system info, prctl, rseq", BOTH(A_ALLOW),
+	{ "@misc", "Runtime odds and ends: randomness, system info, prctl, rseq", ALL(A_ALLOW),
 	  /* landlock_* is not listed: its ENOSYS reads as "no Landlock here"
 	   * to the libraries that probe it, and a snippet can only narrow
 	   * itself with it anyway. */
 	  CALLS("getrandom", "uname", "olduname", "sysinfo", "prctl", "rseq", "getcpu") },
 
 	/* ---- denied with EPERM --------------------------------------------- */
-	{ "@debug", "Inspect or change other processes (ptrace and friends)", BOTH(A_EPERM),
+	{ "@debug", "Inspect or change other processes (ptrace and friends)", ALL(A_EPERM),
 	  CALLS("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
 		"process_madvise") },
-	{ "@mount", "Mount, unmount and change the root; new mount API", BOTH(A_EPERM),
+	{ "@mount", "Mount, unmount and change the root; new mount API", ALL(A_EPERM),
 	  CALLS("mount", "umount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig",
 		"fsmount", "fspick", "move_mount", "open_tree", "mount_setattr") },
-	{ "@namespaces", "Enter or create namespaces (kernel attack surface)", BOTH(A_EPERM),
+	{ "@namespaces", "Enter or create namespaces (kernel attack surface)", ALL(A_EPERM),
 	  CALLS("unshare", "setns") },
-	{ "@bpf", "Load BPF programs and maps", BOTH(A_EPERM), CALLS("bpf") },
-	{ "@module", "Load and unload kernel modules", BOTH(A_EPERM),
+	{ "@bpf", "Load BPF programs and maps", ALL(A_EPERM), CALLS("bpf") },
+	{ "@module", "Load and unload kernel modules", ALL(A_EPERM),
 	  CALLS("init_module", "finit_module", "delete_module", "create_module") },
-	{ "@kexec", "Load a new kernel", BOTH(A_EPERM), CALLS("kexec_load", "kexec_file_load") },
-	{ "@reboot", "Reboot or halt", BOTH(A_EPERM), CALLS("reboot") },
-	{ "@swap", "Enable and disable swap", BOTH(A_EPERM), CALLS("swapon", "swapoff") },
-	{ "@keyring", "Kernel keyrings (shared per user, a frequent CVE source)", BOTH(A_EPERM),
+	{ "@kexec", "Load a new kernel", ALL(A_EPERM), CALLS("kexec_load", "kexec_file_load") },
+	{ "@reboot", "Reboot or halt", ALL(A_EPERM), CALLS("reboot") },
+	{ "@swap", "Enable and disable swap", ALL(A_EPERM), CALLS("swapon", "swapoff") },
+	{ "@keyring", "Kernel keyrings (shared per user, a frequent CVE source)", ALL(A_EPERM),
 	  CALLS("keyctl", "add_key", "request_key") },
 	{ "@userfaultfd", "User-space page faults (a race-widening primitive for exploits)",
-	  BOTH(A_EPERM), CALLS("userfaultfd") },
-	{ "@perf", "Performance counters (kernel attack surface, side channels)", BOTH(A_EPERM),
+	  ALL(A_EPERM), CALLS("userfaultfd") },
+	{ "@perf", "Performance counters (kernel attack surface, side channels)", ALL(A_EPERM),
 	  CALLS("perf_event_open") },
 	{ "@io-uring", "io_uring (bypasses seccomp for the operations it performs)",
-	  BOTH(A_EPERM), CALLS("io_uring_setup", "io_uring_enter", "io_uring_register") },
-	{ "@file-handles", "Open files by handle, around path permission checks", BOTH(A_EPERM),
+	  ALL(A_EPERM), CALLS("io_uring_setup", "io_uring_enter", "io_uring_register") },
+	{ "@file-handles", "Open files by handle, around path permission checks", ALL(A_EPERM),
 	  CALLS("open_by_handle_at", "name_to_handle_at") },
-	{ "@raw-io", "Direct port I/O", BOTH(A_EPERM),
+	{ "@raw-io", "Direct port I/O", ALL(A_EPERM),
 	  CALLS("iopl", "ioperm", "pciconfig_iobase", "pciconfig_read", "pciconfig_write") },
-	{ "@accounting", "Process accounting", BOTH(A_EPERM), CALLS("acct") },
-	{ "@quota", "Disk quotas", BOTH(A_EPERM), CALLS("quotactl", "quotactl_fd") },
-	{ "@syslog", "Read or control the kernel log", BOTH(A_EPERM), CALLS("syslog") },
-	{ "@clock", "Set or adjust the system clock", BOTH(A_EPERM),
+	{ "@accounting", "Process accounting", ALL(A_EPERM), CALLS("acct") },
+	{ "@quota", "Disk quotas", ALL(A_EPERM), CALLS("quotactl", "quotactl_fd") },
+	{ "@syslog", "Read or control the kernel log", ALL(A_EPERM), CALLS("syslog") },
+	{ "@clock", "Set or adjust the system clock", ALL(A_EPERM),
 	  CALLS("settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime") },
-	{ "@tty-hangup", "Hang up the controlling terminal", BOTH(A_EPERM), CALLS("vhangup") },
-	{ "@obsolete-profiling", "Profiling support removed from modern kernels", BOTH(A_EPERM),
+	{ "@tty-hangup", "Hang up the controlling terminal", ALL(A_EPERM), CALLS("vhangup") },
+	{ "@obsolete-profiling", "Profiling support removed from modern kernels", ALL(A_EPERM),
 	  CALLS("lookup_dcookie") },
-	{ "@fanotify", "Watch whole file systems (needs privilege; surface only)", BOTH(A_EPERM),
+	{ "@fanotify", "Watch whole file systems (needs privilege; surface only)", ALL(A_EPERM),
 	  CALLS("fanotify_init") },
 };
 
@@ -315,12 +326,12 @@ static int add_ioctl_approved(scmp_filter_ctx ctx)
 
 /* Unattended: an allowlist.  Device and file-system ioctls are a large
  * driver surface, and some change files through a read-only descriptor
- * (FS_IOC_SETFLAGS: chattr). */
+ * (FS_IOC_SETFLAGS: chattr).  The engine CLI gets approved's rule. */
 static int add_ioctl(scmp_filter_ctx ctx, const struct build *b)
 {
 	int rc;
 
-	if (b->profile == P_APPROVED)
+	if (b->profile != P_UNATTENDED)
 		return add_ioctl_approved(ctx);
 	for (size_t i = 0; i < ARRAY_LEN(ioctl_queries); i++) {
 		rc = RULE1(ctx, SCMP_ACT_ALLOW, "ioctl", INT_EQ(1, ioctl_queries[i]));
@@ -400,7 +411,7 @@ static int add_open_trunc_checked(scmp_filter_ctx ctx)
 static int add_open(scmp_filter_ctx ctx, const struct build *b)
 {
 	static const char *const calls[] = { "open", "openat", "creat", "openat2" };
-	size_t n = b->profile == P_APPROVED ? ARRAY_LEN(calls) : 3;
+	size_t n = b->profile != P_UNATTENDED ? ARRAY_LEN(calls) : 3;
 	int rc = 0;
 
 	if (b->profile == P_UNATTENDED && b->abi == 0)
@@ -420,7 +431,7 @@ static int add_fcntl(scmp_filter_ctx ctx, const struct build *b)
 	int rc = 0;
 
 	for (size_t i = 0; i < ARRAY_LEN(calls) && rc == 0; i++) {
-		if (b->profile == P_APPROVED || b->abi >= 6) {
+		if (b->profile != P_UNATTENDED || b->abi >= 6) {
 			rc = RULE0(ctx, SCMP_ACT_ALLOW, calls[i]);
 			continue;
 		}
@@ -505,6 +516,31 @@ static int add_socket_unattended(scmp_filter_ctx ctx)
 	return rc ? rc : RULE1(ctx, EPERM_ACT, "socket", ALWAYS(0));
 }
 
+/* The engine CLI: a client of the engine's API socket, which is a Unix
+ * socket (podman --remote, docker) or TCP (a remote engine), and of name
+ * resolution.  AF_UNIX, AF_INET and AF_INET6 of any type; for IP only the
+ * default, TCP or UDP protocol, as unattended (raw sockets need
+ * CAP_NET_RAW, which is gone; SCTP, DCCP and the like would load kernel
+ * modules nobody asked for); and routing netlink.  Everything else EPERM:
+ * packet, vsock, Bluetooth, other netlink families. */
+static int add_socket_engine(scmp_filter_ctx ctx)
+{
+	static const int families[] = { AF_INET, AF_INET6 };
+	static const int protos[] = { 0, IPPROTO_TCP, IPPROTO_UDP };
+	static const int nl_types[] = { SOCK_RAW, SOCK_DGRAM };
+	int rc = RULE1(ctx, SCMP_ACT_ALLOW, "socket", INT_EQ(0, AF_UNIX));
+
+	for (size_t f = 0; f < ARRAY_LEN(families); f++)
+		for (size_t p = 0; p < ARRAY_LEN(protos) && rc == 0; p++)
+			rc = RULE2(ctx, SCMP_ACT_ALLOW, "socket", INT_EQ(0, families[f]),
+				   INT_EQ(2, protos[p]));
+	for (size_t t = 0; t < ARRAY_LEN(nl_types) && rc == 0; t++)
+		rc = RULE3(ctx, SCMP_ACT_ALLOW, "socket", INT_EQ(0, AF_NETLINK),
+			   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, nl_types[t]),
+			   INT_EQ(2, NETLINK_ROUTE));
+	return rc ? rc : RULE1(ctx, EPERM_ACT, "socket", ALWAYS(0));
+}
+
 /* Unattended bind: only an address the size of a sockaddr_nl, which is
  * getaddrinfo binding its netlink socket.  IPv4 and IPv6 need at least 16
  * bytes (EINVAL), so nothing listens or receives on a port.  A Unix
@@ -520,6 +556,9 @@ static int add_bind_unattended(scmp_filter_ctx ctx, unsigned int abi)
 	return rc ? rc : RULE1(ctx, EPERM_ACT, "bind", ALWAYS(2));
 }
 
+/* Unattended and engine share bind and listen: the engine CLI dials out
+ * and never serves, and its Unix sockets make bind by path a real door
+ * (a 10-byte sun_path): only under Landlock, which keeps it in scratch. */
 static int add_socket(scmp_filter_ctx ctx, const struct build *b)
 {
 	int rc;
@@ -530,7 +569,7 @@ static int add_socket(scmp_filter_ctx ctx, const struct build *b)
 			rc = RULE0(ctx, SCMP_ACT_ALLOW, "bind");
 		return rc ? rc : RULE0(ctx, SCMP_ACT_ALLOW, "listen");
 	}
-	rc = add_socket_unattended(ctx);
+	rc = b->profile == P_ENGINE ? add_socket_engine(ctx) : add_socket_unattended(ctx);
 	if (rc == 0)
 		rc = add_bind_unattended(ctx, b->abi);
 	return rc ? rc : RULE0(ctx, EPERM_ACT, "listen");
@@ -571,7 +610,7 @@ static int add_seccomp(scmp_filter_ctx ctx, const struct build *b)
 {
 	int rc;
 
-	if (b->profile == P_APPROVED)
+	if (b->profile != P_UNATTENDED)
 		return RULE0(ctx, SCMP_ACT_ALLOW, "seccomp");
 	rc = RULE1(ctx, EPERM_ACT, "seccomp",
 		   SCMP_A1(SCMP_CMP_MASKED_EQ, SECCOMP_FILTER_FLAG_NEW_LISTENER,
@@ -581,36 +620,41 @@ static int add_seccomp(scmp_filter_ctx ctx, const struct build *b)
 
 static const struct arg_group arg_groups[] = {
 	{ "@clone", "clone without namespace flags (CLONE_NEW*: EPERM); clone3 ENOSYS", "same",
-	  "clone clone3", add_clone },
+	  "as approved", "clone clone3", add_clone },
 	{ "@ioctl", "all but faking terminal input (TIOCSTI, TIOCLINUX: EPERM)",
-	  "terminal, readiness and network-interface queries only; others EPERM", "ioctl",
-	  add_ioctl },
-	{ "@personality", "Linux personas and the query only, others EPERM", "same",
+	  "terminal, readiness and network-interface queries only; others EPERM", "as approved",
+	  "ioctl", add_ioctl },
+	{ "@personality", "Linux personas and the query only, others EPERM", "same", "as approved",
 	  "personality", add_personality },
 	{ "@open", "open, openat, openat2, creat",
 	  "Landlock ABI >= 3: open, openat, creat (Landlock decides by path); ABI 1-2: "
 	  "O_TRUNC only with write access, else EACCES; no Landlock: read-only, else "
 	  "EACCES; openat2 ENOSYS",
-	  "open openat openat2 creat", add_open },
+	  "as approved (with Landlock, Landlock decides by path)", "open openat openat2 creat",
+	  add_open },
 	{ "@fcntl", "all",
-	  "all, but F_SETOWN and F_SETOWN_EX (EPERM) below Landlock ABI 6", "fcntl fcntl64",
-	  add_fcntl },
+	  "all, but F_SETOWN and F_SETOWN_EX (EPERM) below Landlock ABI 6", "as approved",
+	  "fcntl fcntl64", add_fcntl },
 	{ "@signal-send", "to any process the user may signal",
 	  "Landlock ABI >= 6: scoped to the snippet's own processes; below: only its first "
 	  "process, its threads, its group, and signal 0; pidfd_send_signal EPERM",
+	  "as approved (Landlock ABI >= 6 scopes it to the CLI's own processes)",
 	  "kill tkill tgkill rt_sigqueueinfo rt_tgsigqueueinfo pidfd_send_signal",
 	  add_signal_send },
 	{ "@socket", "any socket, bind, listen",
 	  "AF_INET/AF_INET6 stream and datagram (default, TCP or UDP protocol) and "
 	  "AF_NETLINK/NETLINK_ROUTE; others EPERM (raw, packet, AF_UNIX); bind only a "
 	  "netlink-sized address and only under Landlock; listen EPERM",
+	  "AF_UNIX of any type, AF_INET/AF_INET6 of any type (default, TCP or UDP "
+	  "protocol) and AF_NETLINK/NETLINK_ROUTE; others EPERM (packet, vsock...); bind "
+	  "only a netlink-sized address and only under Landlock; listen EPERM",
 	  "socket bind listen", add_socket },
-	{ "@self-only", "pid 0 (the caller) only, others EPERM", "same",
+	{ "@self-only", "pid 0 (the caller) only, others EPERM", "same", "as approved",
 	  "prlimit64 setpriority ioprio_set sched_setaffinity sched_setparam "
 	  "sched_setscheduler sched_setattr",
 	  add_self_only },
 	{ "@seccomp", "narrow the filter further",
-	  "narrow it further, but with no listener of its own (EPERM)", "seccomp",
+	  "narrow it further, but with no listener of its own (EPERM)", "as approved", "seccomp",
 	  add_seccomp },
 };
 
@@ -622,12 +666,16 @@ static enum profile profile_of(const char *name)
 		return P_APPROVED;
 	if (!strcmp(name, "unattended"))
 		return P_UNATTENDED;
+	if (!strcmp(name, "engine"))
+		return P_ENGINE;
 	return 0;
 }
 
 static uint32_t group_action(const struct syscall_group *g, const struct build *b)
 {
-	enum action a = b->profile == P_APPROVED ? g->approved : g->unattended;
+	enum action a = b->profile == P_APPROVED     ? g->approved
+			: b->profile == P_UNATTENDED ? g->unattended
+						     : g->engine;
 
 	switch (a) {
 	case A_ALLOW:
@@ -820,18 +868,29 @@ static const char *action_text(enum action a)
 	}
 }
 
+/* A's wording in the documentation; A_LANDLOCK names its ABI. */
+static void describe_action(FILE *out, enum action a, unsigned int ll_abi)
+{
+	if (a == A_LANDLOCK)
+		fprintf(out, "allow with Landlock ABI >= %u, else EPERM", ll_abi);
+	else
+		fputs(action_text(a), out);
+}
+
 static void describe_group(FILE *out, const struct syscall_group *g)
 {
-	if (g->approved == g->unattended)
-		fprintf(out, "%s (%s in both): %s\n   ", g->name, action_text(g->approved),
+	if (g->approved == g->unattended && g->approved == g->engine) {
+		fprintf(out, "%s (%s in all profiles): %s\n   ", g->name, action_text(g->approved),
 			g->help);
-	else if (g->unattended == A_LANDLOCK)
-		fprintf(out, "%s (approved: %s; unattended: allow with Landlock ABI >= %u, "
-			     "else EPERM): %s\n   ",
-			g->name, action_text(g->approved), g->ll_abi, g->help);
-	else
-		fprintf(out, "%s (approved: %s; unattended: %s): %s\n   ", g->name,
-			action_text(g->approved), action_text(g->unattended), g->help);
+	} else {
+		fprintf(out, "%s (approved: ", g->name);
+		describe_action(out, g->approved, g->ll_abi);
+		fputs("; unattended: ", out);
+		describe_action(out, g->unattended, g->ll_abi);
+		fputs("; engine: ", out);
+		describe_action(out, g->engine, g->ll_abi);
+		fprintf(out, "): %s\n   ", g->help);
+	}
 	for (const char *const *c = g->calls; *c; c++)
 		fprintf(out, " %s%s", *c, seccomp_syscall_resolve_name(*c) < 0 ? "(-)" : "");
 	fputc('\n', out);
@@ -839,14 +898,18 @@ static void describe_group(FILE *out, const struct syscall_group *g)
 
 void seccomp_describe(FILE *out)
 {
-	fprintf(out, "# default: ENOSYS; foreign architectures: EPERM\n");
+	fprintf(out, "# profiles: approved (a person read the snippet), unattended (it runs "
+		     "without anyone seeing it), engine (sandbox = docker: the container "
+		     "engine's CLI, whose snippet runs in the container)\n"
+		     "# default: ENOSYS; foreign architectures: EPERM\n");
 	for (size_t i = 0; i < ARRAY_LEN(groups); i++)
 		describe_group(out, &groups[i]);
 	for (size_t i = 0; i < ARRAY_LEN(arg_groups); i++) {
 		const struct arg_group *g = &arg_groups[i];
 
-		fprintf(out, "%s (by argument): %s\n    approved: %s\n    unattended: %s\n",
-			g->name, g->calls, g->approved, g->unattended);
+		fprintf(out, "%s (by argument): %s\n    approved: %s\n    unattended: %s\n"
+			     "    engine: %s\n",
+			g->name, g->calls, g->approved, g->unattended, g->engine);
 	}
 	fprintf(out, "# exec gate: the first exec (python3, by the worker) is let through by "
 		     "the supervisor; every later one fails with EPERM\n"

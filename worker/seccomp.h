@@ -7,8 +7,9 @@
  * links worker/seccomp.c, builds every program a snippet can get (each
  * profile at each Landlock ABI) and writes them into a generated C file
  * (worker/seccomp_programs.c in the build directory).  The unattended
- * profile's rules depend on the Landlock ABI in force (chosen by table)
- * and, below ABI 6, on the snippet's own pid (signals): the generator
+ * and engine profiles' rules depend on the Landlock ABI in force (chosen
+ * by table); unattended's, below ABI 6, also on the snippet's own pid
+ * (signals; engine's never do): the generator
  * finds the instructions that hold the pid by building with two stand-in
  * pids and comparing, and the snippet child writes its pid there.
  *
@@ -31,7 +32,7 @@
 #include <sys/types.h>
 
 struct seccomp_opts {
-	const char *profile;       /* "approved" | "unattended" */
+	const char *profile;       /* "approved" | "unattended" | "engine" */
 	unsigned int landlock_abi; /* Landlock ABI in force for this snippet, 0: none */
 	pid_t self;                /* the snippet's first process */
 };

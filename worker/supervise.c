@@ -3,9 +3,12 @@
  * `ready`, then watch three things until the snippet is over: the broker
  * (fd 3), C's exit (SIGCHLD via signalfd) and the wall clock.  Whatever
  * ends the run, every descendant is killed before S reports and exits:
- * no process of a snippet outlives it.
+ * no process of a snippet outlives it.  With the engine profile, C is the
+ * engine's CLI and the container may outlive it: the engine's oom and
+ * kill commands run after C (engine.c), before S reports.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,12 +32,13 @@ struct run {
 	uint64_t deadline;          /* 0: no wall-clock limit */
 	uint64_t kill_at;           /* after the timeout; 0: at once */
 	bool ready, reaped, timed_out, failed, broker_gone;
+	bool oom_killed;            /* engine: the container ran out of memory */
 	struct setup_report rep;
 	int status;
 	struct rusage ru;
 };
 
-static uint64_t now_us(void)
+uint64_t now_us(void)
 {
 	struct timespec ts;
 
@@ -42,8 +46,7 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* t + ms, or 0 ("never") when that would overflow. */
-static uint64_t after_ms(uint64_t t, uint64_t ms)
+uint64_t after_ms(uint64_t t, uint64_t ms)
 {
 	if (ms > (UINT64_MAX - t) / 1000u)
 		return 0;
@@ -133,6 +136,26 @@ static void child_protocol_error(struct run *r, int err, const char *what)
 	r->rep.err = err;
 	snprintf(r->rep.msg, sizeof(r->rep.msg), "%s", what);
 	r->failed = true;
+}
+
+/* SOCK_SEQPACKET rather than a pipe: a report arrives whole, and C can
+ * pass the exec gate's listener along as SCM_RIGHTS. */
+int open_report_pair(int *r, int *w)
+{
+	int fds[2];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) < 0)
+		return -errno;
+	if (fcntl(fds[0], F_SETFL, O_NONBLOCK) < 0) {
+		int rc = -errno;
+
+		close(fds[0]);
+		close(fds[1]);
+		return rc;
+	}
+	*r = fds[0];
+	*w = fds[1];
+	return 0;
 }
 
 /* The descriptor a message carried, or -1. */
@@ -237,19 +260,21 @@ static void serve_gate(struct run *r, short revents)
 
 /* The broker has nothing to say to a worker after the job: EOF, an error
  * or any frame at all means "stop" (cancel, or the broker is gone). */
-static void check_broker(struct run *r, short revents)
+bool broker_says_stop(short revents)
 {
 	char b;
 	ssize_t n;
 
-	if (revents & (POLLHUP | POLLERR | POLLNVAL)) {
-		r->broker_gone = true;
-		return;
-	}
+	if (revents & (POLLHUP | POLLERR | POLLNVAL))
+		return true;
 	n = recv(FD_BROKER, &b, 1, MSG_DONTWAIT | MSG_TRUNC);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	r->broker_gone = true;
+	return !(n < 0 && (errno == EAGAIN || errno == EINTR));
+}
+
+static void check_broker(struct run *r, short revents)
+{
+	if (broker_says_stop(revents))
+		r->broker_gone = true;
 }
 
 static void check_clock(struct run *r)
@@ -316,6 +341,8 @@ static const char *limit_hit(const struct run *r, uint64_t cpu_us)
 
 	if (r->timed_out)
 		return "wall";
+	if (r->oom_killed)
+		return "memory";
 	if (!WIFSIGNALED(r->status))
 		return "";
 	sig = WTERMSIG(r->status);
@@ -380,6 +407,25 @@ static int conclude(struct run *r)
 	return rc;
 }
 
+/* Engine: C was the CLI, and the container may still run.  Exit 137 is
+ * the container's process SIGKILLed: ask the engine whether for memory.
+ * Then stop the container whenever the CLI did not see it to its end: a
+ * timeout, a cancel, an exit of 137 (SIGKILL, perhaps of only one
+ * process in it) or a CLI killed by a signal (RLIMIT_CPU, say).  Not when
+ * C failed its own setup: then no CLI ever ran. */
+static void engine_after(struct run *r)
+{
+	bool exit137 = r->reaped && WIFEXITED(r->status) && WEXITSTATUS(r->status) == 137;
+	bool signalled = r->reaped && WIFSIGNALED(r->status);
+
+	if (r->failed)
+		return;
+	if (exit137 && !r->timed_out && !r->broker_gone)
+		r->oom_killed = engine_oom_killed(r->plan, r->sigfd, &r->broker_gone);
+	if (r->timed_out || r->broker_gone || exit137 || signalled)
+		engine_kill(r->plan, r->sigfd);
+}
+
 int supervise(struct plan *p, pid_t child, int sigfd)
 {
 	struct run r = { .plan = p, .child = child, .sigfd = sigfd, .gate = { .fd = -1 } };
@@ -394,6 +440,10 @@ int supervise(struct plan *p, pid_t child, int sigfd)
 	if (!r.broker_gone)
 		final_report(&r);
 	exec_gate_close(&r.gate);
+	/* Its commands use the scratch directory (their HOME, TMPDIR and
+	 * XDG_RUNTIME_DIR): before it goes. */
+	if (p->engine.run)
+		engine_after(&r);
 	plan_remove_scratch(p);
 	rc = r.broker_gone ? WORKER_EXIT_FAIL : conclude(&r);
 	return rc;

@@ -6,6 +6,29 @@
  *
  * fds at exec: 0 sealed memfd with the source, 1/2 the snippet's stdout and
  * stderr pipes (read by the broker directly), 3 SOCK_SEQPACKET to the broker.
+ *
+ * sandbox = docker (profile "engine", job->has_engine): the snippet runs in
+ * a container and nothing of it runs here.  C execs the container engine's
+ * CLI (job->engine.run) instead of python3, with the same fds.  Around it S
+ * runs the engine's other commands, each in its own child confined exactly
+ * like C (enter_sandbox, the "engine" profile): the setup steps before C
+ * (job->engine.steps, in order; a failure is a setup_error named after the
+ * step, carrying the engine's last line), the OOM query after C exits 137,
+ * and the kill command after a timeout, a cancel, an exit of 137 or a CLI
+ * killed by a signal (killing the CLI does not stop the container).  See
+ * worker/engine.c.
+ *
+ * The steps a setup_error names, in the order they run (proto/PROTOCOL.md
+ * keeps the normative list):
+ *   S, before the fork   fds, supervisor, subreaper, job, scratch, env,
+ *                        pipe, signals; engine: each engine step by its
+ *                        own name (or pipe, fds, fork, supervise when S
+ *                        cannot start or watch it, or the enter_sandbox()
+ *                        step its child failed at); fork
+ *   enter_sandbox()      signals, setsid, pdeathsig, identity, cwd, fds,
+ *                        caps, no-new-privs, landlock, seccomp-build,
+ *                        rlimits, seccomp, exec-gate, verify, exec
+ *   S, supervising       timeout, supervise
  */
 #ifndef KOTOBA_WORKER_H
 #define KOTOBA_WORKER_H
@@ -30,8 +53,9 @@ enum {
 
 /* What C sends over the report channel when a step fails: one fixed-size
  * SOCK_SEQPACKET message, so it arrives whole or not at all. */
+#define SETUP_STEP_MAX 32
 struct setup_report {
-	char step[32];
+	char step[SETUP_STEP_MAX];
 	int err;
 	char msg[160];
 };
@@ -40,21 +64,42 @@ struct setup_report {
  * one byte carrying the exec gate's listener as SCM_RIGHTS. */
 #define CHILD_MSG_GATE 'G'
 
+/* The engine's command lines (job->engine), NUL-terminated copies built by
+ * S: each argv is NULL-terminated and malloc'd, argv[0] an absolute path;
+ * NULL where the job has no such command. */
+struct engine_plan {
+	size_t n_steps;
+	char **steps[PROTO_STEPS_MAX];
+	char step_names[PROTO_STEPS_MAX][SETUP_STEP_MAX];
+	char **run, **kill, **oom;
+};
+
+/* What a confined child execs at the end of enter_sandbox(). */
+struct sandbox_exec {
+	const char *path;       /* absolute: execve does not search PATH */
+	char *const *argv;      /* NULL-terminated */
+	char *const *envp;
+	int report_fd;          /* the child's end of its report channel */
+	int stdio[3];           /* moved onto fds 0-2 first; -1: keep that fd */
+};
+
 /* Everything C needs, built by S before the fork.  C builds only its
  * seccomp program itself (it depends on C's pid), before the rlimits. */
 struct plan {
 	const struct msg_job *job; /* strings point into the job frame */
-	char python[PATH_MAX];
+	char python[PATH_MAX];     /* "" for "engine", which runs no python3 */
 	char cwd[PATH_MAX];
 	char profile[16];
 	char scratch[PATH_MAX];    /* "" until created */
 	char **envp;               /* NULL-terminated, malloc'd */
+	struct engine_plan engine; /* profile "engine" only */
 	unsigned int landlock_abi; /* the ABI C applies; 0: none (see landlock.h) */
 	gid_t groups[PROTO_GROUPS_MAX];
 	pid_t supervisor;
-	/* The report channel, a SOCK_SEQPACKET pair, both ends CLOEXEC: C
+	/* C's report channel, a SOCK_SEQPACKET pair, both ends CLOEXEC: C
 	 * sends a struct setup_report when a step fails, or the exec gate's
-	 * listener; EOF means C exec'd python3 (or died). */
+	 * listener; EOF means C exec'd (or died).  Each engine command gets
+	 * a channel of its own (engine.c). */
 	int err_r, err_w;
 };
 
@@ -71,15 +116,59 @@ struct exec_gate {
 __attribute__((noreturn, format(printf, 4, 5))) void
 fail_setup(struct plan *p, const char *step, int err, const char *fmt, ...);
 
-/* plan.c: turn the job into a plan (copies, env, scratch dir). */
+/* plan.c: turn the job into a plan (copies, env, engine commands, scratch
+ * dir). */
 int plan_paths(struct plan *p, char *err, size_t errlen);
 int plan_scratch(struct plan *p, char *err, size_t errlen);
 int plan_env(struct plan *p, char *err, size_t errlen);
+int plan_engine(struct plan *p, char *err, size_t errlen);
 void plan_remove_scratch(struct plan *p);
 void plan_free(struct plan *p);
 
-/* enter.c: C's way into the sandbox, ending in exec (never returns). */
-__attribute__((noreturn)) void enter_sandbox(const struct plan *p);
+/* enter.c: a confined child's way into the sandbox (C, and each engine
+ * command), ending in the exec of x (never returns). */
+__attribute__((noreturn)) void enter_sandbox(const struct plan *p, const struct sandbox_exec *x);
+
+/* engine.c: the engine's commands around C (profile "engine"). */
+#define CONFINED_OUT_MAX 4096 /* the tail of a command's output that S keeps */
+
+enum confined_end {
+	CONFINED_EXITED,    /* status holds its wait status */
+	CONFINED_TIMED_OUT, /* killed at the deadline */
+	CONFINED_CANCELLED, /* the broker cancelled (or S was told to stop) */
+	CONFINED_FAILED,    /* not run: rep names the step (S's or the child's) */
+};
+
+/* One command run as a confined child: stdin /dev/null, stdout and stderr
+ * into a pipe S reads, waited for with a deadline. */
+struct confined {
+	const char *name;            /* its step name */
+	char *const *argv;           /* argv[0] absolute */
+	uint64_t timeout_ms;         /* 0: no deadline */
+	bool cancellable;            /* stop at the broker's EOF (or a frame) */
+	enum confined_end end;
+	int status;
+	struct setup_report rep;
+	char out[CONFINED_OUT_MAX];  /* the last bytes of its output */
+	size_t out_len;
+};
+
+/* Runs c->argv in a child that enters the sandbox of the plan's profile,
+ * waits until it exits, its deadline passes or (cancellable) the broker
+ * stops the run, kills everything it started, and fills the rest of *c.
+ * sigfd is S's signalfd (SIGCHLD and the stop signals).  It reaps every
+ * child of S: call it only while no other child (C) is alive. */
+void run_confined(struct plan *p, int sigfd, struct confined *c);
+/* The setup steps, in order, within the job's timeout for all of them.
+ * Returns 0 when all succeeded, 1 with *rep filled when one failed, -1
+ * when the broker cancelled meanwhile. */
+int engine_steps(struct plan *p, int sigfd, struct setup_report *rep);
+/* After C exited 137: true when the engine says the container was killed
+ * for want of memory.  Sets *cancelled when the broker cancelled meanwhile. */
+bool engine_oom_killed(struct plan *p, int sigfd, bool *cancelled);
+/* Stops the container after a timeout, a cancel or an abnormal end. */
+void engine_kill(struct plan *p, int sigfd);
+
 
 /* execgate.c: S answers the unattended profile's exec notifications. */
 int exec_gate_open(struct exec_gate *g, int fd, pid_t child);
@@ -88,6 +177,16 @@ void exec_gate_close(struct exec_gate *g);
 
 /* supervise.c: S's life after the fork; returns the exit status. */
 int supervise(struct plan *p, pid_t child, int sigfd);
+/* supervise.c: the report channel of one confined child: SOCK_SEQPACKET,
+ * both ends CLOEXEC, S's end (*r) non-blocking.  0 or -errno. */
+int open_report_pair(int *r, int *w);
+/* supervise.c: the monotonic clock in microseconds; t + ms, or 0
+ * ("never") when that would overflow. */
+uint64_t now_us(void);
+uint64_t after_ms(uint64_t t, uint64_t ms);
+/* supervise.c: true when fd 3's poll events (and what waits there) mean
+ * the broker cancelled the run or is gone. */
+bool broker_says_stop(short revents);
 
 /* tree.c: every process below S (it is their subreaper). */
 void signal_descendants(int sig);

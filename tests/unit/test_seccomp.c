@@ -26,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <linux/fs.h>
 #include <linux/netlink.h>
@@ -40,6 +43,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -653,6 +657,170 @@ static void test_exec_gate_lets_exactly_one_exec_through(void **state)
 	run_in_child(gate_end_to_end);
 }
 
+/* ---- the engine profile: the container engine's CLI ---------------- */
+
+/* What a Go CLI such as podman --remote or docker does on its way to the
+ * engine's API socket, under the engine filter as if Landlock ABI `abi`
+ * held the paths: threads (clone, futex), epoll and eventfd, a Unix socket
+ * connected to a listener, TCP and UDP sockets, routing netlink, exec of
+ * a helper, its own rlimits. */
+static void *thread_body(void *arg)
+{
+	return arg;
+}
+
+static void engine_cli_calls(unsigned int abi)
+{
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
+	struct { uint64_t flags, mode, resolve; } how = { O_RDONLY | O_CLOEXEC, 0, 0 };
+	struct epoll_event ev = { .events = EPOLLIN };
+	socklen_t un_len;
+	struct rlimit rl;
+	pthread_t t;
+	void *ret = NULL;
+	int srv, cli, ep, efd, rt, status;
+	pid_t child;
+
+	/* The engine's API socket, set up before the filter (abstract, so
+	 * no file is left behind). */
+	snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, "kotoba-engine-test-%d", (int)getpid());
+	un_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(un.sun_path + 1));
+	srv = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (srv < 0 || bind(srv, (struct sockaddr *)&un, un_len) < 0 || listen(srv, 4) < 0)
+		child_fail("the test's API socket: %s", strerror(errno));
+	load_profile("engine", abi, false);
+	cli = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	EXPECT_OK(cli);
+	EXPECT_OK(connect(cli, (struct sockaddr *)&un, un_len));
+	EXPECT_OK(close(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)));
+	EXPECT_OK(close(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)));
+	EXPECT_OK(close(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)));
+	EXPECT_OK(close(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP)));
+	EXPECT_OK(close(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP)));
+	rt = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	EXPECT_OK(rt);
+	if (abi > 0)
+		EXPECT_OK(bind(rt, (struct sockaddr *)&nl, sizeof(nl)));
+	else
+		EXPECT_ERRNO(EPERM, bind(rt, (struct sockaddr *)&nl, sizeof(nl)));
+	/* The Go runtime: threads (glibc: clone3 ENOSYS, then clone), the
+	 * poller, its timers' eventfd, raising its own RLIMIT_NOFILE. */
+	if (pthread_create(&t, NULL, thread_body, &rl) != 0 || pthread_join(t, &ret) != 0 ||
+	    ret != &rl)
+		child_fail("a thread under the engine filter");
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	EXPECT_OK(ep);
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	EXPECT_OK(efd);
+	EXPECT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev));
+	EXPECT_OK(prlimit(0, RLIMIT_NOFILE, NULL, &rl));
+	EXPECT_OK(setrlimit(RLIMIT_NOFILE, &rl));
+	EXPECT_OK(syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGURG));
+	/* The approved file rules: these reach the kernel (Landlock, when
+	 * in force, decides by path). */
+	EXPECT_OK(close((int)syscall(SYS_openat2, AT_FDCWD, "/dev/null", &how, sizeof(how))));
+	EXPECT_ERRNO(ENOENT, mkdir("/nonexistent-kotoba/d", 0700));
+	EXPECT_ERRNO(ENOENT, chmod("/nonexistent-kotoba", 0600));
+	/* No exec gate: a credential helper or plugin may run. */
+	child = fork();
+	if (child == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(99);
+	}
+	if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
+		child_fail("exec of /bin/true under the engine filter: status %#x", status);
+}
+
+static void engine_cli_abi0(void)
+{
+	engine_cli_calls(0);
+}
+
+static void engine_cli_abi7(void)
+{
+	engine_cli_calls(7);
+}
+
+static void test_engine_profile_allows_what_the_cli_needs(void **state)
+{
+	(void)state;
+	run_in_child(engine_cli_abi0);
+	run_in_child(engine_cli_abi7);
+}
+
+/* What the engine CLI must never do: the kernel-attack surface stays
+ * closed, no socket family beyond a client's, nothing listens, no IPC
+ * object outlives the run. */
+static void engine_denials(void)
+{
+	struct sockaddr_in in = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_un un = { .sun_family = AF_UNIX, .sun_path = "/tmp/kotoba-engine-bind" };
+	struct clone_args ca = { .exit_signal = SIGCHLD };
+	char c = 'x';
+	int tcp, unix_s;
+
+	load_profile("engine", 7, false);
+	EXPECT_ERRNO(EPERM, syscall(SYS_unshare, CLONE_NEWUSER));
+	EXPECT_ERRNO(EPERM, syscall(SYS_unshare, CLONE_NEWNS));
+	EXPECT_ERRNO(EPERM, syscall(SYS_setns, 0, 0));
+	EXPECT_ERRNO(EPERM, syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, NULL, NULL, 0));
+	EXPECT_ERRNO(ENOSYS, syscall(SYS_clone3, &ca, sizeof(ca)));
+	EXPECT_ERRNO(EPERM, syscall(SYS_mount, "none", "/mnt", "tmpfs", 0, NULL));
+	EXPECT_ERRNO(EPERM, syscall(SYS_fsopen, "tmpfs", 0));
+	EXPECT_ERRNO(EPERM, syscall(SYS_pivot_root, "/", "/"));
+	EXPECT_ERRNO(EPERM, syscall(SYS_bpf, 0, NULL, 0));
+	EXPECT_ERRNO(EPERM, ptrace(PTRACE_ATTACH, getppid(), NULL, NULL));
+	EXPECT_ERRNO(EPERM, syscall(SYS_keyctl, 0, 0, 0, 0, 0));
+	EXPECT_ERRNO(EPERM, syscall(SYS_io_uring_setup, 1, NULL));
+	EXPECT_ERRNO(EPERM, syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0));
+	EXPECT_ERRNO(EPERM, syscall(SYS_userfaultfd, 0));
+	EXPECT_ERRNO(EPERM, ioctl(0, TIOCSTI, &c));
+	EXPECT_ERRNO(EPERM, socket(AF_PACKET, SOCK_RAW, 0));
+	EXPECT_ERRNO(EPERM, socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP));
+	EXPECT_ERRNO(EPERM, socket(AF_NETLINK, SOCK_RAW, NETLINK_AUDIT));
+	EXPECT_ERRNO(EPERM, socket(AF_VSOCK, SOCK_STREAM, 0));
+	EXPECT_ERRNO(EPERM, syscall(SYS_socket, AF_PACKET | (1UL << 32), SOCK_RAW, 0));
+	tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	EXPECT_OK(tcp);
+	EXPECT_ERRNO(EPERM, bind(tcp, (struct sockaddr *)&in, sizeof(in)));
+	EXPECT_ERRNO(EPERM, listen(tcp, 1));
+	unix_s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	EXPECT_OK(unix_s);
+	EXPECT_ERRNO(EPERM, bind(unix_s, (struct sockaddr *)&un, sizeof(un)));
+	EXPECT_ERRNO(EPERM, listen(unix_s, 1));
+	EXPECT_ERRNO(EPERM, shmget(IPC_PRIVATE, 4096, 0600));
+	EXPECT_ERRNO(EPERM, syscall(SYS_semget, IPC_PRIVATE, 1, 0600));
+	EXPECT_ERRNO(EPERM, syscall(SYS_msgget, IPC_PRIVATE, 0600));
+	EXPECT_ERRNO(EPERM, syscall(SYS_mq_open, "kotoba", 0, 0, NULL));
+}
+
+static void test_engine_profile_denies_the_rest(void **state)
+{
+	(void)state;
+	run_in_child(engine_denials);
+}
+
+/* No exec gate and no pid in the program: the worker loads it as built. */
+static void test_engine_profile_has_no_gate_and_no_pid(void **state)
+{
+	struct sock_fprog prog;
+	char err[256] = "";
+
+	(void)state;
+	assert_false(seccomp_has_exec_gate("engine"));
+	assert_false(seccomp_has_exec_gate("approved"));
+	assert_true(seccomp_has_exec_gate("unattended"));
+	for (unsigned int abi = 0; abi <= SECCOMP_ABI_MAX; abi++) {
+		struct seccomp_opts o = { "engine", abi, 0 };
+
+		assert_int_equal(seccomp_program_for(&o, &prog, err, sizeof(err)), 0);
+		assert_true(prog.len > 0);
+	}
+}
+
 /* ---- Landlock and seccomp together, at every ABI -------------------- */
 
 /* Set by the test before each child: fork copies them. */
@@ -738,13 +906,101 @@ static void test_unattended_profile_at_every_landlock_abi(void **state)
 		fprintf(stderr, "# SKIP part: ABIs %u-7 are newer than this kernel\n", kernel + 1);
 }
 
+/* The engine profile as the worker applies it, at the kernel's Landlock
+ * ABI: unattended's ruleset, then the engine filter.  The CLI writes only
+ * in scratch (its HOME, TMPDIR, XDG_RUNTIME_DIR), still reaches the
+ * engine's socket and may exec. */
+static void engine_at_abi(void)
+{
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	struct plan p = { .landlock_abi = ll_abi };
+	char in_f[96], out_f[96], victim[96];
+	socklen_t un_len;
+	const char *what;
+	int rc, srv, cli, status;
+	pid_t child;
+
+	snprintf(p.profile, sizeof(p.profile), "engine");
+	snprintf(p.scratch, sizeof(p.scratch), "%s", ll_scratch);
+	path_in(in_f, sizeof(in_f), ll_scratch, "containers.conf");
+	path_in(out_f, sizeof(out_f), ll_outside, "new");
+	path_in(victim, sizeof(victim), ll_outside, "victim");
+	snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, "kotoba-engine-ll-%d", (int)getpid());
+	un_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(un.sun_path + 1));
+	srv = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (srv < 0 || bind(srv, (struct sockaddr *)&un, un_len) < 0 || listen(srv, 4) < 0)
+		child_fail("the test's API socket: %s", strerror(errno));
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_fail("PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+	rc = apply_landlock(&p, &what);
+	if (rc < 0)
+		child_fail("ABI %u: %s: %s", ll_abi, what, strerror(-rc));
+	load_profile("engine", ll_abi, false);
+	EXPECT_OK(close(open(in_f, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)));
+	EXPECT_OK(chmod(in_f, 0644));
+	EXPECT_OK(unlink(in_f));
+	EXPECT_OK(close(open("/dev/null", O_WRONLY | O_CLOEXEC)));
+	EXPECT_OK(close(open("/etc/hostname", O_RDONLY | O_CLOEXEC)));
+	EXPECT_ERRNO(EACCES, open(out_f, O_WRONLY | O_CREAT, 0600));
+	EXPECT_ERRNO(EACCES, open(victim, O_WRONLY | O_APPEND));
+	EXPECT_ERRNO(EACCES, unlink(victim));
+	EXPECT_ERRNO(EACCES, mkdir(out_f, 0700));
+	/* The abstract socket was made outside the domain: Landlock ABI 6
+	 * scopes abstract sockets, so only below it does connect work.  The
+	 * engines listen on path sockets, which no ABI scopes. */
+	cli = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	EXPECT_OK(cli);
+	if (ll_abi >= 6)
+		EXPECT_ERRNO(EPERM, connect(cli, (struct sockaddr *)&un, un_len));
+	else
+		EXPECT_OK(connect(cli, (struct sockaddr *)&un, un_len));
+	child = fork();
+	if (child == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(99);
+	}
+	if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
+		child_fail("ABI %u: exec of /bin/true under the engine profile: status %#x", ll_abi,
+			   status);
+}
+
+static void test_engine_profile_under_landlock(void **state)
+{
+	unsigned int kernel = landlock_probe_abi();
+	char victim[96], cmd[192];
+	struct stat st;
+	int fd;
+
+	(void)state;
+	if (kernel == 0) {
+		fprintf(stderr, "# SKIP: this kernel has no Landlock\n");
+		skip();
+	}
+	for (ll_abi = 1; ll_abi <= kernel && ll_abi <= 7; ll_abi++) {
+		snprintf(ll_scratch, sizeof(ll_scratch), "/tmp/kotoba-ll-scratch-XXXXXX");
+		snprintf(ll_outside, sizeof(ll_outside), "/tmp/kotoba-ll-outside-XXXXXX");
+		assert_non_null(mkdtemp(ll_scratch));
+		assert_non_null(mkdtemp(ll_outside));
+		path_in(victim, sizeof(victim), ll_outside, "victim");
+		fd = open(victim, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		assert_true(fd >= 0 && write(fd, "keep", 4) == 4);
+		close(fd);
+		run_in_child(engine_at_abi);
+		assert_int_equal(stat(victim, &st), 0);
+		assert_int_equal(st.st_size, 4);
+		snprintf(cmd, sizeof(cmd), "rm -rf -- %s %s", ll_scratch, ll_outside);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 /* What the worker loads is what the policy compiles to: for each profile
  * at each Landlock ABI and a spread of pids (the smallest, ours, the
  * kernel's PID_MAX_LIMIT, the largest pid_t), the generated program with
  * the pid patched in equals seccomp_build()'s, byte for byte. */
 static void test_prebuilt_programs_are_the_policy(void **state)
 {
-	static const char *const profiles[] = { "approved", "unattended" };
+	static const char *const profiles[] = { "approved", "unattended", "engine" };
 	const pid_t pids[] = { 1, 2, 300, 32768, getpid(), 4194304, 0x7fffffff };
 	struct seccomp_opts one = { "unattended", 0, 1 }, two = { "unattended", 0, 2 };
 	struct sock_filter first[BPF_MAXINSNS];
@@ -752,7 +1008,7 @@ static void test_prebuilt_programs_are_the_policy(void **state)
 	char err[256] = "";
 
 	(void)state;
-	for (size_t pr = 0; pr < 2; pr++) {
+	for (size_t pr = 0; pr < sizeof(profiles) / sizeof(profiles[0]); pr++) {
 		for (unsigned int abi = 0; abi <= SECCOMP_ABI_MAX; abi++) {
 			for (size_t i = 0; i < sizeof(pids) / sizeof(pids[0]); i++) {
 				struct seccomp_opts o = { profiles[pr], abi, pids[i] };
@@ -824,11 +1080,16 @@ static void test_groups_are_documented(void **state)
 	fclose(f);
 	/* kotoba-worker --list-syscall-groups prints the generator's copy. */
 	assert_string_equal(text, seccomp_description);
-	assert_non_null(strstr(text, "@debug (EPERM in both"));
-	assert_non_null(strstr(text, "@io-uring (EPERM in both"));
-	assert_non_null(strstr(text, "@file-read (allow in both"));
-	assert_non_null(strstr(text, "@exec (approved: allow; unattended: exec gate"));
+	assert_non_null(strstr(text, "@debug (EPERM in all profiles"));
+	assert_non_null(strstr(text, "@io-uring (EPERM in all profiles"));
+	assert_non_null(strstr(text, "@namespaces (EPERM in all profiles"));
+	assert_non_null(strstr(text, "@file-read (allow in all profiles"));
+	assert_non_null(strstr(text, "@exec (approved: allow; unattended: exec gate; engine: allow)"));
+	assert_non_null(strstr(text, "@ipc (approved: allow; unattended: EPERM; engine: EPERM)"));
+	assert_non_null(strstr(text, "@file-create (approved: allow; unattended: allow with "
+				     "Landlock ABI >= 1, else EPERM; engine: allow)"));
 	assert_non_null(strstr(text, "@socket"));
+	assert_non_null(strstr(text, "    engine: AF_UNIX of any type"));
 	assert_non_null(strstr(text, "@ioctl"));
 	free(text);
 }
@@ -849,6 +1110,10 @@ int main(void)
 		cmocka_unit_test(test_unattended_ioctl_is_an_allowlist),
 		cmocka_unit_test(test_unattended_ipc_and_exec_without_gate),
 		cmocka_unit_test(test_exec_gate_lets_exactly_one_exec_through),
+		cmocka_unit_test(test_engine_profile_allows_what_the_cli_needs),
+		cmocka_unit_test(test_engine_profile_denies_the_rest),
+		cmocka_unit_test(test_engine_profile_has_no_gate_and_no_pid),
+		cmocka_unit_test(test_engine_profile_under_landlock),
 		cmocka_unit_test(test_unattended_profile_at_every_landlock_abi),
 		cmocka_unit_test(test_prebuilt_programs_are_the_policy),
 		cmocka_unit_test(test_prebuilt_program_refusals),

@@ -26,7 +26,7 @@
 
 #include "worker/seccomp.h"
 
-static const char *const profiles[] = { "approved", "unattended" };
+static const char *const profiles[] = { "approved", "unattended", "engine" };
 #define N_PROFILES (sizeof(profiles) / sizeof(profiles[0]))
 #define N_ABIS (SECCOMP_ABI_MAX + 1)
 
