@@ -26,6 +26,8 @@
 #define OUTPUT_CHUNK 65536
 
 struct run;
+struct container;
+struct engine_job;
 struct session;
 
 struct outbuf {
@@ -66,6 +68,9 @@ struct run_request {
 	const char *labels[PROTO_LABELS_MAX];
 	char sha256[65];      /* of the code, for the audit trail */
 	uint64_t arrived_us;  /* when the exec frame was read, for timings */
+	uid_t peer_uid;       /* the client's uid (SO_PEERCRED) */
+	pid_t peer_pid;
+	const struct engine_job *engine; /* an engine command, not a snippet */
 };
 
 struct run {
@@ -99,6 +104,9 @@ struct run {
 	pid_t peer_pid;
 	/* monotonic us: exec frame read, worker ready, worker finished */
 	uint64_t t_arrived, t_ready, t_finished;
+	struct container *ct;     /* sandbox = docker: where the snippet runs */
+	char container[64];       /* its name, for the exit frame */
+	bool engine_only;         /* an engine command (stop a container): no client */
 };
 
 struct broker {
@@ -124,8 +132,16 @@ bool session_backlogged(const struct session *s);
 void session_close(struct session *s);
 
 /* run.c */
+/* -EBUSY: a limit; -EPERM: no identity for the peer; -EINVAL: the working
+ * directory cannot be used; -ENOEXEC: the container engine cannot be
+ * driven; other -errno: the broker failed.  With a sentence in err. */
 int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 	      char *err, size_t errlen);
+/* Runs one engine command as the user a peer's snippets run as, with no
+ * client: how the broker stops containers without engine access. */
+struct engine_job;
+int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j, char *err,
+		     size_t errlen);
 void run_cancel(struct run *r);
 void run_detach(struct run *r);  /* the client went away */
 void run_resume(struct run *r);  /* the client's queue drained */

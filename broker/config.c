@@ -180,9 +180,39 @@ static const struct key keys[] = {
 	     "apart, so TMPDIR and /dev/null become read-only too."),
 
 	STR("docker", "cli", container_cli, K_WORD, "docker",
-	    "Container command: a name looked up in PATH or an absolute path."),
+	    "The engine's command-line client, docker or podman: a name looked\n"
+	    "up in /usr/local/bin, /usr/bin and /bin, or an absolute path.  It\n"
+	    "runs as the snippet's user, so engine access is that user's own."),
 	STR("docker", "image", container_image, K_EMPTY_OK | K_WORD, "",
-	    "Image snippets run in when sandbox = docker; it needs python3."),
+	    "Image snippets run in when sandbox = docker; it needs python3.\n"
+	    "Required in docker mode."),
+	STR("docker", "url", container_url, K_EMPTY_OK | K_WORD, "",
+	    "The engine's API socket, e.g. unix:///run/podman/podman.sock;\n"
+	    "%u stands for the snippet user's uid.  Empty: docker's own default,\n"
+	    "and for podman unix:///run/user/%u/podman/podman.sock (the user's\n"
+	    "rootless service).  podman is always used with --remote."),
+	STR("docker", "runtime", container_runtime, K_EMPTY_OK | K_WORD, "",
+	    "OCI runtime for docker run --runtime, e.g. runc.  Empty: the\n"
+	    "engine's default.  podman takes it from its service\n"
+	    "(podman --runtime runc system service), so it must stay empty."),
+	STR("docker", "python", container_python, K_WORD, "python3",
+	    "The interpreter inside the image, as its PATH finds it."),
+	NUM("docker", "memory", KEY_SIZE, container_memory, 16 * MIB, 1024 * GIB, "512M",
+	    "Memory of each container, swap included (--memory, --memory-swap);\n"
+	    "a snippet over it is killed and its exit says limit memory."),
+	NUM("docker", "processes", KEY_COUNT, container_pids, 8, 4194304, "256",
+	    "Processes and threads in each container (--pids-limit)."),
+	NUM("docker", "nproc", KEY_COUNT, container_nproc, 8, 4194304, "4096",
+	    "RLIMIT_NPROC inside (--ulimit nproc); always given, because an\n"
+	    "engine without CAP_SYS_RESOURCE cannot raise its own."),
+	NUM("docker", "open_files", KEY_COUNT, container_nofile, 16, 1048576, "1024",
+	    "RLIMIT_NOFILE inside (--ulimit nofile); always given, as nproc."),
+	NUM("docker", "tmpfs", KEY_SIZE, container_tmpfs, MIB, 64 * GIB, "64M",
+	    "Size of the container's /tmp, the only writable path besides the\n"
+	    "working directory."),
+	NUM("docker", "idle", KEY_DURATION, container_idle_ms, SEC, 24 * HOUR, "300s",
+	    "A warm container unused this long is stopped; all are stopped when\n"
+	    "the broker stops."),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -1050,6 +1080,28 @@ static int validate_fields(const struct config *c, struct config_error *err)
 	return 0;
 }
 
+/* The podman CLI cannot pick a runtime in --remote mode ("unknown flag"),
+ * so a runtime set for it would be silently ignored by the engine. */
+static int validate_docker(const struct config *c, struct config_error *err)
+{
+	const char *base = strrchr(c->container_cli, '/');
+
+	base = base ? base + 1 : c->container_cli;
+	if (c->sandbox == SANDBOX_DOCKER && !c->container_image[0]) {
+		set_error(err, "", 0, "[broker] sandbox = docker needs [docker] image: "
+			  "the image snippets run in (it needs python3)");
+		return -1;
+	}
+	if (c->container_runtime[0] && strstr(base, "podman")) {
+		set_error(err, "", 0, "[docker] runtime = %s cannot be used with podman: "
+			  "podman takes the runtime from its service (podman --runtime %s "
+			  "system service); leave runtime empty",
+			  c->container_runtime, c->container_runtime);
+		return -1;
+	}
+	return 0;
+}
+
 int config_validate(const struct config *c, struct config_error *err)
 {
 	char a[32], b[32];
@@ -1064,6 +1116,8 @@ int config_validate(const struct config *c, struct config_error *err)
 			  "other", a, b);
 		return -1;
 	}
+	if (validate_docker(c, err) < 0)
+		return -1;
 	if (c->frame_max <= c->snippet_max + 64 * KIB) {
 		format_number(KEY_SIZE, c->frame_max, a, sizeof(a));
 		format_number(KEY_SIZE, c->snippet_max, b, sizeof(b));

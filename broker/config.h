@@ -56,6 +56,15 @@ struct config {
 	bool landlock;                 /* [sandbox] landlock = yes|no, default yes */
 	char container_cli[64];        /* [docker] cli, default "docker" */
 	char container_image[128];     /* [docker] image, default "" */
+	char container_url[256];       /* [docker] url, engine API; "" = the CLI's own default */
+	char container_runtime[64];    /* [docker] runtime (docker run --runtime); "" = engine's */
+	char container_python[64];     /* [docker] python, in the image, default "python3" */
+	uint64_t container_memory;     /* [docker] memory (--memory), default 512M */
+	uint64_t container_pids;       /* [docker] processes (--pids-limit), default 256 */
+	uint64_t container_nproc;      /* [docker] nproc (--ulimit nproc), default 4096 */
+	uint64_t container_nofile;     /* [docker] open_files (--ulimit nofile), default 1024 */
+	uint64_t container_tmpfs;      /* [docker] tmpfs, size of /tmp, default 64M */
+	uint64_t container_idle_ms;    /* [docker] idle, default 300s */
 };
 
 /* file is "" and line 0 when the error is not tied to a file or a line

@@ -46,7 +46,7 @@ static TAILQ_HEAD(, card) cards = TAILQ_HEAD_INITIALIZER(cards);
 
 /* The words of the decision table, for the audit trail and the wire. */
 struct verdict {
-	enum { V_RUN, V_CARD, V_REFUSE, V_NOT_OFFERED, V_NO_BACKEND } what;
+	enum { V_RUN, V_CARD, V_REFUSE, V_NOT_OFFERED } what;
 	const char *approver, *profile, *reason;
 };
 
@@ -153,6 +153,13 @@ void gate_run_ended(struct run *r)
 
 /* ---- the decision ------------------------------------------------------------ */
 
+/* In a container the container is the boundary: the host-side kernel
+ * profiles (approved, unattended) confine only the engine's client. */
+static const char *profile_of(const struct config *c, const char *host_profile)
+{
+	return c->sandbox == SANDBOX_DOCKER ? "container" : host_profile;
+}
+
 /* DESIGN.md's table, row by row. */
 static struct verdict decide(const struct session *s, bool has_grant, bool labelled)
 {
@@ -166,9 +173,7 @@ static struct verdict decide(const struct session *s, bool has_grant, bool label
 		if (c->unattended == UNATTENDED_REFUSE)
 			return (struct verdict){ V_REFUSE, "", "",
 						 "policy: nothing runs without an approval channel" };
-		if (c->sandbox == SANDBOX_DOCKER)
-			return (struct verdict){ V_NO_BACKEND, "unattended", "unattended", "" };
-		return (struct verdict){ V_RUN, "unattended", "unattended", "" };
+		return (struct verdict){ V_RUN, "unattended", profile_of(c, "unattended"), "" };
 	}
 	if (labelled)
 		return (struct verdict){ V_CARD, "", "",
@@ -176,7 +181,7 @@ static struct verdict decide(const struct session *s, bool has_grant, bool label
 						     "saved grant never covers"
 						   : "the snippet matches the pre-screen" };
 	if (c->sandbox == SANDBOX_DOCKER)
-		return (struct verdict){ V_NO_BACKEND, "container", "unattended", "" };
+		return (struct verdict){ V_RUN, "container", "container", "" };
 	if (has_grant)
 		return (struct verdict){ V_RUN, "grant", "unattended", "" };
 	return (struct verdict){ V_CARD, "", "",
@@ -225,25 +230,48 @@ static void fill_request(struct run_request *rq, const struct scan_result *sr,
 	memcpy(rq->sha256, sha256, 65);
 }
 
+static void send_setup_failed(struct session *s, uint64_t id, const char *step, int err_no,
+			      const char *why)
+{
+	struct msg_error m = { .has_id = true, .id = id, .code = pstr_c(PERR_SETUP_FAILED),
+			       .step = pstr_c(step), .err_no = err_no };
+	char text[512];
+	struct frame f;
+
+	snprintf(text, sizeof(text), "the snippet did not run: sandbox step '%s' failed: %s; "
+		 "in docker mode nothing ever runs on the host instead", step, why);
+	m.message = pstr_c(text);
+	if (enc_error(&f, &m) == 0)
+		session_send(s, &f);
+}
+
 static void start_run(struct session *s, struct run_request *rq)
 {
 	char err[300] = "";
-	int rc = run_start(gb, s, rq, err, sizeof(err));
+	int rc;
 
-	if (rc < 0)
-		session_send_error(s, true, rq->id,
-				   rc == -EBUSY ? PERR_BUSY : rc == -ENOENT ? PERR_REFUSED : PERR_INTERNAL,
-				   "%s", err);
-}
-
-/* sandbox = docker without a container backend: nothing runs, and never
- * on the host instead. */
-static void no_backend(struct session *s, uint64_t id)
-{
-	session_send_error(s, true, id, PERR_SETUP_FAILED,
-			   "the snippet did not run: sandbox = docker needs the container "
-			   "backend, which this broker does not have; it never falls back to "
-			   "the host");
+	rq->peer_uid = s->peer.uid;
+	rq->peer_pid = s->peer.pid;
+	rc = run_start(gb, s, rq, err, sizeof(err));
+	switch (rc) {
+	case 0:
+		break;
+	case -EBUSY:
+		session_send_error(s, true, rq->id, PERR_BUSY, "%s", err);
+		break;
+	case -EPERM:
+		session_send_error(s, true, rq->id, PERR_REFUSED, "%s", err);
+		break;
+	case -EINVAL:
+		session_send_error(s, true, rq->id, PERR_BAD_CWD, "%s", err);
+		break;
+	case -ENOEXEC:
+		send_setup_failed(s, rq->id, "engine", ENOEXEC, err);
+		break;
+	default:
+		session_send_error(s, true, rq->id, PERR_INTERNAL, "%s", err);
+		break;
+	}
 }
 
 /* The peer's home, when the client gave no working directory. */
@@ -384,7 +412,6 @@ static const char *decision_word(const struct verdict *v)
 	case V_CARD: return "card";
 	case V_REFUSE: return "refused";
 	case V_NOT_OFFERED: return "not-offered";
-	case V_NO_BACKEND: return "failed";
 	default: return "failed";
 	}
 }
@@ -421,9 +448,6 @@ void gate_exec(struct session *s, const struct msg_exec *e)
 	case V_REFUSE:
 		refuse(s, e->id, &sr, &v);
 		break;
-	case V_NO_BACKEND:
-		no_backend(s, e->id);
-		break;
 	case V_CARD:
 		ask(s, e, &sr, &v, sha256);
 		break;
@@ -455,18 +479,11 @@ static int audit_card_end(struct card *c, const char *decision, const struct ver
 
 static void run_card(struct card *c)
 {
-	static const struct verdict approved = { V_RUN, "user", "approved", "" };
+	const struct verdict approved = { V_RUN, "user", profile_of(&gb->cfg, "approved"), "" };
 	struct run_request rq = { .id = c->id, .code = c->code, .code_len = c->code_len,
 				  .cwd = c->cwd, .timeout_ms = c->timeout_ms, .env = c->env,
 				  .n_env = c->n_env };
 
-	/* Approved or not, a docker-mode snippet runs in a container or not
-	 * at all. */
-	if (gb->cfg.sandbox == SANDBOX_DOCKER) {
-		if (audit_card_end(c, "failed", NULL) == 0)
-			no_backend(c->s, c->id);
-		return;
-	}
 	if (audit_card_end(c, "ran", &approved) < 0)
 		return;
 	fill_request(&rq, &c->scan, &approved, c->sha256);

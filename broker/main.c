@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
+#include "broker/container.h"
 #include "broker/gate.h"
 #include "broker/listener.h"
 #include "broker/log.h"
@@ -363,17 +364,21 @@ static int open_socket(struct broker *b)
 static int next_timeout(struct broker *b)
 {
 	uint64_t now = now_ms();
-	int a = runs_next_deadline(b, now), g = gate_next_deadline(b, now);
+	int t[] = { runs_next_deadline(b, now), gate_next_deadline(b, now),
+		    containers_tick(b, now) };
+	int next = -1;
 
 	if (b->stopping)
 		return 100;
-	if (a < 0)
-		return g;
-	return g < 0 || a < g ? a : g;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (t[i] >= 0 && (next < 0 || t[i] < next))
+			next = t[i];
+	return next;
 }
 
 /* Stop accepting, cancel every run (each worker then kills its snippet),
- * and wait for the workers; a worker that does not go is killed. */
+ * stop the warm containers, and wait for the workers; a worker that does
+ * not go is killed. */
 static void shut_down(struct broker *b)
 {
 	uint64_t deadline = now_ms() + SHUTDOWN_WAIT_MS;
@@ -386,6 +391,8 @@ static void shut_down(struct broker *b)
 		unlink(b->socket_path);
 	TAILQ_FOREACH_SAFE(s, &b->sessions, link, tmp)
 		session_close(s);
+	/* Busy containers go with their cancelled runs; these are idle. */
+	containers_stop_all(b);
 	while (b->nruns > 0 && now_ms() < deadline)
 		loop_run_once(100);
 	TAILQ_FOREACH(r, &b->runs, blink)
@@ -404,6 +411,22 @@ static int serve(struct broker *b)
 	}
 	shut_down(b);
 	return 0;
+}
+
+/* The broker has no engine access of its own (each user's is used), so
+ * at start it can only say what it will use; a missing client is an error
+ * for each snippet, never a fallback to the host. */
+static void log_engine(const struct broker *b)
+{
+	char cli[256];
+
+	if (container_find_cli(b->cfg.container_cli, cli, sizeof(cli)) < 0)
+		log_warn("sandbox=docker, but the engine client '%s' is not installed: every "
+			 "snippet will fail until it is", b->cfg.container_cli);
+	else
+		log_info("sandbox=docker: engine client %s, image %s%s%s", cli,
+			 b->cfg.container_image, b->cfg.container_url[0] ? ", url " : "",
+			 b->cfg.container_url);
 }
 
 /* Everything that needs root happens here, then root is given up for
@@ -442,6 +465,8 @@ static int start_up(struct broker *b)
 		log_err("%s", err);
 		return -1;
 	}
+	if (b->cfg.sandbox == SANDBOX_DOCKER)
+		log_engine(b);
 	sd_notifyf(0, "READY=1\nSTATUS=serving, sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
 	return 0;
 }

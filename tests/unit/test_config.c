@@ -195,7 +195,15 @@ static const char full_file[] =
 	"landlock = off\n"
 	"[docker]\n"
 	"cli = /usr/bin/podman\n"
-	"image = docker.io/library/python:3.12-slim\n";
+	"image = docker.io/library/python:3.12-slim\n"
+	"url = unix:///run/user/%u/podman/podman.sock\n"
+	"python = /usr/local/bin/python3\n"
+	"memory = 256M\n"
+	"processes = 64\n"
+	"nproc = 2048\n"
+	"open_files = 512\n"
+	"tmpfs = 16M\n"
+	"idle = 2m\n";
 
 static void check_full(const struct config *c)
 {
@@ -231,6 +239,14 @@ static void check_full(const struct config *c)
 	assert_string_equal(c->container_cli, "/usr/bin/podman");
 	assert_string_equal(c->container_image,
 			    "docker.io/library/python:3.12-slim");
+	assert_string_equal(c->container_url, "unix:///run/user/%u/podman/podman.sock");
+	assert_string_equal(c->container_python, "/usr/local/bin/python3");
+	assert_true(c->container_memory == 256 * MIB);
+	assert_true(c->container_pids == 64);
+	assert_true(c->container_nproc == 2048);
+	assert_true(c->container_nofile == 512);
+	assert_true(c->container_tmpfs == 16 * MIB);
+	assert_true(c->container_idle_ms == 120000);
 }
 
 static void test_full_file(void **state UNUSED)
@@ -543,6 +559,21 @@ static void test_validate(void **state UNUSED)
 	config_defaults(&c);
 	memset(c.user, 'x', sizeof(c.user));
 	assert_int_equal(config_validate(&c, &err), -1);
+
+	/* Docker mode: an image is required; podman picks no runtime. */
+	config_defaults(&c);
+	assert_int_equal(set1(&c, "broker", "sandbox", "docker"), 0);
+	assert_int_equal(config_validate(&c, &err), -1);
+	assert_non_null(strstr(err.message, "needs [docker] image"));
+	assert_int_equal(set1(&c, "docker", "image", "localhost/py:1"), 0);
+	assert_int_equal(config_validate(&c, &err), 0);
+	assert_int_equal(set1(&c, "docker", "runtime", "runc"), 0);
+	assert_int_equal(config_validate(&c, &err), 0);	/* docker run --runtime */
+	assert_int_equal(set1(&c, "docker", "cli", "/usr/bin/podman"), 0);
+	assert_int_equal(config_validate(&c, &err), -1);
+	assert_non_null(strstr(err.message, "podman --runtime runc system service"));
+	assert_int_equal(set1(&c, "docker", "memory", "1K"), -1);
+	assert_int_equal(set1(&c, "docker", "url", "unix:///a b"), -1);
 }
 
 static char *print_to_string(const struct config *c)

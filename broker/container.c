@@ -1,0 +1,467 @@
+/* SPDX-License-Identifier: MIT
+ * sandbox = docker: warm containers and engine command lines (container.h).
+ *
+ * The command lines work with docker and with podman --remote alike; the
+ * only differences are how the engine's address is given and that podman
+ * chooses the OCI runtime in its service, not per container.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "broker/broker.h"
+#include "broker/container.h"
+#include "broker/log.h"
+
+/* Idle warm containers one user may keep; past it the oldest goes. */
+#define IDLE_PER_USER_MAX 4
+/* A container whose broker vanished (SIGKILL, a crash) ends itself this
+ * long after the broker would have stopped it for being idle. */
+#define SELF_STOP_SLACK_S 60
+
+static TAILQ_HEAD(, container) containers = TAILQ_HEAD_INITIALIZER(containers);
+
+/* The container's first process: it reaps what exec'd processes leave
+ * behind (it is pid 1 there) and exits once no other process has been
+ * seen for the given number of seconds, so that a container outlives a
+ * broker that died by no more than that. */
+static const char keepalive_py[] =
+	"import os, signal, sys, time\n"
+	"signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+	"quiet, limit = 0, int(sys.argv[1])\n"
+	"while quiet < limit:\n"
+	"    time.sleep(5)\n"
+	"    busy = sum(p.isdigit() for p in os.listdir('/proc')) > 1\n"
+	"    quiet = 0 if busy else quiet + 5\n";
+
+/* Prints how often the OOM killer struck in this container's cgroup
+ * (v2 memory.events, else v1 memory.oom_control); 0 when unknown. */
+static const char oom_probe_py[] =
+	"n = 0\n"
+	"for path in ('/sys/fs/cgroup/memory.events',\n"
+	"             '/sys/fs/cgroup/memory/memory.oom_control'):\n"
+	"    try:\n"
+	"        for line in open(path):\n"
+	"            f = line.split()\n"
+	"            if len(f) == 2 and f[0] == 'oom_kill':\n"
+	"                n = max(n, int(f[1]))\n"
+	"    except OSError:\n"
+	"        pass\n"
+	"print(n)\n";
+
+/* ---- command lines ---------------------------------------------------------- */
+
+static bool is_podman(const char *cli)
+{
+	const char *base = strrchr(cli, '/');
+
+	return strstr(base ? base + 1 : cli, "podman") != NULL;
+}
+
+int container_find_cli(const char *cli, char *out, size_t len)
+{
+	static const char *const dirs[] = { "/usr/local/bin", "/usr/bin", "/bin" };
+
+	out[0] = '\0';
+	if (cli[0] == '/') {
+		snprintf(out, len, "%s", cli);
+		return access(out, X_OK) == 0 ? 0 : -errno;
+	}
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(out, len, "%s/%s", dirs[i], cli);
+		if (access(out, X_OK) == 0)
+			return 0;
+	}
+	out[0] = '\0';
+	return -ENOENT;
+}
+
+/* Formats into the job's text; overflow is noted, not fatal here. */
+static struct pstr vput(struct engine_job *j, const char *fmt, va_list ap)
+{
+	size_t room = sizeof(j->text) - j->used;
+	struct pstr p = { "", 0 };
+	int n;
+
+	if (room == 0) {
+		j->overflow = true;
+		return p;
+	}
+	n = vsnprintf(j->text + j->used, room, fmt, ap);
+	if (n < 0 || (size_t)n >= room) {
+		j->overflow = true;
+		return p;
+	}
+	p = (struct pstr){ j->text + j->used, (size_t)n };
+	j->used += (size_t)n + 1;
+	return p;
+}
+
+__attribute__((format(printf, 3, 4))) static void arg(struct engine_job *j, struct job_argv *a,
+						      const char *fmt, ...)
+{
+	va_list ap;
+
+	if (a->n >= PROTO_ARGV_MAX) {
+		j->overflow = true;
+		return;
+	}
+	va_start(ap, fmt);
+	a->v[a->n++] = vput(j, fmt, ap);
+	va_end(ap);
+}
+
+/* The engine's address with %u as the user's uid. */
+static void engine_url(const struct config *c, uid_t uid, char *out, size_t len)
+{
+	const char *t = c->container_url[0] ? c->container_url
+		      : is_podman(c->container_cli) ? "unix:///run/user/%u/podman/podman.sock"
+						     : "";
+	size_t o = 0;
+
+	for (; *t && o + 12 < len; t++) {
+		if (t[0] == '%' && t[1] == 'u') {
+			o += (size_t)snprintf(out + o, len - o, "%u", (unsigned)uid);
+			t++;
+		} else {
+			out[o++] = *t;
+		}
+	}
+	out[o] = '\0';
+}
+
+/* CLI and global options: where the engine is. */
+static void prefix(const struct broker *b, const struct container *ct, const char *cli,
+		   struct engine_job *j, struct job_argv *a)
+{
+	char url[300];
+
+	engine_url(&b->cfg, ct->uid, url, sizeof(url));
+	arg(j, a, "%s", cli);
+	if (is_podman(cli)) {
+		arg(j, a, "--remote");
+		arg(j, a, "--url=%s", url);
+	} else if (url[0]) {
+		arg(j, a, "--host=%s", url);
+	}
+}
+
+static struct job_argv *step(struct engine_job *j, const char *name)
+{
+	struct job_step *s = &j->e.steps[j->e.n_steps++];
+
+	s->name = pstr_c(name); /* a literal: outlives the job */
+	return &s->argv;
+}
+
+/* Cold start: is the engine there, is the image, then the container. */
+static void start_steps(const struct broker *b, const struct container *ct, const char *cli,
+			struct engine_job *j)
+{
+	const struct config *c = &b->cfg;
+	struct job_argv *a;
+
+	a = step(j, "engine");
+	prefix(b, ct, cli, j, a);
+	arg(j, a, "version");
+	arg(j, a, "--format={{.Server.Version}}");
+
+	a = step(j, "image");
+	prefix(b, ct, cli, j, a);
+	arg(j, a, "image");
+	arg(j, a, "inspect");
+	arg(j, a, "--format={{.Id}}");
+	arg(j, a, "%s", ct->image);
+
+	a = step(j, "container");
+	prefix(b, ct, cli, j, a);
+	arg(j, a, "run");
+	arg(j, a, "--detach");
+	arg(j, a, "--rm");
+	arg(j, a, "--name=%s", ct->name);
+	arg(j, a, "--label=org.kotoba.uid=%u", (unsigned)ct->uid);
+	arg(j, a, "--network=none");
+	arg(j, a, "--read-only");
+	arg(j, a, "--cap-drop=all");
+	arg(j, a, "--security-opt=no-new-privileges");
+	arg(j, a, "--memory=%" PRIu64, c->container_memory);
+	arg(j, a, "--memory-swap=%" PRIu64, c->container_memory);
+	arg(j, a, "--pids-limit=%" PRIu64, c->container_pids);
+	arg(j, a, "--ulimit=nofile=%" PRIu64 ":%" PRIu64, c->container_nofile, c->container_nofile);
+	arg(j, a, "--ulimit=nproc=%" PRIu64 ":%" PRIu64, c->container_nproc, c->container_nproc);
+	arg(j, a, "--tmpfs=/tmp:rw,nosuid,nodev,size=%" PRIu64 ",mode=1777", c->container_tmpfs);
+	arg(j, a, "--user=%u:%u", (unsigned)ct->uid, (unsigned)ct->gid);
+	arg(j, a, "--volume=%s:%s:rw", ct->cwd, ct->cwd);
+	arg(j, a, "--workdir=%s", ct->cwd);
+	/* SIGTERM means nothing to the keep-alive: stop is kill at once. */
+	arg(j, a, "--stop-timeout=0");
+	if (c->container_runtime[0])
+		arg(j, a, "--runtime=%s", c->container_runtime);
+	arg(j, a, "--entrypoint=%s", c->container_python);
+	arg(j, a, "%s", ct->image);
+	arg(j, a, "-c");
+	arg(j, a, "%s", keepalive_py);
+	arg(j, a, "%" PRIu64, c->container_idle_ms / 1000 + SELF_STOP_SLACK_S);
+}
+
+/* Names the snippet's environment keeps inside: the host's paths and
+ * home mean nothing there. */
+static bool env_passes(const char *kv)
+{
+	static const char *const host_only[] = { "PATH=", "HOME=", "TMPDIR=", "PWD=", "XDG_" };
+
+	for (size_t i = 0; i < sizeof(host_only) / sizeof(host_only[0]); i++)
+		if (!strncmp(kv, host_only[i], strlen(host_only[i])))
+			return false;
+	return true;
+}
+
+static void snippet_exec(const struct broker *b, const struct container *ct, const char *cli,
+			 char *const *env, size_t n_env, struct engine_job *j)
+{
+	struct job_argv *a = &j->e.run;
+
+	prefix(b, ct, cli, j, a);
+	arg(j, a, "exec");
+	arg(j, a, "--interactive");
+	arg(j, a, "--workdir=%s", ct->cwd);
+	arg(j, a, "--env=HOME=/tmp");
+	arg(j, a, "--env=TMPDIR=/tmp");
+	for (size_t i = 0; i < n_env; i++)
+		if (env_passes(env[i]))
+			arg(j, a, "--env=%s", env[i]);
+	arg(j, a, "%s", ct->name);
+	arg(j, a, "%s", b->cfg.container_python);
+	arg(j, a, "-B");
+	arg(j, a, "-");
+}
+
+static void remove_cmd(const struct broker *b, const struct container *ct, const char *cli,
+		       struct engine_job *j, struct job_argv *a)
+{
+	prefix(b, ct, cli, j, a);
+	arg(j, a, "rm");
+	arg(j, a, "--force");
+	arg(j, a, "%s", ct->name);
+}
+
+static void oom_cmd(const struct broker *b, const struct container *ct, const char *cli,
+		    struct engine_job *j)
+{
+	struct job_argv *a = &j->e.oom;
+
+	prefix(b, ct, cli, j, a);
+	arg(j, a, "exec");
+	arg(j, a, "%s", ct->name);
+	arg(j, a, "%s", b->cfg.container_python);
+	arg(j, a, "-c");
+	arg(j, a, "%s", oom_probe_py);
+}
+
+static int find_cli(const struct broker *b, char *cli, size_t len, char *err, size_t errlen)
+{
+	int rc = container_find_cli(b->cfg.container_cli, cli, len);
+
+	if (rc < 0) {
+		snprintf(err, errlen, "the container engine's client '%s' is not installed (%s%s)",
+			 b->cfg.container_cli,
+			 b->cfg.container_cli[0] == '/' ? "" : "looked in /usr/local/bin, /usr/bin "
+							      "and /bin: ",
+			 strerror(-rc));
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
+int container_snippet_job(const struct broker *b, const struct container *ct, char *const *env,
+			  size_t n_env, struct engine_job *j, char *err, size_t errlen)
+{
+	char cli[256];
+	int rc;
+
+	memset(j, 0, sizeof(*j));
+	if ((rc = find_cli(b, cli, sizeof(cli), err, errlen)) < 0)
+		return rc;
+	if (!ct->started)
+		start_steps(b, ct, cli, j);
+	snippet_exec(b, ct, cli, env, n_env, j);
+	remove_cmd(b, ct, cli, j, &j->e.kill);
+	oom_cmd(b, ct, cli, j);
+	if (j->overflow) {
+		snprintf(err, errlen, "the engine command line is too long (the snippet's "
+				      "environment, the working directory or the image name)");
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
+/* ---- the table ---------------------------------------------------------------- */
+
+static int new_name(uid_t uid, char *out, size_t len)
+{
+	uint64_t r;
+
+	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -EIO;
+	snprintf(out, len, "kotoba-%u-%016" PRIx64, (unsigned)uid, r);
+	return 0;
+}
+
+/* The engine's volume syntax splits on ':' and ','. */
+static bool cwd_mountable(const char *cwd)
+{
+	return !strpbrk(cwd, ":,\n");
+}
+
+static struct container *find_idle(const struct config *c, uid_t uid, const char *cwd)
+{
+	struct container *ct;
+
+	TAILQ_FOREACH(ct, &containers, link)
+		if (ct->state == CT_IDLE && ct->uid == uid && !strcmp(ct->cwd, cwd) &&
+		    !strcmp(ct->image, c->container_image))
+			return ct;
+	return NULL;
+}
+
+int container_claim(struct broker *b, uid_t peer, const struct identity *id, const char *cwd,
+		    struct container **out, char *err, size_t errlen)
+{
+	struct container *ct = find_idle(&b->cfg, id->uid, cwd);
+
+	if (ct) {
+		ct->state = CT_BUSY;
+		*out = ct;
+		return 0;
+	}
+	if (!cwd_mountable(cwd)) {
+		snprintf(err, errlen, "working directory %s cannot be mounted into a container: "
+				      "its path has ':' or ','", cwd);
+		return -EINVAL;
+	}
+	ct = calloc(1, sizeof(*ct));
+	if (!ct)
+		return -ENOMEM;
+	ct->peer = peer;
+	ct->uid = id->uid;
+	ct->gid = id->gid;
+	snprintf(ct->cwd, sizeof(ct->cwd), "%s", cwd);
+	snprintf(ct->image, sizeof(ct->image), "%s", b->cfg.container_image);
+	if (new_name(ct->uid, ct->name, sizeof(ct->name)) < 0) {
+		free(ct);
+		snprintf(err, errlen, "cannot name a container: getrandom failed");
+		return -EIO;
+	}
+	ct->state = CT_BUSY;
+	TAILQ_INSERT_TAIL(&containers, ct, link);
+	*out = ct;
+	return 0;
+}
+
+/* Removes it from the table and has the engine remove it, as its user. */
+static void stop(struct broker *b, struct container *ct, const char *why)
+{
+	static struct engine_job j;
+	char cli[256], err[300] = "";
+
+	TAILQ_REMOVE(&containers, ct, link);
+	log_info("uid=%u container %s: %s, stopping it", (unsigned)ct->uid, ct->name, why);
+	memset(&j, 0, sizeof(j));
+	if (find_cli(b, cli, sizeof(cli), err, sizeof(err)) == 0) {
+		remove_cmd(b, ct, cli, &j, &j.e.run);
+		if (run_start_engine(b, ct->peer, &j, err, sizeof(err)) == 0)
+			err[0] = '\0';
+	}
+	if (err[0])
+		log_err("uid=%u container %s not stopped: %s", (unsigned)ct->uid, ct->name, err);
+	free(ct);
+}
+
+static void drop(struct container *ct)
+{
+	TAILQ_REMOVE(&containers, ct, link);
+	free(ct);
+}
+
+/* A snippet that ended by itself leaves a container fit for the next.
+ * 125-127 are the engine's own failures (no such container, python
+ * missing), 137 a SIGKILL inside (the OOM killer, say). */
+static bool ended_cleanly(const struct run *r)
+{
+	const struct run_result *x = &r->result;
+
+	if (r->end != END_FINISHED || r->cancelled || x->timed_out || !x->exited)
+		return false;
+	return x->code < 125 || (x->code > 127 && x->code != 137);
+}
+
+/* Nothing was created when the engine or the image was missing. */
+static bool never_created(const struct run *r)
+{
+	return r->end == END_SETUP &&
+	       (!strcmp(r->setup_step, "engine") || !strcmp(r->setup_step, "image"));
+}
+
+static void trim_idle(struct broker *b, uid_t uid)
+{
+	struct container *ct, *oldest = NULL;
+	unsigned n = 0;
+
+	TAILQ_FOREACH(ct, &containers, link) {
+		if (ct->state != CT_IDLE || ct->uid != uid)
+			continue;
+		n++;
+		if (!oldest || ct->idle_since_ms < oldest->idle_since_ms)
+			oldest = ct;
+	}
+	if (n > IDLE_PER_USER_MAX)
+		stop(b, oldest, "more idle containers than a user keeps");
+}
+
+void container_release(struct broker *b, struct container *ct, const struct run *r)
+{
+	if (ended_cleanly(r) && !b->stopping) {
+		ct->state = CT_IDLE;
+		ct->started = true;
+		ct->idle_since_ms = now_ms();
+		trim_idle(b, ct->uid);
+		return;
+	}
+	if (never_created(r) && !ct->started) {
+		drop(ct);
+		return;
+	}
+	stop(b, ct, "its snippet did not end cleanly");
+}
+
+int containers_tick(struct broker *b, uint64_t now)
+{
+	uint64_t idle = b->cfg.container_idle_ms, next = UINT64_MAX;
+	struct container *ct, *tmp;
+
+	TAILQ_FOREACH_SAFE(ct, &containers, link, tmp) {
+		if (ct->state != CT_IDLE)
+			continue;
+		if (now >= ct->idle_since_ms + idle)
+			stop(b, ct, "idle");
+		else if (ct->idle_since_ms + idle < next)
+			next = ct->idle_since_ms + idle;
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return next - now > 60000 ? 60000 : (int)(next - now);
+}
+
+void containers_stop_all(struct broker *b)
+{
+	struct container *ct, *tmp;
+
+	TAILQ_FOREACH_SAFE(ct, &containers, link, tmp)
+		if (ct->state == CT_IDLE)
+			stop(b, ct, "the broker is stopping");
+}
