@@ -187,6 +187,10 @@ static void start_steps(const struct broker *b, const struct container *ct, cons
 	arg(j, a, "--label=org.kotoba.uid=%u", (unsigned)ct->uid);
 	arg(j, a, "--network=none");
 	arg(j, a, "--read-only");
+	/* podman's --read-only otherwise mounts writable tmpfs on /run and
+	 * /var/tmp; docker has no such flag and adds none. */
+	if (is_podman(cli))
+		arg(j, a, "--read-only-tmpfs=false");
 	arg(j, a, "--cap-drop=all");
 	arg(j, a, "--security-opt=no-new-privileges");
 	arg(j, a, "--memory=%" PRIu64, c->container_memory);

@@ -157,6 +157,7 @@ static void test_cold_start_flags(void **state UNUSED)
 			fail_msg("the container is started without %s", flags[i]);
 	assert_true(has_prefix(start, "--tmpfs=/tmp:rw,nosuid,nodev,size=67108864"));
 	assert_false(has_prefix(start, "--runtime"));
+	assert_true(has(start, "--read-only-tmpfs=false"));
 	/* Only the working directory is mounted. */
 	for (size_t i = 0; i < start->n; i++)
 		if (start->v[i].len > 8 && !memcmp(start->v[i].ptr, "--volume", 8))
@@ -187,6 +188,7 @@ static void test_docker_host_and_runtime(void **state UNUSED)
 	assert_int_equal(container_snippet_job(&b, ct, NULL, 0, &j, err, sizeof(err)), 0);
 	assert_true(has(&j.e.steps[2].argv, "--host=unix:///run/docker-1000.sock"));
 	assert_false(has(&j.e.steps[2].argv, "--remote"));
+	assert_false(has(&j.e.steps[2].argv, "--read-only-tmpfs=false")); /* podman only */
 	assert_true(has(&j.e.steps[2].argv, "--runtime=runc"));
 	finish(ct);
 }
