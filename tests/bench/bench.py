@@ -14,6 +14,9 @@ output is also written to --out (build/bench.txt).
   3. throughput with 2, 8 and 32 clients against the machine's own limit
   4. the pre-screen: MB/s over the standard library, adversarial 1 MiB input
   5. memory: broker idle, with 1,000 idle connections, the worker's supervisor
+  6. docker mode: a warm run (the user's container already up) against a
+     cold run (a new container) and against the engine's own exec, on the
+     test engine of tests/container/ (root only)
 """
 import argparse
 import glob
@@ -109,7 +112,7 @@ def timed_run(argv):
 # ---- the broker -----------------------------------------------------------
 
 class Broker:
-    def __init__(self, build, work):
+    def __init__(self, build, work, conf=""):
         self.brokerd = os.path.join(build, "kotoba-brokerd")
         self.kotoba = os.path.join(build, "kotoba")
         self.dir = work
@@ -119,7 +122,8 @@ class Broker:
         os.makedirs(self.state, exist_ok=True)
         self.conf = os.path.join(work, "broker.conf")
         with open(self.conf, "w") as f:
-            f.write("[broker]\nmax_connections = 1100\nmax_runs = 64\nmax_runs_per_uid = 64\n")
+            f.write(conf or "[broker]\nmax_connections = 1100\nmax_runs = 64\n"
+                    "max_runs_per_uid = 64\n")
         os.chmod(self.conf, 0o644)
         self.proc = None
 
@@ -620,6 +624,96 @@ def _children(pid):
 
 # ---- main -----------------------------------------------------------------
 
+# ---- 6. docker mode -------------------------------------------------------
+
+TOP = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+CT_SOCKET = "/run/kotoba-test-engine/podman.sock"
+CT_IMAGE = "localhost/kotoba-test-python:bookworm"
+CT_USER = "kotoba-ct"
+DOCKER_CONF = ("[broker]\nsandbox = docker\nroot_user = %s\nmax_runs_per_uid = 64\n"
+               "[docker]\ncli = podman\nimage = %s\nurl = unix://%s\nidle = 600s\n"
+               % (CT_USER, CT_IMAGE, CT_SOCKET))
+
+
+def engine_ready():
+    """tests/container/setup.sh: the test engine service and image.
+    Returns None when ready, else why not."""
+    if os.geteuid() != 0:
+        return "needs root (it starts the test engine service)"
+    p = subprocess.run([os.path.join(TOP, "tests", "container", "setup.sh")],
+                       capture_output=True, text=True)
+    if p.returncode == 0:
+        return None
+    return "tests/container/setup.sh %s: %s" % (
+        "skipped" if p.returncode == 77 else "failed (%d)" % p.returncode,
+        p.stderr.strip()[-300:])
+
+
+def user_dir(work, name):
+    import pwd
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    pw = pwd.getpwnam(CT_USER)
+    os.chown(d, pw.pw_uid, pw.pw_gid)
+    return d
+
+
+def docker_run(broker, cwd):
+    """`kotoba run -c pass` in a container: (wall seconds, container)."""
+    t0 = time.perf_counter_ns()
+    p = subprocess.run([broker.kotoba, "run", "--socket", broker.socket, "--no-channel",
+                        "--json", "--cwd", cwd, "-c", "pass"], capture_output=True)
+    wall = (time.perf_counter_ns() - t0) / 1e9
+    import json
+    out = json.loads(p.stdout)
+    if out.get("where") != "container" or out.get("exit") != 0:
+        raise RuntimeError("docker-mode run failed: %r" % (out,))
+    return wall, out["container"]
+
+
+def engine_exec(name):
+    """The engine's own exec into the same container, as the broker's
+    worker runs it but without the broker, the worker or the sandbox."""
+    argv = ["/usr/bin/podman", "--remote", "--url=unix://" + CT_SOCKET, "exec", "--interactive",
+            name, "python3", "-B", "-"]
+    t0 = time.perf_counter_ns()
+    subprocess.run(argv, input=b"pass\n", capture_output=True, check=True)
+    return (time.perf_counter_ns() - t0) / 1e9
+
+
+def docker_mode(args, build, work):
+    rounds = args.docker_rounds
+    say("== 6. docker mode: %d rounds of a cold run (new working directory, so a new "
+        "container), a warm run and the engine's exec alone" % rounds)
+    why = engine_ready()
+    if why:
+        say("*** SKIPPED: docker mode: " + why)
+        return
+    dwork = os.path.join(work, "docker")
+    os.makedirs(dwork)
+    broker = Broker(build, dwork, DOCKER_CONF)
+    broker.start()
+    try:
+        warm_dir = user_dir(dwork, "warm")
+        _, name = docker_run(broker, warm_dir)  # starts the warm container
+        cold, warm, bare = [], [], []
+        for i in range(rounds):
+            cold.append(docker_run(broker, user_dir(dwork, "cold%d" % i))[0])
+            wall, again = docker_run(broker, warm_dir)
+            if again != name:
+                raise RuntimeError("the warm container was replaced: %s, then %s" % (name, again))
+            warm.append(wall)
+            bare.append(engine_exec(name))
+        say("  medians: cold run %.3f s, warm run %.3f s, engine exec alone %.3f s"
+            % (statistics.median(cold), statistics.median(warm), statistics.median(bare)))
+        ratio_line("docker: warm run / cold run", warm, cold)
+        ratio_line("docker: warm run / engine exec alone", warm, bare)
+    finally:
+        broker.stop()
+        subprocess.run([os.path.join(TOP, "tests", "container", "teardown.sh")],
+                       capture_output=True)
+
+
 def main():
     global OUT_FILE
     ap = argparse.ArgumentParser()
@@ -631,7 +725,8 @@ def main():
     ap.add_argument("--tput-rounds", type=int, default=3)
     ap.add_argument("--corpus-mib", type=int, default=16)
     ap.add_argument("--idle-conns", type=int, default=1000)
-    ap.add_argument("--only", default="12345", help="phases to run, e.g. 14")
+    ap.add_argument("--docker-rounds", type=int, default=10)
+    ap.add_argument("--only", default="123456", help="phases to run, e.g. 14")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     OUT_FILE = args.out
@@ -686,6 +781,8 @@ def main():
             prescreen(args, build, work, e2e)
         if "5" in args.only:
             memory(args, broker, work, idle)
+        if "6" in args.only:
+            docker_mode(args, build, work)
     finally:
         broker.stop()
         log = broker.read_log()
