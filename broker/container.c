@@ -82,7 +82,7 @@ int container_find_cli(const char *cli, char *out, size_t len)
 }
 
 /* Formats into the job's text; overflow is noted, not fatal here. */
-static struct pstr vput(struct engine_job *j, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static struct pstr vput(struct engine_job *j, const char *fmt, va_list ap)
 {
 	size_t room = sizeof(j->text) - j->used;
 	struct pstr p = { "", 0 };
