@@ -123,40 +123,40 @@ def _status_fields(pid):
         return None
 
 
+def _processes_of(uid):
+    """(pid, /proc/PID/status fields) of every process of `uid`."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        st = _status_fields(int(d))
+        if st and int(st["Uid"].split()[0]) == uid:
+            yield int(d), st
+
+
 def container_snippet_processes(uid):
     """Host pids of processes of `uid` that are inside a container and are
     not its first process (pid 1 in its pid namespace, the keep-alive):
     what a snippet (python3 -B - run by exec) and its children would be."""
     found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        st = _status_fields(int(d))
-        if not st or int(st["Uid"].split()[0]) != uid:
-            continue
+    for pid, st in _processes_of(uid):
         nspid = st.get("NSpid", "").split()
         if len(nspid) > 1 and nspid[-1] != "1":
-            found.append(int(d))
+            found.append(pid)
     return found
 
 
 def engine_clients(uid):
     """Host pids of podman clients of `uid` talking to the test service."""
     found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        st = _status_fields(int(d))
-        if not st or int(st["Uid"].split()[0]) != uid:
-            continue
+    for pid, _ in _processes_of(uid):
         try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
                 argv = f.read().split(b"\0")
         except OSError:
             continue
         if argv and os.path.basename(argv[0]) == b"podman" and any(
                 SOCK.encode() in a for a in argv):
-            found.append(int(d))
+            found.append(pid)
     return found
 
 

@@ -32,22 +32,7 @@
 #include "worker/landlock.h"
 #include "worker/worker.h"
 
-static int report_fd = -1;
-
-__attribute__((noreturn, format(printf, 1, 2))) static void child_fail(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (n > 0 && write(report_fd, buf, strlen(buf)) < 0) {
-		/* the exit status still says it failed */
-	}
-	_exit(1);
-}
+#include "tests/unit/child.h"
 
 #define CHECK(cond, ...)                                                                   \
 	do {                                                                               \
@@ -136,39 +121,23 @@ static void drop_plan(void)
 	sigfd = -1;
 }
 
-/* Runs body() in a child that is, like S, the subreaper of everything it
- * starts, with fd 3 a socket to us that stays open (the broker's place). */
+/* The child stands in for S: a subreaper, with a link to "the broker" on
+ * fd 3 whose other end stays open (the broker's end is the child's too). */
+static void as_supervisor(void)
+{
+	int sv[2];
+
+	/* The kept end goes above fd 3 first: socketpair may have put it on
+	 * fd 3, and dup3 onto fd 3 would close it, which reads as a cancel. */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    fcntl(sv[0], F_DUPFD_CLOEXEC, 10) < 0 || dup3(sv[1], FD_BROKER, O_CLOEXEC) < 0 ||
+	    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		child_fail("setting up as S: %s", strerror(errno));
+}
+
 static void run_in_child(void (*body)(void))
 {
-	char msg[1024] = "";
-	int pfd[2], sv[2], status;
-	ssize_t n;
-	pid_t pid;
-
-	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(pfd[0]);
-		report_fd = pfd[1];
-		if (dup3(sv[1], FD_BROKER, O_CLOEXEC) < 0 ||
-		    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
-			child_fail("setting up as S: %s", strerror(errno));
-		body();
-		_exit(0);
-	}
-	close(pfd[1]);
-	close(sv[1]);
-	n = read(pfd[0], msg, sizeof(msg) - 1);
-	msg[n > 0 ? n : 0] = '\0';
-	close(pfd[0]);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	close(sv[0]);
-	if (WIFSIGNALED(status))
-		fail_msg("child killed by signal %d", WTERMSIG(status));
-	if (WEXITSTATUS(status) != 0)
-		fail_msg("%s", msg[0] ? msg : "child failed without a message");
+	run_in_child_after(as_supervisor, body);
 }
 
 static uint64_t ms_now(void)

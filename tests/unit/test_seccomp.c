@@ -58,22 +58,7 @@
 #define __X32_SYSCALL_BIT 0x40000000
 #endif
 
-static int report_fd = -1;
-
-__attribute__((noreturn, format(printf, 1, 2))) static void child_fail(const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (n > 0 && write(report_fd, buf, strlen(buf)) < 0) {
-		/* the exit status still says it failed */
-	}
-	_exit(1);
-}
+#include "tests/unit/child.h"
 
 /* rc must be -1 with errno `want`. */
 #define EXPECT_ERRNO(want, call)                                                           \
@@ -123,33 +108,10 @@ static void load_baseline(const char *profile)
 	load_profile(profile, 0, false);
 }
 
-/* Runs body() in a child with the reporting pipe; fails the test with the
- * child's message, or with its signal if something killed it. */
+/* The filter must never kill: a signal fails the test. */
 static void run_in_child(void (*body)(void))
 {
-	char msg[512] = "";
-	int pfd[2], status;
-	ssize_t n;
-	pid_t pid;
-
-	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(pfd[0]);
-		report_fd = pfd[1];
-		body();
-		_exit(0);
-	}
-	close(pfd[1]);
-	n = read(pfd[0], msg, sizeof(msg) - 1);
-	msg[n > 0 ? n : 0] = '\0';
-	close(pfd[0]);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (WIFSIGNALED(status))
-		fail_msg("child killed by signal %d (the filter must never kill)", WTERMSIG(status));
-	if (WEXITSTATUS(status) != 0)
-		fail_msg("%s", msg[0] ? msg : "child failed without a message");
+	run_in_child_after(NULL, body);
 }
 
 static int landlock_abi(void)
@@ -875,14 +837,16 @@ static void unattended_at_abi(void)
 				 (struct sockaddr *)&in, sizeof(in)));
 }
 
-static void test_unattended_profile_at_every_landlock_abi(void **state)
+/* Runs child once per Landlock ABI this kernel has, each time with a fresh
+ * scratch directory (ll_scratch) and a directory outside it (ll_outside)
+ * holding a file, "victim", that must come through unchanged. */
+static void at_every_landlock_abi(void (*child)(void))
 {
 	unsigned int kernel = landlock_probe_abi();
 	char victim[96], cmd[192];
 	struct stat st;
 	int fd;
 
-	(void)state;
 	if (kernel == 0) {
 		fprintf(stderr, "# SKIP: this kernel has no Landlock\n");
 		skip();
@@ -896,7 +860,7 @@ static void test_unattended_profile_at_every_landlock_abi(void **state)
 		fd = open(victim, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 		assert_true(fd >= 0 && write(fd, "keep", 4) == 4);
 		close(fd);
-		run_in_child(unattended_at_abi);
+		run_in_child(child);
 		assert_int_equal(stat(victim, &st), 0);
 		assert_int_equal(st.st_size, 4);
 		snprintf(cmd, sizeof(cmd), "rm -rf -- %s %s", ll_scratch, ll_outside);
@@ -904,6 +868,12 @@ static void test_unattended_profile_at_every_landlock_abi(void **state)
 	}
 	if (kernel < 7)
 		fprintf(stderr, "# SKIP part: ABIs %u-7 are newer than this kernel\n", kernel + 1);
+}
+
+static void test_unattended_profile_at_every_landlock_abi(void **state)
+{
+	(void)state;
+	at_every_landlock_abi(unattended_at_abi);
 }
 
 /* The engine profile as the worker applies it, at the kernel's Landlock
@@ -967,31 +937,8 @@ static void engine_at_abi(void)
 
 static void test_engine_profile_under_landlock(void **state)
 {
-	unsigned int kernel = landlock_probe_abi();
-	char victim[96], cmd[192];
-	struct stat st;
-	int fd;
-
 	(void)state;
-	if (kernel == 0) {
-		fprintf(stderr, "# SKIP: this kernel has no Landlock\n");
-		skip();
-	}
-	for (ll_abi = 1; ll_abi <= kernel && ll_abi <= 7; ll_abi++) {
-		snprintf(ll_scratch, sizeof(ll_scratch), "/tmp/kotoba-ll-scratch-XXXXXX");
-		snprintf(ll_outside, sizeof(ll_outside), "/tmp/kotoba-ll-outside-XXXXXX");
-		assert_non_null(mkdtemp(ll_scratch));
-		assert_non_null(mkdtemp(ll_outside));
-		path_in(victim, sizeof(victim), ll_outside, "victim");
-		fd = open(victim, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-		assert_true(fd >= 0 && write(fd, "keep", 4) == 4);
-		close(fd);
-		run_in_child(engine_at_abi);
-		assert_int_equal(stat(victim, &st), 0);
-		assert_int_equal(st.st_size, 4);
-		snprintf(cmd, sizeof(cmd), "rm -rf -- %s %s", ll_scratch, ll_outside);
-		assert_int_equal(system(cmd), 0);
-	}
+	at_every_landlock_abi(engine_at_abi);
 }
 
 /* What the worker loads is what the policy compiles to: for each profile

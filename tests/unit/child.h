@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT
+ * For unit tests whose checks must run in a child process (a seccomp
+ * filter, Landlock, rlimits: things a process cannot undo).  The child
+ * reports a failed check as a sentence on a pipe and exits 1; the parent
+ * turns that, or a signal, into a cmocka failure.
+ *
+ * Header-only: the unit-test link rule builds each test from its own file
+ * and the module objects it names, nothing shared.
+ */
+#ifndef KOTOBA_TESTS_CHILD_H
+#define KOTOBA_TESTS_CHILD_H
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int report_fd = -1;
+
+__attribute__((noreturn, format(printf, 1, 2))) static void child_fail(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n > 0 && write(report_fd, buf, strlen(buf)) < 0) {
+		/* the exit status still says it failed */
+	}
+	_exit(1);
+}
+
+/* Runs setup() (when given) and body() in a child; fails the test with
+ * the child's message, or with its signal if something killed it. */
+static void run_in_child_after(void (*setup)(void), void (*body)(void))
+{
+	char msg[1024] = "";
+	int pfd[2], status;
+	ssize_t n;
+	pid_t pid;
+
+	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(pfd[0]);
+		report_fd = pfd[1];
+		if (setup)
+			setup();
+		body();
+		_exit(0);
+	}
+	close(pfd[1]);
+	n = read(pfd[0], msg, sizeof(msg) - 1);
+	msg[n > 0 ? n : 0] = '\0';
+	close(pfd[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("child killed by signal %d", WTERMSIG(status));
+	if (WEXITSTATUS(status) != 0)
+		fail_msg("%s", msg[0] ? msg : "child failed without a message");
+}
+
+#endif
