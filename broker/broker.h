@@ -96,7 +96,7 @@ struct run {
 	struct run_result result;
 	char setup_step[32];
 	int64_t setup_errno;
-	char setup_msg[256];
+	char setup_msg[384];
 	const char *profile, *approver;
 	size_t n_labels;
 	const char *labels[PROTO_LABELS_MAX];

@@ -435,7 +435,7 @@ static void report_setup_error(struct run *r)
 	const char *code = !strcmp(r->setup_step, "cwd") ? PERR_BAD_CWD : PERR_SETUP_FAILED;
 	struct msg_error m = { .has_id = true, .id = r->id, .code = pstr_c(code),
 			       .step = pstr_c(r->setup_step), .err_no = r->setup_errno };
-	char text[512];
+	char text[768];
 	struct frame f;
 
 	snprintf(text, sizeof(text), "the snippet did not run: sandbox step '%s' failed: %s%s",

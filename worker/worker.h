@@ -57,7 +57,7 @@ enum {
 struct setup_report {
 	char step[SETUP_STEP_MAX];
 	int err;
-	char msg[160];
+	char msg[320]; /* engines say a lot: podman's "cannot connect" is 170 bytes */
 };
 
 /* What S learns from C over the report channel besides a failed step:
