@@ -20,3 +20,12 @@ check-container: all
 	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_SANITIZED=$(SANITIZED) \
 		KOTOBA_CT_SKIP_FILE=$(abspath $(BUILD))/container/skip \
 		./tests/container/check.sh $(PYTEST)
+
+# The same suite against the sanitizer build (check-asan builds it): the
+# broker's container table and the worker's engine commands under
+# AddressSanitizer and UBSan, with real containers.
+.PHONY: check-container-asan
+CHECK_EXTRA += check-container-asan
+check-container-asan: deps-ok
+	$(MAKE) BUILD=$(BUILD)/asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
+		SANITIZED=1 check-container
