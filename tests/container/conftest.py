@@ -50,12 +50,12 @@ memory = {memory}
 processes = 64
 nproc = 1024
 open_files = 1024
-idle = 30s
+idle = {idle}
 """
 
 
-def docker_config(cli="podman", image=IMAGE, url=URL):
-    return CONFIG.format(user=CT_USER, cli=cli, image=image, url=url, memory=MEMORY)
+def docker_config(cli="podman", image=IMAGE, url=URL, idle="30s"):
+    return CONFIG.format(user=CT_USER, cli=cli, image=image, url=url, memory=MEMORY, idle=idle)
 
 
 # ---- the engine, as the tests see it ------------------------------------------

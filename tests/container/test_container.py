@@ -266,6 +266,41 @@ def test_another_working_directory_gets_another_container(ctbroker, ct_user, mak
 
 # ---- limits ------------------------------------------------------------------------------
 
+def test_two_snippets_at_once_in_one_directory_get_a_container_each(ctbroker, ct_user, cwd):
+    # The first holds its container until it reads a file the test writes.
+    go = os.path.join(cwd, "go")
+    waits = ("import os, time\nprint('waiting', flush=True)\n"
+             "while not os.path.exists('go'):\n    time.sleep(0.05)\nprint('went')\n")
+    c = ctbroker.client(channel=False)
+    c.exec(waits, cwd=cwd)
+    m = c.recv()
+    while m["type"] != "output":
+        assert m["type"] == "started", m
+        m = c.recv()
+    other = ctbroker.run("print('meanwhile')", cwd, gate="none")
+    assert other["_status"] == 0 and other["stdout"] == "meanwhile\n", show(other)
+    with open(go, "w"):
+        pass
+    end = c.until_end()["end"]
+    c.close()
+    assert end["type"] == "exit" and end["code"] == 0, show(end)
+    assert end["where"] == "container", show(end)
+    # one snippet at a time per container: the second got another one
+    assert ran_in_container(other, ct_user.pw_uid) != end["container"], show([other, end])
+
+
+def test_an_idle_container_is_stopped(make_ctbroker, cwd, ct_user, engine):
+    b = make_ctbroker(docker_config(idle="1s")).start()
+    r = b.run("print('once')", cwd, gate="none")
+    assert r["_status"] == 0, show(r)
+    name = ran_in_container(r, ct_user.pw_uid)
+    wait_for(lambda: not engine.inspect(name), "idle container %s still there" % name)
+    assert b.alive()
+    again = b.run("print('twice')", cwd, gate="none")
+    assert again["_status"] == 0 and again["stdout"] == "twice\n", show(again)
+    assert ran_in_container(again, ct_user.pw_uid) != name
+
+
 def test_a_timeout_leaves_no_process_and_the_next_run_gets_a_new_container(ctbroker, ct_user,
                                                                             cwd, engine):
     uid = ct_user.pw_uid
