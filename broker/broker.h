@@ -151,8 +151,10 @@ int runs_next_deadline(struct broker *b, uint64_t now);
 
 /* env.c: the snippet's environment, never the broker's. */
 #define ENV_OUT_MAX (PROTO_ENV_MAX)
-int env_build(uid_t uid, const struct env_pair *req, size_t n_req, char **out, size_t *n_out,
-	      char *err, size_t errlen);
+struct identity;
+/* From the identity privsep_identity() resolved: no second lookup. */
+int env_build(const struct identity *id, const struct env_pair *req, size_t n_req, char **out,
+	      size_t *n_out, char *err, size_t errlen);
 bool env_name_allowed(const char *name, size_t len);
 void env_free(char **env, size_t n);
 #endif

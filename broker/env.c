@@ -7,12 +7,12 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/broker.h"
+#include "broker/privsep.h"
 
 #define SNIPPET_PATH "/usr/local/bin:/usr/bin:/bin"
 
@@ -78,22 +78,15 @@ static bool requested(const struct env_pair *req, size_t n_req, const char *name
 	return false;
 }
 
-static int push_fixed(uid_t uid, const struct env_pair *req, size_t n_req, char **out,
-		      size_t *n, char *err, size_t errlen)
+static int push_fixed(const struct identity *id, const struct env_pair *req, size_t n_req,
+		      char **out, size_t *n)
 {
-	struct passwd pw, *pwp = NULL;
-	char buf[4096];
-	int rc = getpwuid_r(uid, &pw, buf, sizeof(buf), &pwp);
+	int rc;
 
-	if (rc != 0 || !pwp) {
-		snprintf(err, errlen, "uid %u has no passwd entry, so HOME and USER are unknown",
-			 (unsigned)uid);
-		return -ENOENT;
-	}
 #define FIXED(name, value) push(out, n, name, strlen(name), value, strlen(value))
-	if ((rc = FIXED("PATH", SNIPPET_PATH)) < 0 || (rc = FIXED("HOME", pw.pw_dir)) < 0 ||
-	    (rc = FIXED("USER", pw.pw_name)) < 0 || (rc = FIXED("LOGNAME", pw.pw_name)) < 0 ||
-	    (rc = FIXED("SHELL", pw.pw_shell)) < 0)
+	if ((rc = FIXED("PATH", SNIPPET_PATH)) < 0 || (rc = FIXED("HOME", id->home)) < 0 ||
+	    (rc = FIXED("USER", id->name)) < 0 || (rc = FIXED("LOGNAME", id->name)) < 0 ||
+	    (rc = FIXED("SHELL", id->shell)) < 0)
 		return rc;
 	/* Python decodes its streams by the locale: default to UTF-8 unless
 	 * the client chose a locale. */
@@ -108,13 +101,13 @@ static int push_fixed(uid_t uid, const struct env_pair *req, size_t n_req, char 
 	return 0;
 }
 
-int env_build(uid_t uid, const struct env_pair *req, size_t n_req, char **out, size_t *n_out,
-	      char *err, size_t errlen)
+int env_build(const struct identity *id, const struct env_pair *req, size_t n_req, char **out,
+	      size_t *n_out, char *err, size_t errlen)
 {
 	int rc;
 
 	*n_out = 0;
-	rc = push_fixed(uid, req, n_req, out, n_out, err, errlen);
+	rc = push_fixed(id, req, n_req, out, n_out);
 	for (size_t i = 0; rc == 0 && i < n_req; i++) {
 		if (!env_name_allowed(req[i].name.ptr, req[i].name.len))
 			continue;

@@ -234,6 +234,8 @@ int privsep_identity(uid_t peer, struct identity *id, char *err, size_t errlen)
 	id->uid = pw.pw_uid;
 	id->gid = pw.pw_gid;
 	snprintf(id->name, sizeof(id->name), "%s", pw.pw_name);
+	snprintf(id->home, sizeof(id->home), "%s", pw.pw_dir);
+	snprintf(id->shell, sizeof(id->shell), "%s", pw.pw_shell);
 	if (getgrouplist(pw.pw_name, pw.pw_gid, id->groups, &n) < 0) {
 		snprintf(err, errlen, "user %s is in more than %d groups", pw.pw_name,
 			 PROTO_GROUPS_MAX);

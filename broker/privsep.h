@@ -19,6 +19,8 @@ struct identity {
 	size_t n_groups;
 	gid_t groups[PROTO_GROUPS_MAX];
 	char name[64];
+	char home[256];  /* for HOME; one lookup serves the identity and the env */
+	char shell[128];
 	bool switch_ids; /* false: run as the broker's own user */
 };
 

@@ -176,7 +176,7 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 	size_t n_env = 0;
 	int rc;
 
-	rc = env_build(id->uid, rq->env, rq->n_env, env, &n_env, err, errlen);
+	rc = env_build(id, rq->env, rq->n_env, env, &n_env, err, errlen);
 	if (rc < 0)
 		return rc;
 	memset(&job, 0, sizeof(job));

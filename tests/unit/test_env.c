@@ -1,4 +1,4 @@
-// link: broker/env.c proto/decode_util.c
+// link: broker/env.c broker/privsep.c broker/log.c proto/decode_util.c
 /* The snippet's environment: built from the allowlist, never from the
  * broker's own environment, and never carrying a secret-looking name. */
 #include <errno.h>
@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "broker/broker.h"
+#include "broker/privsep.h"
 
 static bool has(char **env, size_t n, const char *entry)
 {
@@ -45,8 +46,12 @@ static void test_allowlist_and_secrets(void **state)
 	char *env[ENV_OUT_MAX], err[200] = "";
 	size_t n = 0;
 
+	struct identity id;
+	char home[300];
+
 	setenv("KOTOBA_TEST_BROKER_SECRET", "hunter2", 1);
-	assert_int_equal(env_build(getuid(), req, sizeof(req) / sizeof(req[0]), env, &n, err,
+	assert_int_equal(privsep_identity(getuid(), &id, err, sizeof(err)), 0);
+	assert_int_equal(env_build(&id, req, sizeof(req) / sizeof(req[0]), env, &n, err,
 				   sizeof(err)), 0);
 	assert_true(has(env, n, "TZ=UTC"));
 	assert_true(has(env, n, "PYTHONPATH=/opt/lib"));
@@ -54,6 +59,8 @@ static void test_allowlist_and_secrets(void **state)
 	assert_true(has(env, n, "LANG=C.UTF-8"));
 	assert_true(has(env, n, "PYTHONUNBUFFERED=1"));
 	assert_true(has_name(env, n, "HOME") && !has(env, n, "HOME=/evil"));
+	snprintf(home, sizeof(home), "HOME=%s", id.home);
+	assert_true(id.home[0] == '/' && has(env, n, home));
 	assert_true(has_name(env, n, "USER") && has_name(env, n, "SHELL"));
 	assert_false(has_name(env, n, "LD_PRELOAD"));
 	assert_false(has_name(env, n, "AWS_SECRET_ACCESS_KEY"));
@@ -77,22 +84,25 @@ static void test_client_locale_wins(void **state)
 {
 	const struct env_pair req[] = { PAIR("LANG", "fr_FR.UTF-8") };
 	char *env[ENV_OUT_MAX], err[200] = "";
+	struct identity id;
 	size_t n = 0;
 
-	assert_int_equal(env_build(getuid(), req, 1, env, &n, err, sizeof(err)), 0);
+	assert_int_equal(privsep_identity(getuid(), &id, err, sizeof(err)), 0);
+	assert_int_equal(env_build(&id, req, 1, env, &n, err, sizeof(err)), 0);
 	assert_true(has(env, n, "LANG=fr_FR.UTF-8"));
 	assert_false(has(env, n, "LANG=C.UTF-8"));
 	env_free(env, n);
 }
 
+/* The user database is read once per run, by privsep_identity(): a uid
+ * without an entry stops the run there, before any environment. */
 static void test_unknown_uid_is_an_error(void **state)
 {
-	char *env[ENV_OUT_MAX], err[200] = "";
-	size_t n = 0;
+	struct identity id;
+	char err[200] = "";
 
-	assert_int_equal(env_build(4000000000u, NULL, 0, env, &n, err, sizeof(err)), -ENOENT);
+	assert_int_equal(privsep_identity(4000000000u, &id, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "4000000000"));
-	assert_int_equal(n, 0);
 }
 
 int main(void)
