@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "broker/scan.h"
+#include "tests/scan_text.h"
 
 #define MIB ((size_t)1 << 20)
 #define REPS 5
@@ -80,55 +81,6 @@ static size_t chunk_end(const char *s, size_t len, size_t a)
 	while (b > a && s[b - 1] != '\n')
 		b--;
 	return b > a ? b : (a + MIB < len ? a + MIB : len);
-}
-
-static void blank_lines(char *s, size_t len, size_t from, size_t to)
-{
-	while (from > 0 && s[from - 1] != '\n')
-		from--;
-	while (to < len && s[to] != '\n')
-		to++;
-	for (size_t i = from; i < to; i++)
-		if (s[i] != '\n')
-			s[i] = ' ';
-}
-
-/* Blanks every line that matches alone, then whatever still matches
- * across lines, until the text matches nothing.  Returns 0 on success. */
-static int sanitize(char *s, size_t len)
-{
-	struct scan_result r;
-	size_t a = 0;
-
-	while (a < len) {
-		char *nl = memchr(s + a, '\n', len - a);
-		size_t b = nl ? (size_t)(nl - s) + 1 : len;
-
-		if (scan_snippet(s + a, b - a, MIB, &r) == 0 && r.n)
-			blank_lines(s, len, a, a + 1);
-		a = b;
-	}
-	for (int round = 0; round < 1000; round++) {
-		if (scan_snippet(s, len, MIB, &r) < 0)
-			return -1;
-		if (!r.n)
-			return 0;
-		for (size_t i = 0; i < r.n; i++)
-			blank_lines(s, len, r.hits[i].start, r.hits[i].end);
-	}
-	return -1;
-}
-
-static size_t repeat(char *buf, size_t len, const char *head, const char *unit)
-{
-	size_t h = strlen(head), u = strlen(unit), n = h;
-
-	memcpy(buf, head, h);
-	while (n + u <= len) {
-		memcpy(buf + n, unit, u);
-		n += u;
-	}
-	return n;
 }
 
 static void labels_str(const struct scan_result *r, char *out, size_t cap)
@@ -245,7 +197,7 @@ int main(int argc, char **argv)
 	labels_str(&r, got, sizeof(got));
 	printf("raw bytes=%zu ms=%.3f mbps=%.1f labels=%s\n", olen, t_raw * 1e3,
 	       (double)olen / 1e6 / t_raw, got);
-	if (sanitize(ord, olen) < 0) {
+	if (blank_flagged(ord, olen, MIB) < 0) {
 		fprintf(stderr, "scanbench: could not blank the flagged lines\n");
 		return 1;
 	}

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "broker/scan.h"
+#include "tests/scan_text.h"
 
 #define FD (1u << SCAN_FS_DESTROY)
 #define SS (1u << SCAN_SHELL_SPAWN)
@@ -597,59 +598,10 @@ static size_t load_stdlib(char *buf, size_t cap)
 	return len;
 }
 
-/* Blank whole lines in [from, to) so the text keeps its length. */
-static void blank_lines(char *s, size_t len, size_t from, size_t to)
-{
-	while (from > 0 && s[from - 1] != '\n')
-		from--;
-	while (to < len && s[to] != '\n')
-		to++;
-	for (size_t i = from; i < to; i++)
-		if (s[i] != '\n')
-			s[i] = ' ';
-}
-
-/*
- * Ordinary code that matches nothing, so a scan reads all of it with every
- * pattern (a first match would end a label's pass early and flatter the
- * timing): the library text with every flagged line blanked.
- */
 static void sanitize(char *s, size_t len)
 {
-	struct scan_result r;
-	size_t a = 0;
-
-	while (a < len) {
-		char *nl = memchr(s + a, '\n', len - a);
-		size_t b = nl ? (size_t)(nl - s) + 1 : len;
-
-		assert_int_equal(scan_snippet(s + a, b - a, BIG, &r), 0);
-		if (r.n)
-			blank_lines(s, len, a, a + 1);
-		a = b;
-	}
-	/* constructs spanning lines */
-	for (int round = 0; round < 1000; round++) {
-		assert_int_equal(scan_snippet(s, len, BIG, &r), 0);
-		if (!r.n)
-			return;
-		for (size_t i = 0; i < r.n; i++)
-			blank_lines(s, len, r.hits[i].start, r.hits[i].end);
-	}
-	fail_msg("could not blank the flagged lines");
-}
-
-/* Fill buf with copies of unit to len bytes after an optional head. */
-static size_t repeat(char *buf, size_t len, const char *head, const char *unit)
-{
-	size_t h = strlen(head), u = strlen(unit), n = h;
-
-	memcpy(buf, head, h);
-	while (n + u <= len) {
-		memcpy(buf + n, unit, u);
-		n += u;
-	}
-	return n;
+	if (blank_flagged(s, len, BIG) < 0)
+		fail_msg("could not blank the flagged lines");
 }
 
 struct adversary {
