@@ -621,6 +621,22 @@ static void test_exec_gate_lets_exactly_one_exec_through(void **state)
 
 /* ---- the engine profile: the container engine's CLI ---------------- */
 
+/* Forks and execs /bin/true; 0 when it ran and exited 0, else the wait
+ * status (or -1 when fork or wait failed). */
+static int exec_true(void)
+{
+	int status = -1;
+	pid_t child = fork();
+
+	if (child == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(99);
+	}
+	if (child < 0 || waitpid(child, &status, 0) != child)
+		return -1;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : (status ? status : -1);
+}
+
 /* What a Go CLI such as podman --remote or docker does on its way to the
  * engine's API socket, under the engine filter as if Landlock ABI `abi`
  * held the paths: threads (clone, futex), epoll and eventfd, a Unix socket
@@ -642,7 +658,6 @@ static void engine_cli_calls(unsigned int abi)
 	pthread_t t;
 	void *ret = NULL;
 	int srv, cli, ep, efd, rt, status;
-	pid_t child;
 
 	/* The engine's API socket, set up before the filter (abstract, so
 	 * no file is left behind). */
@@ -685,13 +700,7 @@ static void engine_cli_calls(unsigned int abi)
 	EXPECT_ERRNO(ENOENT, mkdir("/nonexistent-kotoba/d", 0700));
 	EXPECT_ERRNO(ENOENT, chmod("/nonexistent-kotoba", 0600));
 	/* No exec gate: a credential helper or plugin may run. */
-	child = fork();
-	if (child == 0) {
-		execl("/bin/true", "true", (char *)NULL);
-		_exit(99);
-	}
-	if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
-	    WEXITSTATUS(status) != 0)
+	if ((status = exec_true()) != 0)
 		child_fail("exec of /bin/true under the engine filter: status %#x", status);
 }
 
@@ -888,7 +897,6 @@ static void engine_at_abi(void)
 	socklen_t un_len;
 	const char *what;
 	int rc, srv, cli, status;
-	pid_t child;
 
 	snprintf(p.profile, sizeof(p.profile), "engine");
 	snprintf(p.scratch, sizeof(p.scratch), "%s", ll_scratch);
@@ -924,13 +932,7 @@ static void engine_at_abi(void)
 		EXPECT_ERRNO(EPERM, connect(cli, (struct sockaddr *)&un, un_len));
 	else
 		EXPECT_OK(connect(cli, (struct sockaddr *)&un, un_len));
-	child = fork();
-	if (child == 0) {
-		execl("/bin/true", "true", (char *)NULL);
-		_exit(99);
-	}
-	if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
-	    WEXITSTATUS(status) != 0)
+	if ((status = exec_true()) != 0)
 		child_fail("ABI %u: exec of /bin/true under the engine profile: status %#x", ll_abi,
 			   status);
 }
