@@ -99,8 +99,10 @@ else
 	# setsid: not in make's process group, so a ^C of make leaves it to
 	# teardown.sh rather than killing it half way through a request.  It
 	# must not inherit the locks (fds 8, 9: check.sh's), or hold them forever.
-	setsid podman --runtime runc system service --time=0 "unix://$SOCK" \
-		>"$RUN/service.log" 2>&1 </dev/null 8>&- 9>&- &
+	# Started in $RUN: conmon writes an exec session's "oom" marker into
+	# its working directory, which would otherwise be the checkout.
+	(cd "$RUN" && exec setsid podman --runtime runc system service --time=0 "unix://$SOCK" \
+		>"$RUN/service.log" 2>&1 </dev/null 8>&- 9>&-) &
 	echo $! > "$RUN/service.pid"
 	i=0
 	until answering; do
