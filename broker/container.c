@@ -404,11 +404,13 @@ static bool ended_cleanly(const struct run *r)
 	return x->code < 125 || (x->code > 127 && x->code != 137);
 }
 
-/* Nothing was created when the engine or the image was missing. */
+/* Nothing was created when the engine or the image was missing, or when
+ * the worker never got the job (run_start() failed: step "worker"). */
 static bool never_created(const struct run *r)
 {
 	return r->end == END_SETUP &&
-	       (!strcmp(r->setup_step, "engine") || !strcmp(r->setup_step, "image"));
+	       (!strcmp(r->setup_step, "engine") || !strcmp(r->setup_step, "image") ||
+		!strcmp(r->setup_step, "worker"));
 }
 
 static void trim_idle(struct broker *b, uid_t uid)

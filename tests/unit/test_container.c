@@ -265,6 +265,11 @@ static void test_setup_failures(void **state UNUSED)
 	snprintf(r.setup_step, sizeof(r.setup_step), "image");
 	container_release(&b, ct, &r);
 	assert_int_equal(n_stopped, 0);
+	/* The worker never got the job: nothing was started either. */
+	assert_int_equal(container_claim(&b, 1000, &ada, "/y", &ct, err, sizeof(err)), 0);
+	snprintf(r.setup_step, sizeof(r.setup_step), "worker");
+	container_release(&b, ct, &r);
+	assert_int_equal(n_stopped, 0);
 	/* A failed start may leave a created container: remove it. */
 	assert_int_equal(container_claim(&b, 1000, &ada, "/y", &ct, err, sizeof(err)), 0);
 	snprintf(r.setup_step, sizeof(r.setup_step), "container");
