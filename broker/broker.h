@@ -137,6 +137,10 @@ void session_close(struct session *s);
  * driven; other -errno: the broker failed.  With a sentence in err. */
 int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 	      char *err, size_t errlen);
+/* The `error` for a sandbox step that failed (bad-cwd for "cwd"); in a
+ * container it also says that nothing runs on the host instead. */
+void run_send_setup_error(struct session *s, uint64_t id, const char *step, int64_t err_no,
+			  const char *why, bool in_container);
 /* Runs one engine command as the user a peer's snippets run as, with no
  * client: how the broker stops containers without engine access. */
 struct engine_job;

@@ -230,21 +230,6 @@ static void fill_request(struct run_request *rq, const struct scan_result *sr,
 	memcpy(rq->sha256, sha256, 65);
 }
 
-static void send_setup_failed(struct session *s, uint64_t id, const char *step, int err_no,
-			      const char *why)
-{
-	struct msg_error m = { .has_id = true, .id = id, .code = pstr_c(PERR_SETUP_FAILED),
-			       .step = pstr_c(step), .err_no = err_no };
-	char text[512];
-	struct frame f;
-
-	snprintf(text, sizeof(text), "the snippet did not run: sandbox step '%s' failed: %s; "
-		 "in docker mode nothing ever runs on the host instead", step, why);
-	m.message = pstr_c(text);
-	if (enc_error(&f, &m) == 0)
-		session_send(s, &f);
-}
-
 static void start_run(struct session *s, struct run_request *rq)
 {
 	char err[300] = "";
@@ -266,7 +251,7 @@ static void start_run(struct session *s, struct run_request *rq)
 		session_send_error(s, true, rq->id, PERR_BAD_CWD, "%s", err);
 		break;
 	case -ENOEXEC:
-		send_setup_failed(s, rq->id, "engine", ENOEXEC, err);
+		run_send_setup_error(s, rq->id, "engine", ENOEXEC, err, true);
 		break;
 	default:
 		session_send_error(s, true, rq->id, PERR_INTERNAL, "%s", err);

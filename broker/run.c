@@ -430,20 +430,27 @@ int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j, c
 
 /* ---- while it runs -------------------------------------------------------- */
 
-static void report_setup_error(struct run *r)
+void run_send_setup_error(struct session *s, uint64_t id, const char *step, int64_t err_no,
+			  const char *why, bool in_container)
 {
-	const char *code = !strcmp(r->setup_step, "cwd") ? PERR_BAD_CWD : PERR_SETUP_FAILED;
-	struct msg_error m = { .has_id = true, .id = r->id, .code = pstr_c(code),
-			       .step = pstr_c(r->setup_step), .err_no = r->setup_errno };
+	const char *code = !strcmp(step, "cwd") ? PERR_BAD_CWD : PERR_SETUP_FAILED;
+	struct msg_error m = { .has_id = true, .id = id, .code = pstr_c(code),
+			       .step = pstr_c(step), .err_no = err_no };
 	char text[768];
 	struct frame f;
 
 	snprintf(text, sizeof(text), "the snippet did not run: sandbox step '%s' failed: %s%s",
-		 r->setup_step, r->setup_msg,
-		 r->container[0] ? "; in docker mode nothing ever runs on the host instead" : "");
+		 step, why, in_container ? "; in docker mode nothing ever runs on the host instead"
+					 : "");
 	m.message = pstr_c(text);
 	if (enc_error(&f, &m) == 0)
-		session_send(r->s, &f);
+		session_send(s, &f);
+}
+
+static void report_setup_error(struct run *r)
+{
+	run_send_setup_error(r->s, r->id, r->setup_step, r->setup_errno, r->setup_msg,
+			     r->container[0] != '\0');
 }
 
 static void report_exit(struct run *r)

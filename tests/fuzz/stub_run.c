@@ -96,6 +96,12 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 	return 0;
 }
 
+void run_send_setup_error(struct session *s, uint64_t id, const char *step, int64_t err_no,
+			  const char *why, bool in_container)
+{
+	session_send_error(s, true, id, PERR_SETUP_FAILED, "stub: step %s failed: %s", step, why);
+}
+
 /* broker/container.c stops containers through this; the harness runs
  * the gate in local mode, so nothing calls it. */
 int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j, char *err,
