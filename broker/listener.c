@@ -102,16 +102,11 @@ int listener_open(const char *path, unsigned mode, bool *activated, char *err, s
 		return -1;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(path, mode) < 0) {
-		snprintf(err, errlen, "cannot bind %s: %s", path, strerror(errno));
+	    chmod(path, mode) < 0 || listen(fd, 128) < 0) {
+		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
 	}
 	return fd;
-}
-
-int listener_start(int fd)
-{
-	return listen(fd, 128) < 0 ? -errno : 0;
 }

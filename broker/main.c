@@ -434,7 +434,6 @@ static void log_engine(const struct broker *b)
 static int start_up(struct broker *b)
 {
 	char err[400] = "";
-	int rc;
 
 	if (loop_init() < 0 || setup_signals(b) < 0) {
 		log_err("cannot set up the event loop: %s", strerror(errno));
@@ -464,11 +463,6 @@ static int start_up(struct broker *b)
 	}
 	if (gate_init(b, err, sizeof(err)) < 0) {
 		log_err("%s", err);
-		return -1;
-	}
-	if ((rc = listener_start(b->listen.fd)) < 0) {
-		log_err("cannot listen on %s: %s", b->socket_path[0] ? b->socket_path : "the socket",
-			strerror(-rc));
 		return -1;
 	}
 	if (b->cfg.sandbox == SANDBOX_DOCKER)

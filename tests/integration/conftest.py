@@ -73,18 +73,26 @@ class Broker:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("broker exited at start:\n" + self.read_log())
-            if os.path.exists(self.socket):
-                try:
-                    s = socket.socket(socket.AF_UNIX)
-                    s.connect(self.socket)
-                    s.close()
-                    return self
-                except OSError:
-                    pass
+            if os.path.exists(self.socket) and self.answers():
+                return self
             time.sleep(0.02)
         self.proc.kill()  # not left behind when no fixture will stop it
         self.proc.wait()
         raise RuntimeError("broker did not start:\n" + self.read_log())
+
+    def answers(self):
+        """Whether a hello gets an answer (a welcome, or a refusal for a peer
+        the broker does not serve): the broker listens before its store is
+        open, and one that then fails at start never answers."""
+        try:
+            c = Client(self.socket)
+            try:
+                c.send({"type": "hello", "version": 1, "channel": False, "client": "pytest"})
+                return c.recv()["type"] in ("welcome", "error")
+            finally:
+                c.sock.close()
+        except (OSError, EOFError):
+            return False
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc and self.proc.poll() is None:
