@@ -71,6 +71,7 @@ struct run_request {
 	uid_t peer_uid;       /* the client's uid (SO_PEERCRED) */
 	pid_t peer_pid;
 	const struct engine_job *engine; /* an engine command, not a snippet */
+	void (*on_end)(const struct run *r); /* an engine command's outcome */
 };
 
 struct run {
@@ -107,6 +108,7 @@ struct run {
 	struct container *ct;     /* sandbox = docker: where the snippet runs */
 	char container[64];       /* its name, for the exit frame */
 	bool engine_only;         /* an engine command (stop a container): no client */
+	void (*on_end)(const struct run *r);
 };
 
 struct broker {
@@ -142,10 +144,11 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 void run_send_setup_error(struct session *s, uint64_t id, const char *step, int64_t err_no,
 			  const char *why, bool in_container);
 /* Runs one engine command as the user a peer's snippets run as, with no
- * client: how the broker stops containers without engine access. */
+ * client: how the broker stops containers without engine access.  on_end,
+ * if not NULL, is told how it ended. */
 struct engine_job;
-int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j, char *err,
-		     size_t errlen);
+int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
+		     void (*on_end)(const struct run *r), char *err, size_t errlen);
 void run_cancel(struct run *r);
 void run_detach(struct run *r);  /* the client went away */
 void run_resume(struct run *r);  /* the client's queue drained */

@@ -159,6 +159,25 @@ static struct job_argv *step(struct engine_job *j, const char *name)
 	return &s->argv;
 }
 
+/* Fails, in the engine's words, when the client cannot reach a server. */
+static void version_cmd(const struct broker *b, const struct container *ct, const char *cli,
+			struct engine_job *j, struct job_argv *a)
+{
+	prefix(b, ct, cli, j, a);
+	arg(j, a, "version");
+	arg(j, a, "--format={{.Server.Version}}");
+}
+
+static void image_cmd(const struct broker *b, const struct container *ct, const char *cli,
+		      struct engine_job *j, struct job_argv *a)
+{
+	prefix(b, ct, cli, j, a);
+	arg(j, a, "image");
+	arg(j, a, "inspect");
+	arg(j, a, "--format={{.Id}}");
+	arg(j, a, "%s", ct->image);
+}
+
 /* Cold start: is the engine there, is the image, then the container. */
 static void start_steps(const struct broker *b, const struct container *ct, const char *cli,
 			struct engine_job *j)
@@ -166,17 +185,8 @@ static void start_steps(const struct broker *b, const struct container *ct, cons
 	const struct config *c = &b->cfg;
 	struct job_argv *a;
 
-	a = step(j, "engine");
-	prefix(b, ct, cli, j, a);
-	arg(j, a, "version");
-	arg(j, a, "--format={{.Server.Version}}");
-
-	a = step(j, "image");
-	prefix(b, ct, cli, j, a);
-	arg(j, a, "image");
-	arg(j, a, "inspect");
-	arg(j, a, "--format={{.Id}}");
-	arg(j, a, "%s", ct->image);
+	version_cmd(b, ct, cli, j, step(j, "engine"));
+	image_cmd(b, ct, cli, j, step(j, "image"));
 
 	a = step(j, "container");
 	prefix(b, ct, cli, j, a);
@@ -378,7 +388,7 @@ static void stop(struct broker *b, struct container *ct, const char *why)
 	memset(&j, 0, sizeof(j));
 	if (find_cli(b, cli, sizeof(cli), err, sizeof(err)) == 0) {
 		remove_cmd(b, ct, cli, &j, &j.e.run);
-		if (run_start_engine(b, ct->peer, &j, err, sizeof(err)) == 0)
+		if (run_start_engine(b, ct->peer, &j, NULL, err, sizeof(err)) == 0)
 			err[0] = '\0';
 	}
 	if (err[0])
@@ -470,4 +480,56 @@ void containers_stop_all(struct broker *b)
 	TAILQ_FOREACH_SAFE(ct, &containers, link, tmp)
 		if (ct->state == CT_IDLE)
 			stop(b, ct, "the broker is stopping");
+}
+
+/* ---- the check at start ------------------------------------------------------- */
+
+static struct {
+	char user[96];
+	char image[128];
+} check;
+
+static void image_checked(const struct run *r)
+{
+	const struct run_result *x = &r->result;
+
+	if (r->end == END_SETUP)
+		log_warn("sandbox=docker: checked as %s: step '%s' failed: %s; snippets that reach "
+			 "the engine the same way will fail at that step", check.user,
+			 r->setup_step, r->setup_msg);
+	else if (r->end != END_FINISHED)
+		log_warn("sandbox=docker: checked as %s: the check did not finish", check.user);
+	else if (x->exited && x->code == 0)
+		log_info("sandbox=docker: checked as %s: image %s is there", check.user,
+			 check.image);
+	else
+		log_err("sandbox=docker: checked as %s: image %s is missing (`image inspect` %s "
+			"%" PRId64 "); snippets will fail at step 'image' until it is pulled or "
+			"imported", check.user, check.image, x->exited ? "exited with" : "got signal",
+			x->exited ? x->code : x->signal);
+}
+
+void container_check_image(struct broker *b)
+{
+	static struct engine_job j;
+	struct container probe = { .peer = privsep_system_mode() ? 0 : getuid() };
+	struct identity id;
+	char cli[256], err[300] = "";
+
+	if (privsep_identity(probe.peer, &id, err, sizeof(err)) == 0 &&
+	    find_cli(b, cli, sizeof(cli), err, sizeof(err)) == 0) {
+		probe.uid = id.uid;
+		snprintf(probe.image, sizeof(probe.image), "%s", b->cfg.container_image);
+		snprintf(check.user, sizeof(check.user), "%s%s", id.name,
+			 probe.peer == 0 ? " (root_user)" : "");
+		snprintf(check.image, sizeof(check.image), "%s", probe.image);
+		memset(&j, 0, sizeof(j));
+		version_cmd(b, &probe, cli, &j, step(&j, "engine"));
+		image_cmd(b, &probe, cli, &j, &j.e.run);
+		if (j.overflow)
+			snprintf(err, sizeof(err), "the image name is too long");
+		else if (run_start_engine(b, probe.peer, &j, image_checked, err, sizeof(err)) == 0)
+			return;
+	}
+	log_warn("sandbox=docker: the image was not checked at start: %s", err);
 }

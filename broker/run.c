@@ -229,6 +229,7 @@ static struct run *run_new(struct broker *b, struct session *s, const struct run
 	r->run_id = ++b->next_run_id;
 	r->uid = rq->peer_uid;
 	r->engine_only = rq->engine != NULL;
+	r->on_end = rq->on_end;
 	r->sock.fd = r->out[0].fd = r->out[1].fd = -1;
 	r->profile = rq->profile;
 	r->approver = rq->approver;
@@ -418,12 +419,12 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 	return 0;
 }
 
-int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j, char *err,
-		     size_t errlen)
+int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
+		     void (*on_end)(const struct run *r), char *err, size_t errlen)
 {
 	struct run_request rq = { .code = "", .cwd = "/", .timeout_ms = ENGINE_CMD_TIMEOUT_MS,
 				  .profile = "engine", .approver = "", .peer_uid = peer,
-				  .engine = j };
+				  .engine = j, .on_end = on_end };
 
 	return run_start(b, NULL, &rq, err, errlen);
 }
@@ -509,6 +510,8 @@ static void maybe_complete(struct run *r)
 			  r->t_ready - r->t_arrived, sent - r->t_finished);
 	log_info("uid=%u run=%" PRIu64 " ended: %s", (unsigned)r->uid, r->run_id,
 		 r->end == END_FINISHED ? "finished" : r->end == END_SETUP ? r->setup_step : "lost");
+	if (r->on_end)
+		r->on_end(r);
 	run_release(r);
 }
 

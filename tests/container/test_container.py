@@ -17,7 +17,7 @@ import os
 import signal
 import stat
 
-from conftest import (CT_USER, container_snippet_processes, dead_socket,
+from conftest import (CT_USER, IMAGE, container_snippet_processes, dead_socket,
                       docker_config, engine_clients, wait_for)
 
 
@@ -369,12 +369,21 @@ def test_an_engine_that_does_not_answer_fails_the_engine_step_and_runs_nothing(
         assert r["error"].get("step") == "engine", show(r)
         nothing_ran(r, cwd)
     assert b.alive()
+    wait_for(lambda: "checked as %s (root_user): step 'engine' failed" % CT_USER
+             in b.read_log(), "the check at start named the engine step")
+
+
+def test_the_broker_checks_the_image_at_start(ctbroker):
+    wait_for(lambda: "checked as %s (root_user): image %s is there" % (CT_USER, IMAGE)
+             in ctbroker.read_log(), "the check at start found the image")
 
 
 def test_a_missing_image_fails_naming_the_image_and_runs_nothing(make_ctbroker, cwd, engine,
                                                                  ct_user):
     before = engine.names(ct_user.pw_uid)
     b = make_ctbroker(docker_config(image="localhost/nope:1")).start()
+    wait_for(lambda: "checked as %s (root_user): image localhost/nope:1 is missing"
+             % CT_USER in b.read_log(), "the check at start missed the image")
     r = b.run(WRITES_A_FILE, cwd, gate="approve")
     assert r["_status"] == 127, show(r)
     assert r["error"]["code"] == "setup-failed", show(r)

@@ -104,8 +104,8 @@ void run_send_setup_error(struct session *s, uint64_t id, const char *step, int6
 
 /* broker/container.c stops containers through this; the harness runs
  * the gate in local mode, so nothing calls it. */
-int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j, char *err,
-		     size_t errlen)
+int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
+		     void (*on_end)(const struct run *r), char *err, size_t errlen)
 {
 	snprintf(err, errlen, "stub: no engine commands here");
 	return -ENOSYS;

@@ -1,4 +1,4 @@
-// link: broker/container.c broker/config.c broker/log.c broker/loop.c proto/decode_util.c
+// link: broker/container.c broker/privsep.c broker/config.c broker/log.c broker/loop.c proto/decode_util.c
 /* The warm-container table and the engine command lines (broker/container.c).
  * The engines themselves are exercised for real in tests/container/; here,
  * what the broker asks of them, flag by flag, and when it keeps, reuses or
@@ -24,15 +24,19 @@
 static char stopped[8][64];
 static size_t n_stopped;
 
-int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j, char *err,
-		     size_t errlen)
+static const struct engine_job *last_job;
+static void (*last_on_end)(const struct run *r);
+
+int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
+		     void (*on_end)(const struct run *r), char *err, size_t errlen)
 {
 	const struct job_argv *a = &j->e.run;
 
-	assert_true(a->n >= 3);
-	assert_true(pstr_eq(a->v[a->n - 3], "rm") && pstr_eq(a->v[a->n - 2], "--force"));
-	snprintf(stopped[n_stopped++ % 8], 64, "%.*s", (int)a->v[a->n - 1].len,
-		 a->v[a->n - 1].ptr);
+	last_job = j;
+	last_on_end = on_end;
+	if (a->n >= 3 && pstr_eq(a->v[a->n - 3], "rm") && pstr_eq(a->v[a->n - 2], "--force"))
+		snprintf(stopped[n_stopped++ % 8], 64, "%.*s", (int)a->v[a->n - 1].len,
+			 a->v[a->n - 1].ptr);
 	return 0;
 }
 
@@ -83,6 +87,8 @@ static void configure(const char *cli, const char *url, const char *runtime)
 	snprintf(b.cfg.container_runtime, sizeof(b.cfg.container_runtime), "%s", runtime);
 	assert_int_equal(config_set(&b.cfg, "docker", "memory", "256M", &err), 0);
 	n_stopped = 0;
+	last_job = NULL;
+	last_on_end = NULL;
 }
 
 static bool has(const struct job_argv *a, const char *want)
@@ -334,6 +340,34 @@ static void test_idle_stop(void **state UNUSED)
 	assert_int_equal(n_stopped, 6);
 }
 
+/* At start, one engine job: can the client reach a server (a step, so a
+ * failure comes back in the engine's words), then is the image there. */
+static void test_image_check_at_start(void **state UNUSED)
+{
+	const struct job_argv *a;
+
+	configure(podman, "unix:///run/e.sock", "");
+	container_check_image(&b);
+	assert_non_null(last_job);
+	assert_non_null(last_on_end);
+	assert_int_equal(n_stopped, 0);
+	assert_int_equal(last_job->e.n_steps, 1);
+	assert_true(pstr_eq(last_job->e.steps[0].name, "engine"));
+	a = &last_job->e.steps[0].argv;
+	assert_true(pstr_eq(a->v[0], podman) && has(a, "--remote") &&
+		    has(a, "--url=unix:///run/e.sock") && has(a, "version"));
+	a = &last_job->e.run;
+	assert_int_equal(a->n, 7);
+	assert_true(pstr_eq(a->v[3], "image") && pstr_eq(a->v[4], "inspect") &&
+		    pstr_eq(a->v[6], "localhost/py:1"));
+	assert_int_equal(last_job->e.kill.n + last_job->e.oom.n, 0);
+
+	/* no client, no job: the start logs that instead */
+	configure("/nonexistent/podman", "", "");
+	container_check_image(&b);
+	assert_null(last_job);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -344,6 +378,7 @@ int main(void)
 		cmocka_unit_test(test_setup_failures),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_idle_stop),
+		cmocka_unit_test(test_image_check_at_start),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
