@@ -63,7 +63,8 @@ static bool is_podman(const char *cli)
 	return strstr(base ? base + 1 : cli, "podman") != NULL;
 }
 
-int container_find_cli(const char *cli, char *out, size_t len)
+/* The CLI's absolute path ("" when not found), for `cli`. */
+static int find_in_path(const char *cli, char *out, size_t len)
 {
 	static const char *const dirs[] = { "/usr/local/bin", "/usr/bin", "/bin" };
 
@@ -279,7 +280,7 @@ static void oom_cmd(const struct broker *b, const struct container *ct, const ch
 
 static int find_cli(const struct broker *b, char *cli, size_t len, char *err, size_t errlen)
 {
-	int rc = container_find_cli(b->cfg.container_cli, cli, len);
+	int rc = find_in_path(b->cfg.container_cli, cli, len);
 
 	if (rc < 0) {
 		snprintf(err, errlen, "the container engine's client '%s' is not installed (%s%s)",
@@ -484,10 +485,7 @@ void containers_stop_all(struct broker *b)
 
 /* ---- the check at start ------------------------------------------------------- */
 
-static struct {
-	char user[96];
-	char image[128];
-} check;
+static char check_user[96];
 
 static void image_checked(const struct run *r)
 {
@@ -495,18 +493,18 @@ static void image_checked(const struct run *r)
 
 	if (r->end == END_SETUP)
 		log_warn("sandbox=docker: checked as %s: step '%s' failed: %s; snippets that reach "
-			 "the engine the same way will fail at that step", check.user,
+			 "the engine the same way will fail at that step", check_user,
 			 r->setup_step, r->setup_msg);
 	else if (r->end != END_FINISHED)
-		log_warn("sandbox=docker: checked as %s: the check did not finish", check.user);
+		log_warn("sandbox=docker: checked as %s: the check did not finish", check_user);
 	else if (x->exited && x->code == 0)
-		log_info("sandbox=docker: checked as %s: image %s is there", check.user,
-			 check.image);
+		log_info("sandbox=docker: checked as %s: image %s is there", check_user,
+			 r->b->cfg.container_image);
 	else
 		log_err("sandbox=docker: checked as %s: image %s is missing (`image inspect` %s "
 			"%" PRId64 "); snippets will fail at step 'image' until it is pulled or "
-			"imported", check.user, check.image, x->exited ? "exited with" : "got signal",
-			x->exited ? x->code : x->signal);
+			"imported", check_user, r->b->cfg.container_image,
+			x->exited ? "exited with" : "got signal", x->exited ? x->code : x->signal);
 }
 
 void container_check_image(struct broker *b)
@@ -516,13 +514,17 @@ void container_check_image(struct broker *b)
 	struct identity id;
 	char cli[256], err[300] = "";
 
-	if (privsep_identity(probe.peer, &id, err, sizeof(err)) == 0 &&
-	    find_cli(b, cli, sizeof(cli), err, sizeof(err)) == 0) {
+	if (find_cli(b, cli, sizeof(cli), err, sizeof(err)) < 0) {
+		log_warn("sandbox=docker: %s; every snippet will fail until it is", err);
+		return;
+	}
+	log_info("sandbox=docker: engine client %s, image %s%s%s", cli, b->cfg.container_image,
+		 b->cfg.container_url[0] ? ", url " : "", b->cfg.container_url);
+	if (privsep_identity(probe.peer, &id, err, sizeof(err)) == 0) {
 		probe.uid = id.uid;
 		snprintf(probe.image, sizeof(probe.image), "%s", b->cfg.container_image);
-		snprintf(check.user, sizeof(check.user), "%s%s", id.name,
+		snprintf(check_user, sizeof(check_user), "%s%s", id.name,
 			 probe.peer == 0 ? " (root_user)" : "");
-		snprintf(check.image, sizeof(check.image), "%s", probe.image);
 		memset(&j, 0, sizeof(j));
 		version_cmd(b, &probe, cli, &j, step(&j, "engine"));
 		image_cmd(b, &probe, cli, &j, &j.e.run);

@@ -49,9 +49,6 @@ struct engine_job {
 	bool overflow;
 };
 
-/* The CLI's absolute path ("" when not found), for `cli`. */
-int container_find_cli(const char *cli, char *out, size_t len);
-
 /* A container for this run: an idle warm one of (identity, cwd, image), or
  * a new one the run starts.  Marks it busy.  -EINVAL when cwd cannot be
  * mounted, other -errno; with a sentence. */
@@ -66,9 +63,10 @@ int container_snippet_job(const struct broker *b, const struct container *ct, ch
 void container_release(struct broker *b, struct container *ct, const struct run *r);
 /* Stops idle containers; returns ms to the next idle deadline, -1: none. */
 int containers_tick(struct broker *b, uint64_t now);
-/* At start: has the engine check the image, as the user a root client's
+/* At start: logs the engine client it will use (a warning when it is not
+ * installed), has the engine check the image as the user a root client's
  * snippets run as (system mode) or as the broker's own user, and logs
- * what it found.  Only a hint for other users, whose engine or image
+ * what that found.  Only a hint for other users, whose engine or image
  * store may differ (rootless podman): each cold start checks again. */
 void container_check_image(struct broker *b);
 /* At shutdown: stops every idle container (busy ones go with their runs). */

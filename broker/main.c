@@ -413,24 +413,6 @@ static int serve(struct broker *b)
 	return 0;
 }
 
-/* The broker has no engine access of its own (each user's is used): it
- * says what it will use and has a worker check the image as one user.  A
- * missing client is an error for each snippet, never a fallback to the
- * host. */
-static void check_engine(struct broker *b)
-{
-	char cli[256];
-
-	if (container_find_cli(b->cfg.container_cli, cli, sizeof(cli)) < 0) {
-		log_warn("sandbox=docker, but the engine client '%s' is not installed: every "
-			 "snippet will fail until it is", b->cfg.container_cli);
-		return;
-	}
-	log_info("sandbox=docker: engine client %s, image %s%s%s", cli, b->cfg.container_image,
-		 b->cfg.container_url[0] ? ", url " : "", b->cfg.container_url);
-	container_check_image(b);
-}
-
 /* Everything that needs root happens here, then root is given up for
  * good, before any client is heard. */
 static int start_up(struct broker *b)
@@ -468,7 +450,7 @@ static int start_up(struct broker *b)
 		return -1;
 	}
 	if (b->cfg.sandbox == SANDBOX_DOCKER)
-		check_engine(b);
+		container_check_image(b);
 	sd_notifyf(0, "READY=1\nSTATUS=serving, sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
 	return 0;
 }
