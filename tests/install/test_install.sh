@@ -17,22 +17,7 @@ MAKE=${MAKE:-make}
 T=$(mktemp -d "${TMPDIR:-/tmp}/kotoba-install-test.XXXXXX")
 chmod 0755 "$T"
 R=$T/root
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-# check DESC CMD...: CMD succeeds; its stderr is shown when it does not.
-check() {
-	local desc=$1
-	shift
-	if "$@" >"$T/out" 2>"$T/err"; then
-		ok "$desc"
-	else
-		bad "$desc"
-		sed 's/^/     /' "$T/err" "$T/out" | head -20
-	fi
-}
+. "$SRC/tests/install/lib.sh"
 stage() { # stage DESTDIR [make variables...]
 	local dest=$1
 	shift

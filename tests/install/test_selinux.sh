@@ -16,11 +16,8 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$SRC/build}
 OUT=$BUILD/selinux
 PP=$OUT/kotoba.pp
-pass=0
-fail=0
+. "$SRC/tests/install/lib.sh"
 
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 finish() {
 	echo "selinux: $pass passed, $fail failed"
 	[ "$fail" -eq 0 ]

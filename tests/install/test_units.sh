@@ -27,22 +27,8 @@ chmod 0755 "$T"
 PFX=$T/prefix
 ETC=$T/etc
 UNITS=$PFX/lib/systemd/system
-pass=0
-fail=0
 bpid=
-
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-check() {
-	local desc=$1
-	shift
-	if "$@" >"$T/out" 2>"$T/err"; then
-		ok "$desc"
-	else
-		bad "$desc"
-		sed 's/^/     /' "$T/err" "$T/out" | head -20
-	fi
-}
+. "$SRC/tests/install/lib.sh"
 cleanup() {
 	[ -n "$bpid" ] && kill -KILL "$bpid" 2>/dev/null
 	if [ "$fail" -eq 0 ]; then rm -rf "$T"; else echo "kept $T"; fi
