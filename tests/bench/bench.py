@@ -374,6 +374,20 @@ def proc_cpu(pid):
     return (int(v[11]) + int(v[12])) / tck, (int(v[13]) + int(v[14])) / tck
 
 
+def run_together(client, nclients, barrier):
+    """Runs client() in nclients threads, which all wait at barrier (of
+    nclients + 1) before they start; returns the seconds from the barrier
+    until the last one ends."""
+    threads = [threading.Thread(target=client) for _ in range(nclients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.monotonic()
+    for t in threads:
+        t.join()
+    return time.monotonic() - t0
+
+
 def kotoba_throughput(broker, work, nclients, per_client):
     errors = []
     snippet_cpu = []
@@ -400,14 +414,7 @@ def kotoba_throughput(broker, work, nclients, per_client):
                 break
         c.close()
 
-    threads = [threading.Thread(target=client) for _ in range(nclients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    t0 = time.monotonic()
-    for t in threads:
-        t.join()
-    dt = time.monotonic() - t0
+    dt = run_together(client, nclients, barrier)
     return (nclients * per_client - len(errors)) / dt, errors, snippet_cpu
 
 
@@ -420,14 +427,7 @@ def bare_throughput(nclients, per_client):
         for _ in range(per_client):
             timed_run(argv)
 
-    threads = [threading.Thread(target=client) for _ in range(nclients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    t0 = time.monotonic()
-    for t in threads:
-        t.join()
-    return nclients * per_client / (time.monotonic() - t0)
+    return nclients * per_client / run_together(client, nclients, barrier)
 
 
 def throughput(args, broker, work, e2e):
