@@ -13,8 +13,8 @@ from conftest import KOTOBA
 def pid_alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
+            return f.read().split(")")[-1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):  # ESRCH: gone while being read
         return False
 
 

@@ -152,9 +152,9 @@ def gone(pid, within=3.0):
     while time.monotonic() < deadline:
         try:
             with open("/proc/%d/stat" % pid) as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
                     return True
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # ESRCH: gone while being read
             return True
         time.sleep(0.05)
     return False

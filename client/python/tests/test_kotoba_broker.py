@@ -19,16 +19,28 @@ SLEEPER = "import os, time\nos.write(1, b'%d\\n' % os.getpid())\ntime.sleep(600)
 def pid_alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
+            return f.read().split(")")[-1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):  # ESRCH: gone while being read
         return False
 
 
-def wait_dead(pid, seconds=5):
+def assert_dies(pid, seconds=5):
+    """Fails, saying what the process is, when it is still alive after
+    `seconds`: its status and command line, to tell a live snippet from a
+    reused pid."""
     deadline = time.monotonic() + seconds
     while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return not pid_alive(pid)
+    if not pid_alive(pid):
+        return
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            status = f.read()
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            cmdline = f.read().split(b"\0")
+    except OSError:
+        return  # gone just now
+    raise AssertionError("pid %d still alive after %s s: %r\n%s" % (pid, seconds, cmdline, status))
 
 
 def connect(b, channel=True):
@@ -325,7 +337,7 @@ def test_cancel_from_another_thread(broker_proc):
             threading.Thread(target=c.cancel).start()
         with pytest.raises(kb.Cancelled):
             c.run(SLEEPER, cwd=broker_proc.dir, on_output=on_output)
-        assert wait_dead(pids[0])
+        assert_dies(pids[0])
         with pytest.raises(kb.NoSuchRun):
             c.cancel()
 
@@ -346,7 +358,7 @@ def test_cancel_from_asyncio(broker_proc):
             with pytest.raises(asyncio.CancelledError):
                 await task
             # the broker confirmed before CancelledError reached us
-            assert wait_dead(pids[0], 2)
+            assert_dies(pids[0], 2)
             rows = await c.audit_tail(5)
             assert "cancelled" in [r.decision for r in rows]
             # the connection goes on
