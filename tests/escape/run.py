@@ -122,6 +122,11 @@ class Env:
         self.unix_sock = self.listen_unix(self.unix_path)
         # DAC must allow the connect: only the profile may refuse it.
         os.chmod(self.unix_path, 0o777)
+        # Datagram services (syslog's kind), drained so a send never blocks.
+        self.dgram_path = os.path.join(root, "svc", "dgram.sock")
+        self.dgram_socks = [self.drained_dgram(a)
+                            for a in (self.dgram_path, "\0" + self.abstract + "-dg")]
+        os.chmod(self.dgram_path, 0o777)
 
     def start_http(self):
         d = os.path.join(self.root, "www")
@@ -147,9 +152,21 @@ class Env:
         s.listen(64)
         return s
 
+    @staticmethod
+    def drained_dgram(addr):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.bind(addr)
+
+        def drain():
+            while True:
+                s.recv(65536)
+        threading.Thread(target=drain, daemon=True).start()
+        return s
+
     def substitute(self, code, workdir):
         return (code.replace("@@WORKDIR@@", workdir).replace("@@PORT@@", str(self.port))
-                .replace("@@ABSTRACT@@", self.abstract).replace("@@UNIXSOCK@@", self.unix_path))
+                .replace("@@ABSTRACT@@", self.abstract).replace("@@UNIXSOCK@@", self.unix_path)
+                .replace("@@UNIXDGRAM@@", self.dgram_path))
 
 
 class Mode:
