@@ -28,8 +28,8 @@
 
 struct walk {
 	const char *top;
-	dev_t dev;     /* the tree's file system, never left */
-	ino_t *inos;   /* the directory held at each depth */
+	dev_t dev;   /* the tree's file system, never left */
+	ino_t *inos; /* the directory held at each depth */
 	size_t depth, cap;
 	char *err;
 	size_t errlen;
