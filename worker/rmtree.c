@@ -7,7 +7,7 @@
  * it.  So the walk never builds a path: it holds the directory it is
  * emptying by descriptor, descends by name with O_NOFOLLOW, and climbs
  * back through "..", checking that ".." is the directory it came from.
- * Two or three descriptors at any depth, no recursion; the only memory
+ * Four descriptors at most, at any depth, no recursion; the only memory
  * that grows with depth is one inode number per level.
  *
  * It runs when no process of the snippet is left (supervise() kills and

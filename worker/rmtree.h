@@ -9,7 +9,7 @@
 /* Removes `path` and everything beneath it, however deep, by directory
  * descriptor: never follows a symlink (the link goes, its target stays),
  * never leaves path's file system, gives back owner rwx to directories
- * whose modes refuse it, and holds two or three descriptors at any depth.
+ * whose modes refuse it, and holds four descriptors at most, at any depth.
  * Returns 0, or -errno with a sentence naming what stayed in `err`. */
 int remove_tree(const char *path, char *err, size_t errlen);
 
