@@ -542,9 +542,16 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		r->end = END_FINISHED;
 		r->t_finished = now_us();
 		r->result = m->u.finished.r;
+	} else if (m->type == MSG_SETUP_ERROR && r->end != END_NONE &&
+		   pstr_eq(m->u.setup_error.step, "cleanup")) {
+		/* After the result: the run's scratch directory could not be
+		 * removed.  The result stands; the log says where it is. */
+		log_err("uid=%u run=%" PRIu64 " %.*s", (unsigned)r->uid, r->run_id,
+			(int)m->u.setup_error.message.len, m->u.setup_error.message.ptr);
 	} else {
-		/* The worker link allows ready, then finished; or setup_error.
-		 * Anything else means the worker is not the program we started. */
+		/* The worker link allows ready, then finished; or setup_error;
+		 * then a setup_error of step cleanup.  Anything else means
+		 * the worker is not the program we started. */
 		log_warn("uid=%u run=%" PRIu64 " worker sent %s out of order; killing it",
 			 (unsigned)r->uid, r->run_id, msg_type_name(m->type));
 		kill(r->worker, SIGKILL);

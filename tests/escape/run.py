@@ -25,6 +25,9 @@ attempt to work there, which proves the unattended refusal is the
 profile's doing and not, say, file permissions.  After every unattended
 run the working directory must be exactly as planted and the broker alive.
 
+A case may print `SCRATCH <path>` to name its scratch directory: the path
+must be gone once the run is over, whatever the case left in it.
+
 Prints one line per case and mode, then exactly `N passed, N failed`;
 exits 1 when anything failed.  Run: make check-escape, or
     KOTOBA_BUILD=build /usr/bin/python3 tests/escape/run.py [--mode both|landlock|seccomp-only] [CASE...]
@@ -122,6 +125,11 @@ class Env:
         self.unix_sock = self.listen_unix(self.unix_path)
         # DAC must allow the connect: only the profile may refuse it.
         os.chmod(self.unix_path, 0o777)
+        # Datagram services (syslog's kind), drained so a send never blocks.
+        self.dgram_path = os.path.join(root, "svc", "dgram.sock")
+        self.dgram_socks = [self.drained_dgram(a)
+                            for a in (self.dgram_path, "\0" + self.abstract + "-dg")]
+        os.chmod(self.dgram_path, 0o777)
 
     def start_http(self):
         d = os.path.join(self.root, "www")
@@ -147,9 +155,21 @@ class Env:
         s.listen(64)
         return s
 
+    @staticmethod
+    def drained_dgram(addr):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.bind(addr)
+
+        def drain():
+            while True:
+                s.recv(65536)
+        threading.Thread(target=drain, daemon=True).start()
+        return s
+
     def substitute(self, code, workdir):
         return (code.replace("@@WORKDIR@@", workdir).replace("@@PORT@@", str(self.port))
-                .replace("@@ABSTRACT@@", self.abstract).replace("@@UNIXSOCK@@", self.unix_path))
+                .replace("@@ABSTRACT@@", self.abstract).replace("@@UNIXSOCK@@", self.unix_path)
+                .replace("@@UNIXDGRAM@@", self.dgram_path))
 
 
 class Mode:
@@ -219,6 +239,13 @@ def skip_reason(case, mode, kernel_abi, numpy):
     return None
 
 
+def scratch_left(r):
+    """The scratch directories a run named (`SCRATCH <path>`) that outlived it."""
+    named = [l.split(None, 1)[1] for l in r.get("stdout", "").splitlines()
+             if l.startswith("SCRATCH ")]
+    return [p for p in named if os.path.lexists(p)]
+
+
 def describe(r):
     if "error" in r:
         return "error %s" % r.get("error")
@@ -262,6 +289,8 @@ def run_case(case, mode, verbose):
         details.append(r)
     if why:
         problems.append("unattended: " + why)
+    if scratch_left(r):
+        problems.append("scratch outlived the run: %s" % ", ".join(scratch_left(r)))
     after = mode.snapshot()
     if after != before:
         changed = sorted(set(before) ^ set(after) | {k for k in before if before.get(k) != after.get(k)})
