@@ -84,14 +84,15 @@ static int own_cgroup(const char *controller, char *out, size_t len)
 
 		if (!ctrls || !(path = strchr(ctrls + 1, ':')))
 			continue;
+		*ctrls++ = '\0';
 		*path++ = '\0';
 		path[strcspn(path, "\n")] = '\0';
 		if (!controller) {
-			if (!strcmp(line, "0") && !ctrls[1])
+			if (!strcmp(line, "0") && !ctrls[0])
 				rc = snprintf(out, len, "%s", path) < (int)len ? 0 : -ENAMETOOLONG;
 			continue;
 		}
-		for (char *c = strtok_r(ctrls + 1, ",", &save); c; c = strtok_r(NULL, ",", &save))
+		for (char *c = strtok_r(ctrls, ",", &save); c; c = strtok_r(NULL, ",", &save))
 			if (!strcmp(c, controller))
 				rc = snprintf(out, len, "%s", path) < (int)len ? 0 : -ENAMETOOLONG;
 	}
@@ -377,12 +378,12 @@ void cgroup_setup(uid_t owner, gid_t group, bool system_mode)
 	/* A system daemon serves many users: without these, each snippet's
 	 * memory and process limits hold per process only. */
 	log_msg(system_mode ? LOG_LVL_ERR : LOG_LVL_WARN,
-		"%s no per-run cgroup for %s (%s; %s%s%s): the [limits] memory and processes "
+		"%sno per-run cgroup for %s (%s; %s%s%s): the [limits] memory and processes "
 		"hold for each snippet process alone (RLIMIT_AS, RLIMIT_NPROC), so a snippet "
 		"with many processes can use many times the memory limit; delegate cgroup v2 "
 		"to the broker (systemd Delegate=yes) or run it as root with the v1 memory "
 		"and pids controllers mounted",
-		system_mode ? "WARNING:" : "", n_hiers ? "pids" : "memory and pids", why_v2,
+		system_mode ? "WARNING: " : "", n_hiers ? "pids" : "memory and pids", why_v2,
 		why_mem[0] ? why_mem : why_pids, why_mem[0] && why_pids[0] ? "; " : "",
 		why_mem[0] && why_pids[0] ? why_pids : "");
 }
@@ -455,7 +456,7 @@ int cgroup_run_create(struct cgroup_run *cg, uint64_t run_id, uint64_t memory, u
 	snprintf(cg->name, sizeof(cg->name), "run-%" PRIu64, run_id);
 	cg->memory = memory;
 	cg->pids = pids;
-	for (; made < n_hiers && rc == 0; made++) {
+	for (; made < n_hiers; made++) {
 		const struct hier *h = &hiers[made];
 
 		file = "mkdir";
@@ -464,7 +465,7 @@ int cgroup_run_create(struct cgroup_run *cg, uint64_t run_id, uint64_t memory, u
 		fd = openat(h->dirfd, cg->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0) {
 			rc = -errno;
-			continue;
+			break;
 		}
 		rc = set_limits(h, fd, memory, pids, &file);
 		if (rc == 0) {
@@ -474,13 +475,15 @@ int cgroup_run_create(struct cgroup_run *cg, uint64_t run_id, uint64_t memory, u
 				rc = -errno;
 		}
 		close(fd);
+		if (rc < 0)
+			break;
 	}
 	if (rc == 0) {
 		cg->active = true;
 		return 0;
 	}
-	snprintf(err, errlen, "cannot set up the run's cgroup %s/%s (%s): %s",
-		 hiers[made < n_hiers ? made : 0].path, cg->name, file, strerror(-rc));
+	snprintf(err, errlen, "cannot set up the run's cgroup %s/%s (%s): %s", hiers[made].path,
+		 cg->name, file, strerror(-rc));
 	close_procs(cg);
 	for (size_t i = 0; i < n_hiers; i++)
 		unlinkat(hiers[i].dirfd, cg->name, AT_REMOVEDIR);
