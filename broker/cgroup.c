@@ -26,17 +26,17 @@
 #include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "broker/cgroup.h"
 #include "broker/log.h"
+#include "broker/loop.h"
 
 enum cg_version { CG_NONE, CG_V1, CG_V2 };
 
 struct hier {
 	const char *controller; /* v1: "memory" or "pids"; v2: NULL (both) */
-	char path[4096];        /* the broker's directory, kotoba-<pid> */
+	char path[4096];        /* the broker's directory, kotoba/<pid> */
 	int dirfd;
 };
 
@@ -53,14 +53,6 @@ static struct pending {
 	bool logged;
 } pending[PENDING_MAX];
 static size_t n_pending;
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static bool is_fs(const char *path, long magic)
 {
@@ -383,7 +375,9 @@ void cgroup_setup(uid_t owner, gid_t group, bool system_mode)
 		"with many processes can use many times the memory limit; delegate cgroup v2 "
 		"to the broker (systemd Delegate=yes) or run it as root with the v1 memory "
 		"and pids controllers mounted",
-		system_mode ? "WARNING: " : "", n_hiers ? "pids" : "memory and pids", why_v2,
+		system_mode ? "WARNING: " : "",
+		!n_hiers ? "memory and pids" : strcmp(hiers[0].controller, "memory") ? "memory"
+										 : "pids", why_v2,
 		why_mem[0] ? why_mem : why_pids, why_mem[0] && why_pids[0] ? "; " : "",
 		why_mem[0] && why_pids[0] ? why_pids : "");
 }
@@ -391,15 +385,6 @@ void cgroup_setup(uid_t owner, gid_t group, bool system_mode)
 bool cgroup_enabled(void)
 {
 	return version != CG_NONE;
-}
-
-const char *cgroup_describe(void)
-{
-	if (version == CG_V2)
-		return "v2";
-	if (version == CG_NONE)
-		return "none";
-	return n_hiers == 2 ? "v1 memory+pids" : hiers[0].controller;
 }
 
 static int set_limits(const struct hier *h, int fd, uint64_t memory, uint64_t pids,
@@ -415,8 +400,8 @@ static int set_limits(const struct hier *h, int fd, uint64_t memory, uint64_t pi
 			return rc;
 		/* Swap must not extend the limit: v2 counts swap apart (none
 		 * for a run), v1 memsw is memory plus swap.  Absent when the
-		 * kernel does not account swap, and then there is none to
-		 * take. */
+		 * kernel does not account swap (swapaccount=0): then a run's
+		 * pages may also go to swap, beyond the limit. */
 		*file = v2 ? "memory.swap.max" : "memory.memsw.limit_in_bytes";
 		rc = write_num_at(fd, *file, v2 ? 0 : memory);
 		if (rc < 0 && rc != -ENOENT)
@@ -619,7 +604,7 @@ void cgroup_run_remove(struct cgroup_run *cg)
 		return;
 	}
 	snprintf(pending[n_pending].name, sizeof(pending[0].name), "%s", cg->name);
-	pending[n_pending].since_ms = mono_ms();
+	pending[n_pending].since_ms = now_ms();
 	pending[n_pending].logged = false;
 	n_pending++;
 }
@@ -631,7 +616,7 @@ bool cgroup_pending(void)
 
 void cgroup_tick(void)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = now_ms();
 
 	for (size_t i = 0; i < n_pending;) {
 		struct pending *p = &pending[i];

@@ -38,8 +38,6 @@ struct cgroup_usage {
  * and the log says so (loudly for a system daemon). */
 void cgroup_setup(uid_t owner, gid_t group, bool system_mode);
 bool cgroup_enabled(void);
-/* "v1 memory+pids", "v2", "none": for logs. */
-const char *cgroup_describe(void);
 
 /* Makes the run's cgroup with these limits and opens its cgroup.procs.
  * 0, or -errno with a sentence in err (the run must not start). */
