@@ -350,6 +350,7 @@ static int setup_v2(uid_t owner, gid_t group, char *why, size_t len)
 void cgroup_setup(uid_t owner, gid_t group, bool system_mode)
 {
 	char why_v2[512] = "", why_mem[512] = "", why_pids[512] = "";
+	const char *missing;
 
 	if (setup_v2(owner, group, why_v2, sizeof(why_v2)) == 0) {
 		version = CG_V2;
@@ -367,6 +368,8 @@ void cgroup_setup(uid_t owner, gid_t group, bool system_mode)
 		log_info("per-run cgroups: v1 %s under %s", hiers[i].controller, hiers[i].path);
 	if (n_hiers == 2)
 		return;
+	missing = !n_hiers ? "memory and pids"
+		  : !strcmp(hiers[0].controller, "memory") ? "pids" : "memory";
 	/* A system daemon serves many users: without these, each snippet's
 	 * memory and process limits hold per process only. */
 	log_msg(system_mode ? LOG_LVL_ERR : LOG_LVL_WARN,
@@ -375,9 +378,7 @@ void cgroup_setup(uid_t owner, gid_t group, bool system_mode)
 		"with many processes can use many times the memory limit; delegate cgroup v2 "
 		"to the broker (systemd Delegate=yes) or run it as root with the v1 memory "
 		"and pids controllers mounted",
-		system_mode ? "WARNING: " : "",
-		!n_hiers ? "memory and pids" : strcmp(hiers[0].controller, "memory") ? "memory"
-										 : "pids", why_v2,
+		system_mode ? "WARNING: " : "", missing, why_v2,
 		why_mem[0] ? why_mem : why_pids, why_mem[0] && why_pids[0] ? "; " : "",
 		why_mem[0] && why_pids[0] ? why_pids : "");
 }
