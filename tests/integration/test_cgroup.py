@@ -252,3 +252,19 @@ def test_control_without_cgroups_three_children_exceed_the_limit(per_user_broker
     out = run(THREE_CHILDREN)
     assert out["stdout"].split() == ["0", "0", "0"], out
     assert out["limit"] == "", out
+
+
+def test_system_daemon_without_cgroups_says_so_loudly_and_runs(make_broker):
+    """A host with no cgroup controllers, made here by hiding /sys/fs/cgroup
+    under an empty tmpfs in a mount namespace of the broker's own: the
+    broker logs an error line naming what is missing, and snippets run with
+    the rlimits alone (RLIMIT_NPROC back to [limits] processes)."""
+    b = make_broker(config="[limits]\nmemory = 1G\nprocesses = 16\n")
+    b.args = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+              'mount -t tmpfs none /sys/fs/cgroup && exec "$@"', "sh"] + b.args
+    b.start()
+    log = b.read_log()
+    assert "<3>kotoba-brokerd: WARNING: no per-run cgroup for memory and pids" in log, log
+    assert "per-run cgroups:" not in log, log
+    out = b.run_json("import resource\nprint(resource.getrlimit(resource.RLIMIT_NPROC)[0])")
+    assert out["exit"] == 0 and out["stdout"] == "16\n", out
