@@ -455,8 +455,13 @@ int cgroup_run_create(struct cgroup_run *cg, uint64_t run_id, uint64_t memory, u
 		}
 		rc = set_limits(h, fd, memory, pids, &file);
 		if (rc == 0) {
-			file = "cgroup.procs";
-			cg->procs[made] = openat(fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+			/* v1: `tasks`, which moves the writing thread alone.  The
+			 * fork child has one thread, so that is the process; and
+			 * unlike cgroup.procs it skips the kernel's global
+			 * threadgroup lock, whose taking waits for an RCU grace
+			 * period (8 to 11 ms measured, against 0.04 ms). */
+			file = h->controller ? "tasks" : "cgroup.procs";
+			cg->procs[made] = openat(fd, file, O_WRONLY | O_CLOEXEC);
 			if (cg->procs[made] < 0)
 				rc = -errno;
 		}

@@ -20,7 +20,7 @@
 struct cgroup_run {
 	bool active;
 	char name[32];                /* run-<id> */
-	int procs[CGROUP_HIER_MAX];   /* cgroup.procs, open until the fork */
+	int procs[CGROUP_HIER_MAX];   /* cgroup.procs (v1: tasks), open until the fork */
 	uint64_t memory;              /* the limits it was given */
 	uint64_t pids;
 };
