@@ -180,8 +180,9 @@ def test_snippet_cannot_leave_or_widen_its_cgroup(cgbroker):
 import os
 own = [l.split(":", 2)[2].strip() for l in open("/proc/self/cgroup") if ":pids:" in l][0]
 base = "/sys/fs/cgroup/pids" + own
-targets = [base + "/pids.max", base + "/cgroup.procs", os.path.dirname(base) + "/cgroup.procs",
-           "/sys/fs/cgroup/pids/cgroup.procs", "/sys/fs/cgroup/pids/kotoba/cgroup.procs"]
+targets = [base + "/pids.max", base + "/cgroup.procs", base + "/tasks",
+           os.path.dirname(base) + "/cgroup.procs", os.path.dirname(base) + "/tasks",
+           "/sys/fs/cgroup/pids/cgroup.procs", "/sys/fs/cgroup/pids/kotoba/tasks"]
 for t in targets:
     try:
         with open(t, "w") as f:
@@ -194,8 +195,8 @@ print(open(base + "/pids.max").read().strip())
     out = cgbroker.run_json(code, approve=True)
     lines = out["stdout"].splitlines()
     assert not [l for l in lines if l.startswith("WROTE")], out
-    assert lines[:5] == ["refused 13 True"] * 5, out  # EACCES, and the file is there
-    assert lines[5] == "16", out
+    assert lines[:7] == ["refused 13 True"] * 7, out  # EACCES, and the file is there
+    assert lines[7] == "16", out
 
 
 # ---- without cgroups: a per-user broker -------------------------------------
