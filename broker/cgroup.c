@@ -513,7 +513,14 @@ void cgroup_run_close(struct cgroup_run *cg)
 		close_procs(cg);
 }
 
-void cgroup_run_usage(const struct cgroup_run *cg, struct cgroup_usage *u)
+/* What the kernel counted for a run; fields a hierarchy lacks stay 0. */
+struct cgroup_usage {
+	uint64_t oom_kills;     /* processes the OOM killer took for the limit */
+	uint64_t memory_peak;   /* bytes */
+	uint64_t pids_refused;  /* forks refused at pids.max */
+};
+
+static void usage(const struct cgroup_run *cg, struct cgroup_usage *u)
 {
 	memset(u, 0, sizeof(*u));
 	for (size_t i = 0; cg->active && i < n_hiers; i++) {
@@ -548,6 +555,36 @@ static bool lists_pid(const char *buf, long pid)
 		p = end;
 	}
 	return false;
+}
+
+static void size_text(char *out, size_t len, uint64_t v)
+{
+	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB" };
+	size_t u = 0;
+
+	while (u + 1 < sizeof(units) / sizeof(units[0]) && v >= 1024 && v % 1024 == 0)
+		v /= 1024, u++;
+	snprintf(out, len, "%" PRIu64 " %s", v, units[u]);
+}
+
+bool cgroup_run_report(const struct cgroup_run *cg, uid_t uid, uint64_t run_id)
+{
+	struct cgroup_usage u;
+	char lim[32], peak[32];
+
+	if (!cg->active)
+		return false;
+	usage(cg, &u);
+	size_text(lim, sizeof(lim), cg->memory);
+	size_text(peak, sizeof(peak), u.memory_peak);
+	log_info("uid=%u run=%" PRIu64 " cgroup: memory peak %s of %s, %" PRIu64
+		 " OOM kills, %" PRIu64 " forks refused at %" PRIu64 " processes",
+		 (unsigned)uid, run_id, peak, lim, u.oom_kills, u.pids_refused, cg->pids);
+	if (u.oom_kills)
+		log_info("uid=%u run=%" PRIu64 " out of memory: %s limit for all the snippet's "
+			 "processes together; the kernel killed %" PRIu64, (unsigned)uid, run_id,
+			 lim, u.oom_kills);
+	return u.oom_kills > 0;
 }
 
 /* A process still in the run's cgroup when its worker is gone (one that

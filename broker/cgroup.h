@@ -25,13 +25,6 @@ struct cgroup_run {
 	uint64_t pids;
 };
 
-/* What the kernel counted for a run; fields a hierarchy lacks stay 0. */
-struct cgroup_usage {
-	uint64_t oom_kills;     /* processes the OOM killer took for the limit */
-	uint64_t memory_peak;   /* bytes */
-	uint64_t pids_refused;  /* forks refused at pids.max */
-};
-
 /* At start, before root is given up: finds what this host offers, makes
  * the broker's directory (owned by owner:group when they are not -1) and
  * logs what holds.  Never fails: without cgroups the rlimits still hold,
@@ -52,8 +45,10 @@ int cgroup_run_join(const struct cgroup_run *cg);
 /* In the broker after the fork: the cgroup.procs fds are not needed.
  * Nothing for a run without a cgroup (all zeroes). */
 void cgroup_run_close(struct cgroup_run *cg);
-/* Reads the run's counters; call when the snippet's processes are gone. */
-void cgroup_run_usage(const struct cgroup_run *cg, struct cgroup_usage *u);
+/* Logs what the run's cgroup counted (memory peak, OOM kills, forks
+ * refused); call when the snippet's processes are gone.  True when the
+ * kernel OOM-killed a process of the run for its memory limit. */
+bool cgroup_run_report(const struct cgroup_run *cg, uid_t uid, uint64_t run_id);
 /* Removes the run's cgroup.  A process still in it is killed and the
  * removal retried by cgroup_tick(). */
 void cgroup_run_remove(struct cgroup_run *cg);

@@ -513,38 +513,12 @@ static void report_end(struct run *r)
 	}
 }
 
-static void size_text(char *out, size_t len, uint64_t v)
-{
-	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB" };
-	size_t u = 0;
-
-	while (u + 1 < sizeof(units) / sizeof(units[0]) && v >= 1024 && v % 1024 == 0)
-		v /= 1024, u++;
-	snprintf(out, len, "%" PRIu64 " %s", v, units[u]);
-}
-
-/* What the run's cgroup saw: the kernel's OOM kill for the run's memory
- * limit is the run's `memory` limit, not a bare SIGKILL; the wall clock
- * still wins when both came. */
+/* The kernel's OOM kill for the run's memory limit is the run's `memory`
+ * limit, not a bare SIGKILL; the wall clock still wins when both came. */
 static void account_cgroup(struct run *r)
 {
-	struct cgroup_usage u;
-	char lim[32], peak[32];
-
-	if (!r->cg.active)
-		return;
-	cgroup_run_usage(&r->cg, &u);
-	size_text(lim, sizeof(lim), r->cg.memory);
-	size_text(peak, sizeof(peak), u.memory_peak);
-	log_info("uid=%u run=%" PRIu64 " cgroup: memory peak %s of %s, %" PRIu64
-		 " OOM kills, %" PRIu64 " forks refused at %" PRIu64 " processes",
-		 (unsigned)r->uid, r->run_id, peak, lim, u.oom_kills, u.pids_refused, r->cg.pids);
-	if (u.oom_kills == 0)
-		return;
-	log_info("uid=%u run=%" PRIu64 " out of memory: %s limit for all the snippet's "
-		 "processes together; the kernel killed %" PRIu64, (unsigned)r->uid, r->run_id,
-		 lim, u.oom_kills);
-	if (r->end == END_FINISHED && (!r->result.limit || !r->result.limit[0]))
+	if (cgroup_run_report(&r->cg, r->uid, r->run_id) && r->end == END_FINISHED &&
+	    (!r->result.limit || !r->result.limit[0]))
 		r->result.limit = "memory";
 }
 
