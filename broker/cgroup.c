@@ -640,6 +640,7 @@ void cgroup_run_remove(struct cgroup_run *cg)
 	for (int i = 0; i < 5; i++) {
 		if (remove_dirs(cg->name, true))
 			return;
+		log_debug("the cgroup %s is still populated (try %d)", cg->name, i + 1);
 		usleep(2000);
 	}
 	if (n_pending == PENDING_MAX) {
