@@ -350,11 +350,37 @@ fail:
 	return NULL;
 }
 
+/* The limits the run will get, named with their unit, as the worker (or
+ * the container engine, in mode docker) applies them. */
+static void card_limits(struct msg_card *m)
+{
+	const struct config *c = &gb->cfg;
+	struct card_limit *l = m->limits;
+
+	if (c->sandbox == SANDBOX_DOCKER) {
+		*l++ = (struct card_limit){ pstr_c("memory_bytes"), c->container_memory };
+		*l++ = (struct card_limit){ pstr_c("processes"), c->container_pids };
+		*l++ = (struct card_limit){ pstr_c("open_files"), c->container_nofile };
+	} else {
+		*l++ = (struct card_limit){ pstr_c("cpu_s"), c->cpu_s };
+		*l++ = (struct card_limit){ pstr_c("memory_bytes"), c->memory };
+		*l++ = (struct card_limit){ pstr_c("processes"), c->processes };
+		*l++ = (struct card_limit){ pstr_c("file_size_bytes"), c->file_size };
+		*l++ = (struct card_limit){ pstr_c("open_files"), c->open_files };
+	}
+	*l++ = (struct card_limit){ pstr_c("output_bytes"), c->output_cap };
+	m->n_limits = (size_t)(l - m->limits);
+}
+
+/* The card shows everything the client chose that changes what runs: the
+ * working directory, the timeout, and each env entry the run keeps (by the
+ * same rule env_build() applies, so the card cannot show less than runs). */
 static void send_card(struct session *s, const struct card *c, const char *reason)
 {
 	struct msg_card m = { .id = c->id, .card = pstr_c(c->card_id),
 			      .snippet = { c->code, c->code_len }, .n_labels = c->scan.n,
-			      .expires_ms = gb->cfg.card_timeout_ms, .reason = pstr_c(reason) };
+			      .expires_ms = gb->cfg.card_timeout_ms, .reason = pstr_c(reason),
+			      .cwd = pstr_c(c->cwd), .timeout_ms = c->timeout_ms };
 	struct frame f;
 
 	for (size_t i = 0; i < c->scan.n; i++) {
@@ -363,6 +389,10 @@ static void send_card(struct session *s, const struct card *c, const char *reaso
 		m.labels[i] = (struct card_label){ scan_label_name(h->label), h->start, h->end,
 						   h->line };
 	}
+	for (size_t i = 0; i < c->n_env; i++)
+		if (env_name_allowed(c->env[i].name.ptr, c->env[i].name.len))
+			m.env[m.n_env++] = c->env[i];
+	card_limits(&m);
 	if (enc_card(&f, &m) == 0)
 		session_send(s, &f);
 }
