@@ -92,6 +92,9 @@ static enum kotoba_choice ask_terminal(const struct kotoba_card *m)
 			  "no approval channel with --no-channel.", strerror(errno));
 		return KOTOBA_CARD_DENY;
 	}
+	/* A soft reset (DECSTR) first: what an earlier snippet printed may have
+	 * left a scroll region, hidden text or another character set behind. */
+	fputs("\033[!p", tty);
 	screen_size(tty, &cols, &rows);
 	text = kotoba_card_text(m, cols, KOTOBA_SHOW_COLOUR);
 	if (!text)
