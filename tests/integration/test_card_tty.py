@@ -1,0 +1,318 @@
+"""The approval card as a person sees it: the real `kotoba run` on a real
+pseudo-terminal, against a real broker, its output interpreted by a
+terminal model (vt100.py).  Each snippet below tries to make the card show
+other code than what would run; the screen must show every line of the
+real code with its number, the hidden characters made visible, and a deny
+must run nothing.  Also: `kotoba scan`, `audit tail`, `approvals ls` and
+the broker's messages reach the terminal escaped.
+"""
+import fcntl
+import os
+import pty
+import select
+import socket
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+
+import msgpack
+import pytest
+
+from conftest import KOTOBA
+from vt100 import Screen
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
+from kotoba_broker import Card, Label  # noqa: E402
+from kotoba_broker.render import card_text  # noqa: E402
+
+COLS, ROWS = 80, 24
+PWN = 'import os; os.system("id > card_pwned")'
+
+# Each: (name, snippet, what the screen must show besides every line).
+HOSTILE = [
+    # The cursor goes back over line 1, erases it and writes a harmless
+    # line in its place, then climbs to erase the pre-screen's line.
+    ("cursor-overwrite",
+     PWN + '\n#\x1b[2K\x1b[1A\x1b[2K\x1b[1G   1 print("hello")\n'
+     '#\x1b[2K\x1b[3A\x1b[2K\x1b[3B\n',
+     ["\\x1b[1A", "\\x1b[2K\\x1b[1G", "this snippet contains"]),
+    # Operating system commands: a window title, a hyperlink, the clipboard.
+    ("osc",
+     'print(1)  # \x1b]0;pwned\x07\x1b]8;;http://x.test\x1b\\link\x1b]8;;\x1b\\\n'
+     '# \x1b]52;c;aWQgPiBjYXJkX3B3bmVk\x07\n' + PWN + "\n",
+     ["\\x1b]0;pwned\\x07", "\\x1b]52;c;"]),
+    # Concealed text (SGR 8) from a comment down to the next one.
+    ("conceal", "x = 1  # \x1b[8m\n" + PWN + "\n# \x1b[0m\n", ["\\x1b[8m"]),
+    # 8-bit CSI: U+009B is CSI to a terminal that reads C1 controls.
+    ("c1-csi", PWN + "\n#\u009b2K\u009b1A\u009b2K\n", ["<U+009B>2K"]),
+    # Trojan Source: a right-to-left override makes the test read as a comment.
+    ("bidi",
+     'access = "user"\nif access != "none\u202e \u2066# admin only\u2069 \u2066":\n'
+     '    ' + PWN + "\n",
+     ["<U+202E>", "<U+2066>", "<U+2069>"]),
+    ("zero-width", 'import os; os.system("id > card_pwned" + "\u200b"[1:])\n', ["<U+200B>"]),
+    # A carriage return: the raw line would show only what follows it, and
+    # Python takes it as a line break.
+    ("carriage-return", PWN + '\rprint("hello")' + " " * 40 + "\n", ["\\x0d"]),
+    # The call far to the right of the screen.
+    ("long-line", "x = 1" + " " * 300 + "; " + PWN + "\n", []),
+    # Taller than the screen: line 150 must be on it too.
+    ("200-lines",
+     PWN + "\n" + "".join("print(%d)\n" % i if i != 150 else PWN + "\n"
+                          for i in range(2, 201)),
+     ["The snippet: 200 lines"]),
+]
+
+
+def labels_of(path):
+    """The pre-screen's labels, as the broker will put them on the card."""
+    p = subprocess.run([KOTOBA, "scan", path], capture_output=True, text=True)
+    out = []
+    for row in p.stdout.splitlines():
+        parts = row.split()
+        if len(parts) >= 3 and parts[1] == "line":
+            out.append(Label(parts[0], int(parts[2]), 0, 0))
+    return tuple(out)
+
+
+def expected_rows(snippet, labels):
+    """The snippet's rows as kotoba_broker.render lays them out: the same
+    rules as libkotoba-client, written separately in Python."""
+    card = Card(id="c", snippet=snippet, labels=labels, options=(), family="", button="",
+                detail="", expires=0, reason="")
+    rows = card_text(card, COLS).split("\n")
+    start = next(i for i, r in enumerate(rows) if r.startswith("The snippet:")) + 1
+    end = rows.index("  [o] Run once") - 1
+    return rows[start:end]
+
+
+def drive(broker, path, cwd, answer, timeout=60):
+    """Runs `kotoba run FILE` on a pty of COLS x ROWS; at each pager prompt
+    takes a snapshot of the screen and presses Enter; at the question takes
+    one and answers.  Returns (snapshots, exit status, everything read)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: its controlling terminal is the pty
+        try:
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+            os.execv(KOTOBA, [KOTOBA, "run", path, "--cwd", cwd, "--socket", broker.socket])
+        finally:
+            os._exit(127)
+    screen, snaps, raw = Screen(COLS, ROWS), [], b""
+    waiting, deadline = False, time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([fd], [], [], 0.3)
+            if r:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # EIO: the child is gone
+                    break
+                if not data:
+                    break
+                raw += data
+                screen.feed(data)
+                waiting = False
+                continue
+            row = screen.cursor_line()
+            if waiting:
+                continue
+            if row.startswith("-- rows") and row.endswith("--"):
+                snaps.append(screen.lines())
+                os.write(fd, b"\n")
+                waiting = True
+            elif row.startswith("Your choice [o/a/d]:"):
+                snaps.append(screen.lines())
+                os.write(fd, answer.encode() + b"\n")
+                waiting = True
+        else:
+            pytest.fail("kotoba run did not finish; screen:\n" + screen.text())
+    finally:
+        os.close(fd)
+        _, status = os.waitpid(pid, 0)
+    return snaps, os.waitstatus_to_exitcode(status), raw
+
+
+def assert_shown_in_order(snaps, rows):
+    seen = [r for s in snaps for r in s]
+    at = 0
+    for want in rows:
+        try:
+            at = seen.index(want.rstrip(), at)
+        except ValueError:
+            pytest.fail("not on the screen: %r\nscreens:\n%s"
+                        % (want, "\n----\n".join("\n".join(s) for s in snaps)))
+
+
+@pytest.fixture
+def workdir(tmpdir_k):
+    """A directory the snippet's user (nobody, for a root client) could
+    write card_pwned into, had it run."""
+    d = os.path.join(tmpdir_k, "work")
+    os.mkdir(d)
+    os.chmod(d, 0o777)
+    return d
+
+
+def write_snippet(d, code):
+    path = os.path.join(os.path.dirname(d), "snippet.py")
+    with open(path, "w") as f:
+        f.write(code)
+    return path
+
+
+@pytest.mark.parametrize("name,code,visible", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_card_shows_the_real_code_and_deny_runs_nothing(broker, workdir, name, code, visible):
+    path = write_snippet(workdir, code)
+    snaps, status, _ = drive(broker, path, workdir, "d")
+    assert status == 126, status
+    assert not os.path.exists(os.path.join(workdir, "card_pwned"))
+    assert_shown_in_order(snaps, expected_rows(code, labels_of(path)))
+    text = "\n".join("\n".join(s) for s in snaps)
+    # written out by hand too, not only by the Python renderer
+    assert "   1  " + (PWN if name not in ("osc", "conceal", "bidi", "zero-width",
+                                         "long-line") else "") in text
+    assert 'os.system("id > card_pwned"' in text
+    for v in visible:
+        assert v in text, (v, text)
+    if name == "200-lines":
+        assert " 150  " + PWN in text and " 200  print(200)" in text
+        assert len(snaps) >= 9  # paged: 200 rows do not fit one screen
+
+
+def test_the_terminal_model_sees_the_attack(workdir):
+    """Control: the same snippet printed raw, as the card once did, hides
+    the real line 1 on this screen, so the test above can fail."""
+    code = HOSTILE[0][1]
+    screen = Screen(COLS, ROWS)
+    card = "\nPre-screen: shell-spawn (line 1)\n\n" + "".join(
+        "%4d %s\n" % (i, line) for i, line in enumerate(code.split("\n")[:-1], 1))
+    screen.feed(card.replace("\n", "\r\n").encode())  # as the tty's ONLCR sends it
+    assert "os.system" not in screen.text()
+    assert '   1 print("hello")' in screen.text()
+    assert "Pre-screen" not in screen.text()
+
+
+def test_approved_the_same_snippet_runs(broker, workdir):
+    """Control: answered once, the snippet does what the card shows, so the
+    deny above is what kept card_pwned from being written."""
+    path = write_snippet(workdir, HOSTILE[0][1])
+    snaps, status, _ = drive(broker, path, workdir, "o")
+    assert status == 0, (status, snaps)
+    assert os.path.exists(os.path.join(workdir, "card_pwned"))
+
+
+def test_card_shows_cwd_timeout_env_and_limits(broker, workdir):
+    path = write_snippet(workdir, "print(1)\n")
+    env = dict(os.environ, PYTHONPATH="/opt/lib\x1b[2J", LANG="C.UTF-8")
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLS, 0, 0))
+            os.execve(KOTOBA, [KOTOBA, "run", path, "--cwd", workdir, "--timeout", "7",
+                               "--socket", broker.socket], env)
+        finally:
+            os._exit(127)
+    screen, out = Screen(COLS, 50), b""
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline and "Your choice" not in screen.cursor_line():
+            if select.select([fd], [], [], 0.3)[0]:
+                data = os.read(fd, 65536)
+                out += data
+                screen.feed(data)
+        os.write(fd, b"d\n")
+        while select.select([fd], [], [], 5)[0]:
+            try:
+                if not os.read(fd, 65536):
+                    break
+            except OSError:
+                break
+    finally:
+        os.close(fd)
+        os.waitpid(pid, 0)
+    text = screen.text()
+    assert "Runs in:     " + workdir in text
+    assert "Time limit:  7.000 s wall clock" in text
+    assert "Limits:      cpu " in text and "memory " in text
+    assert "PYTHONPATH=/opt/lib\\x1b[2J" in text
+    assert "LANG=C.UTF-8" in text
+    assert b"\x1b[2J" not in out
+
+
+# ---- other places text reaches the terminal ---------------------------------
+
+def test_scan_output_is_escaped(tmpdir_k):
+    path = os.path.join(tmpdir_k, "s.py")
+    with open(path, "wb") as f:
+        f.write('open("a\u202e\u200b\x1bb\u009b", "w")\n'.encode())
+    p = subprocess.run([KOTOBA, "scan", path], capture_output=True)
+    assert p.returncode == 1
+    out = p.stdout.decode()
+    assert "fs-write" in out and "\x1b" not in out
+    assert not any(c in out for c in "\u202e\u200b\u009b")
+    assert "<U+200B>" in out
+
+
+class FakeBroker:
+    """A broker that answers every request with the frames it is given:
+    what the CLI shows of a broker's strings must not depend on the
+    broker's goodwill."""
+
+    def __init__(self, path, answers):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(path)
+        self.sock.listen(1)
+        self.answers = answers
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def recv(self, c):
+        n = struct.unpack(">I", c.recv(4, socket.MSG_WAITALL))[0]
+        return msgpack.unpackb(c.recv(n, socket.MSG_WAITALL), raw=False)
+
+    def send(self, c, m):
+        p = msgpack.packb(m, use_bin_type=True)
+        c.sendall(struct.pack(">I", len(p)) + p)
+
+    def serve(self):
+        c, _ = self.sock.accept()
+        with c:
+            self.recv(c)
+            self.send(c, {"type": "welcome", "version": 1, "broker": "fake/1", "mode": "local",
+                          "tools": ["execute_code"], "max_frame": 1 << 22,
+                          "max_snippet": 1 << 20, "max_timeout_ms": 600000})
+            req = self.recv(c)
+            for a in self.answers:
+                self.send(c, dict(a, id=req.get("id", 0)))
+            time.sleep(0.5)
+
+
+HOSTILE_TEXT = "x\x1b[2J\x1b]0;t\x07\u202e\u200by\u009b1A"
+
+
+def assert_escaped(out):
+    assert "\x1b" not in out and not any(c in out for c in "\u202e\u200b\u009b"), out
+    assert "\\x1b[2J" in out and "<U+202E><U+200B>y<U+009B>1A" in out, out
+
+
+@pytest.mark.parametrize("argv,answers", [
+    (["run", "-c", "print(1)", "--no-channel"],
+     [{"type": "error", "code": "refused", "message": HOSTILE_TEXT}]),
+    (["audit", "tail"],
+     [{"type": "audit_rows", "rows": [{
+         "seq": 1, "time_ms": 1, "run": 1, "pid": 1, "event": "decision",
+         "sha256": "ab\x1b[2J", "labels": HOSTILE_TEXT, "mode": "local", "decision": "ran",
+         "approver": "grant", "profile": "unattended", "has_exit": False}]}]),
+    (["approvals", "ls"],
+     [{"type": "grant_list", "grants": [{"family": HOSTILE_TEXT, "saved_at_ms": 1,
+                                         "card": HOSTILE_TEXT, "use_count": 1,
+                                         "last_used_ms": 0}]}]),
+], ids=["error-message", "audit-tail", "approvals-ls"])
+def test_broker_strings_are_escaped(tmpdir_k, argv, answers):
+    path = os.path.join(tmpdir_k, "fake.sock")
+    FakeBroker(path, answers)
+    p = subprocess.run([KOTOBA, *argv, "--socket", path], capture_output=True, timeout=30)
+    assert_escaped(p.stdout.decode() + p.stderr.decode())
