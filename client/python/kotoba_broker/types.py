@@ -128,7 +128,9 @@ class Card:
             limits=tuple((m.get("limits") or {}).items()))
 
     def annotated_lines(self):
-        """(line number, text, [labels first matched on that line]) for each line."""
+        """(line number, text, [labels first matched on that line]) for each line.
+        The text is the snippet's own, raw: to put it on a terminal, pass it
+        through kotoba_broker.show() (or show the whole card with text())."""
         by_line = {}
         for l in self.labels:
             by_line.setdefault(l.line, []).append(l.label)
