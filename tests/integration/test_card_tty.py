@@ -316,3 +316,52 @@ def test_broker_strings_are_escaped(tmpdir_k, argv, answers):
     FakeBroker(path, answers)
     p = subprocess.run([KOTOBA, *argv, "--socket", path], capture_output=True, timeout=30)
     assert_escaped(p.stdout.decode() + p.stderr.decode())
+
+
+# ---- the card frame -----------------------------------------------------------
+
+def test_card_frame_carries_what_the_run_gets(broker, workdir):
+    c = broker.client(channel=True)
+    c.exec("print(1)", cwd=workdir, timeout_ms=7000,
+           env={"LANG": "C.UTF-8", "PYTHONPATH": "/opt/lib", "AWS_SECRET_KEY": "x",
+                "NOT_ALLOWED": "y"})
+    card = c.recv()
+    assert card["type"] == "card", card
+    assert card["cwd"] == workdir and card["timeout_ms"] == 7000
+    # what the broker keeps, as the run's environment is built; no more
+    assert "AWS_SECRET_KEY" not in card["env"] and "NOT_ALLOWED" not in card["env"]
+    assert card["env"].get("LANG") == "C.UTF-8"
+    assert set(card["limits"]) >= {"cpu_s", "memory_bytes", "processes", "output_bytes"}
+    c.send({"type": "answer", "card": card["card"], "choice": "deny"})
+    assert c.recv()["code"] == "denied"
+
+
+def test_card_over_the_frame_limit_is_not_sent(make_broker, workdir):
+    """An exec just under the frame limit whose card (the same code and kept
+    env plus the card's own text) would be over it: refused in a sentence,
+    since a client could not read such a card."""
+    snippet, frame = 100 * 1024, 100 * 1024 + 64 * 1024 + 64
+    b = make_broker(config="[limits]\nsnippet = %d\nframe = %d\n" % (snippet, frame)).start()
+    c = b.client(channel=True)
+    # the names this broker keeps, from a card
+    names = ["LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES",
+             "LC_MONETARY", "LC_NUMERIC", "LC_TIME", "TZ", "TERM", "COLUMNS", "LINES",
+             "NO_COLOR", "VIRTUAL_ENV", "MPLBACKEND"]
+    c.exec("print(1)", cwd=workdir, env={n: "x" for n in names})
+    card = c.recv()
+    c.send({"type": "answer", "card": card["card"], "choice": "deny"})
+    assert c.recv()["code"] == "denied"
+    kept = list(card["env"])
+    assert len(kept) >= 12, kept
+    msg = {"type": "exec", "id": 2, "code": "print(1)\n" + "#" * (snippet - 9), "cwd": workdir,
+           "env": {n: "x" * 4096 for n in kept}}
+    over = len(msgpack.packb(msg, use_bin_type=True)) - (frame - 100)
+    assert over > 0
+    msg["code"] = msg["code"][:-over]
+    assert frame - 120 < len(msgpack.packb(msg, use_bin_type=True)) <= frame - 100
+    c.send(msg)
+    end = c.recv()
+    assert end["type"] == "error" and end["code"] == "bad-field", end
+    assert "frame limit" in end["message"]
+    assert b.answers()
+    b.stop()
