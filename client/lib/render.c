@@ -192,6 +192,13 @@ static void pen_text(struct pen *p, const char *s, size_t len, bool lines)
 	}
 }
 
+/* A card's string, which a hand-made card may leave NULL. */
+static void pen_str(struct pen *p, const char *s)
+{
+	if (s)
+		pen_text(p, s, strlen(s), false);
+}
+
 size_t kotoba_show(FILE *out, const char *s, size_t len, unsigned flags)
 {
 	struct pen p = { .f = out, .colour = flags & KOTOBA_SHOW_COLOUR };
@@ -250,7 +257,7 @@ static void snippet_line(struct pen *p, const struct kotoba_card *c, uint64_t no
 		pen_room(p, 6 + (unsigned)strlen(label));
 		fputs("   <- ", p->f);
 		p->col += 6;
-		pen_text(p, label, strlen(label), false);
+		pen_str(p, label);
 	}
 	fprintf(p->f, "%s\n", warn[0] ? "\033[0m" : "");
 }
@@ -275,13 +282,15 @@ static void show_snippet(struct pen *p, const struct kotoba_card *c)
 		fputs("      (the snippet is empty)\n", p->f);
 }
 
-/* A labelled field: `Name: value`, the value wrapped under itself. */
-static void field(struct pen *p, const char *name, const char *value)
+/* A labelled field: `Name: value`, the value wrapped under itself; at
+ * words for prose, anywhere for a value shown exactly (a path, an env
+ * value), so that no space of it is taken for the row's end. */
+static void field(struct pen *p, const char *name, const char *value, bool words)
 {
 	p->col = (unsigned)fprintf(p->f, "%-13s", name);
 	snprintf(p->cont, sizeof(p->cont), "%13s", "");
 	p->cont_cols = p->origin = 13;
-	p->words = true;
+	p->words = words;
 	if (value)
 		pen_text(p, value, strlen(value), false);
 }
@@ -338,24 +347,24 @@ static void show_settings(struct pen *p, const struct kotoba_card *c)
 {
 	char t[64];
 
-	field(p, "Runs in:", c->cwd ? c->cwd : "(the broker did not say)");
+	field(p, "Runs in:", c->cwd ? c->cwd : "(the broker did not say)", !c->cwd);
 	fputc('\n', p->f);
 	if (c->timeout_ms)
 		snprintf(t, sizeof(t), "%" PRIu64 ".%03" PRIu64 " s wall clock", c->timeout_ms / 1000,
 			 c->timeout_ms % 1000);
-	field(p, "Time limit:", c->timeout_ms ? t : "(the broker did not say)");
+	field(p, "Time limit:", c->timeout_ms ? t : "(the broker did not say)", true);
 	fputc('\n', p->f);
 	if (c->n_limits) {
-		field(p, "Limits:", NULL);
+		field(p, "Limits:", NULL, true);
 		put_limits(p, c);
 		fputc('\n', p->f);
 	}
-	field(p, "Environment:", c->n_env ? NULL : "nothing from the client");
+	field(p, "Environment:", c->n_env ? NULL : "nothing from the client", true);
 	fputc('\n', p->f);
 	for (size_t i = 0; i < c->n_env; i++) {
-		field(p, "", c->env[i].name);
+		field(p, "", c->env[i].name, false);
 		pen_text(p, "=", 1, false);
-		pen_text(p, c->env[i].value, strlen(c->env[i].value), false);
+		pen_str(p, c->env[i].value);
 		fputc('\n', p->f);
 	}
 }
@@ -365,17 +374,18 @@ static void show_head(struct pen *p, const struct kotoba_card *c)
 	const char *bold = p->colour ? "\033[1m" : "", *off = p->colour ? "\033[0m" : "";
 
 	fprintf(p->f, "\n%s== Approval needed: run this Python snippet? ==%s\n", bold, off);
-	field(p, "Why:", c->reason);
+	field(p, "Why:", c->reason, true);
 	fputs(".\n", p->f);
 	if (c->n_labels) {
-		field(p, "Pre-screen:", NULL);
+		field(p, "Pre-screen:", NULL, true);
 		for (size_t i = 0; i < c->n_labels; i++) {
-			char at[40];
+			char at[128];
+			int n = snprintf(at, sizeof(at), "%s%s (line %" PRIu64 ")", i ? ", " : "",
+					 c->labels[i].label ? c->labels[i].label : "",
+					 c->labels[i].line);
 
-			pen_text(p, i ? ", " : "", i ? 2 : 0, false);
-			pen_text(p, c->labels[i].label, strlen(c->labels[i].label), false);
-			snprintf(at, sizeof(at), " (line %" PRIu64 ")", c->labels[i].line);
-			pen_text(p, at, strlen(at), false);
+			pen_text(p, at, n < 0 ? 0 : (size_t)n < sizeof(at) ? (size_t)n : sizeof(at) - 1,
+				 false);
 		}
 		fputc('\n', p->f);
 	}
@@ -389,10 +399,10 @@ static void show_options(struct pen *p, const struct kotoba_card *c)
 	p->cont_cols = p->origin = 6;
 	p->words = true;
 	p->col = 6;
-	pen_text(p, c->family_button, strlen(c->family_button), false);
+	pen_str(p, c->family_button);
 	fputs("\n      ", p->f);
 	p->col = 6;
-	pen_text(p, c->family_detail, strlen(c->family_detail), false);
+	pen_str(p, c->family_detail);
 	fputs("\n  [d] Deny\n", p->f);
 }
 

@@ -172,12 +172,15 @@ def _snippet(p, card):
         p.write("      (the snippet is empty)\n")
 
 
-def _field(p, name, value=None):
+def _field(p, name, value=None, words=True):
+    """`Name: value`, wrapped under itself: at words for prose, anywhere for
+    a value shown exactly (a path, an env value), so that no space of it is
+    taken for the row's end."""
     p.write("%-13s" % name, max(13, len(name)))
     p.cont = " " * 13
     p.origin = 13
     if value is not None:
-        p.text(value, words=True)
+        p.text(value, words=words)
 
 
 def _size(v):
@@ -201,7 +204,8 @@ def _limits(p, limits):
 
 
 def _settings(p, card):
-    _field(p, "Runs in:", card.cwd if card.cwd is not None else "(the broker did not say)")
+    _field(p, "Runs in:", card.cwd if card.cwd is not None else "(the broker did not say)",
+           words=card.cwd is None)
     p.write("\n")
     p.col = 0
     ms = int(round(card.timeout * 1000)) if card.timeout else 0
@@ -218,7 +222,7 @@ def _settings(p, card):
     p.write("\n")
     p.col = 0
     for name, value in card.env:
-        _field(p, "", name)
+        _field(p, "", name, words=False)
         p.text("=")
         p.text(value)
         p.write("\n")
@@ -234,7 +238,7 @@ def _head(p, card):
     if card.labels:
         _field(p, "Pre-screen:")
         for i, l in enumerate(card.labels):
-            p.text((", " if i else "") + l.label + " (line %d)" % l.line)
+            p.text((", " if i else "") + l.label + " (line %d)" % l.line, words=True)
         p.write("\n")
         p.col = 0
     _settings(p, card)
