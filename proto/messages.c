@@ -341,6 +341,10 @@ int enc_card(struct frame *f, const struct msg_card *m)
 	static const char *const options[] = { "once", "always", "deny" };
 	struct enc e;
 
+	/* An encoder never reads past the fixed arrays. */
+	if (m->n_labels > PROTO_LABELS_MAX || m->n_env > PROTO_ENV_MAX ||
+	    m->n_limits > PROTO_CARD_LIMITS_MAX)
+		return -E2BIG;
 	enc_begin(&e, "card", 13);
 	put_uint(&e, "id", m->id);
 	put_pstr(&e, "card", m->card);
