@@ -29,6 +29,8 @@ from kotoba_broker import Card, Label  # noqa: E402
 from kotoba_broker.render import card_text  # noqa: E402
 
 COLS, ROWS = 80, 24
+AGENT_TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "client", "python", "examples",
+                          "agent_tool.py")
 PWN = 'import os; os.system("id > card_pwned")'
 
 # Each: (name, snippet, what the screen must show besides every line).
@@ -89,15 +91,25 @@ def expected_rows(snippet, labels):
     return rows[start:end]
 
 
-def drive(broker, path, cwd, answer, timeout=60):
-    """Runs `kotoba run FILE` on a pty of COLS x ROWS; at each pager prompt
-    takes a snapshot of the screen and presses Enter; at the question takes
-    one and answers.  Returns (snapshots, exit status, everything read)."""
+def kotoba_run(broker, path, cwd):
+    return [KOTOBA, "run", path, "--cwd", cwd, "--socket", broker.socket]
+
+
+def agent_tool(broker, path, cwd):
+    return ["/usr/bin/python3", AGENT_TOOL, path, "--cwd", cwd, "--socket", broker.socket]
+
+
+def drive(broker, path, cwd, answer, timeout=60, argv=kotoba_run):
+    """Runs `kotoba run FILE` (or another argv) on a pty of COLS x ROWS; at
+    each pager prompt takes a snapshot of the screen and presses Enter; at
+    the question takes one and answers.  Returns (snapshots, exit status,
+    everything read)."""
+    args = argv(broker, path, cwd)
     pid, fd = pty.fork()
     if pid == 0:  # the child: its controlling terminal is the pty
         try:
             fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
-            os.execv(KOTOBA, [KOTOBA, "run", path, "--cwd", cwd, "--socket", broker.socket])
+            os.execv(args[0], args)
         finally:
             os._exit(127)
     screen, snaps, raw = Screen(COLS, ROWS), [], b""
@@ -180,6 +192,21 @@ def test_card_shows_the_real_code_and_deny_runs_nothing(broker, workdir, name, c
     if name == "200-lines":
         assert " 150  " + PWN in text and " 200  print(200)" in text
         assert len(snaps) >= 9  # paged: 200 rows do not fit one screen
+
+
+@pytest.mark.parametrize("name,code,visible", [HOSTILE[0], HOSTILE[4], HOSTILE[-1]],
+                         ids=[HOSTILE[0][0], HOSTILE[4][0], HOSTILE[-1][0]])
+def test_agent_tool_card_shows_the_real_code(broker, workdir, name, code, visible):
+    """examples/agent_tool.py shows the card through kotoba_broker.render,
+    paged the same way."""
+    path = write_snippet(workdir, code)
+    snaps, status, raw = drive(broker, path, workdir, "d", argv=agent_tool)
+    assert status == 0 and b"The code did not run (denied)" in raw
+    assert not os.path.exists(os.path.join(workdir, "card_pwned"))
+    assert_shown_in_order(snaps, expected_rows(code, labels_of(path)))
+    text = "\n".join("\n".join(s) for s in snaps)
+    for v in visible:
+        assert v in text, (v, text)
 
 
 def test_the_terminal_model_sees_the_attack(workdir):
