@@ -670,6 +670,18 @@ int gate_on_revoke(struct session *s, const struct msg *m)
 	struct frame f;
 	bool existed = false;
 
+	/* A family is a name: nothing a client sends here reaches the broker's
+	 * log or the answer's sentence as a terminal control. */
+	for (size_t i = 0; i < r->family.len; i++) {
+		char ch = r->family.ptr[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-')) {
+			session_send_error(s, true, r->id, PERR_BAD_FIELD,
+					   "revoke: a family is a name such as execute_code");
+			return 0;
+		}
+	}
 	snprintf(family, sizeof(family), "%.*s", (int)r->family.len, r->family.ptr);
 	if (r->family.len >= sizeof(family) ||
 	    store_grant_revoke(store, s->peer.uid, family, &existed) < 0) {

@@ -392,3 +392,15 @@ def test_card_over_the_frame_limit_is_not_sent(make_broker, workdir):
     assert "frame limit" in end["message"]
     assert b.answers()
     b.stop()
+
+
+def test_revoke_of_a_family_that_is_not_a_name(broker):
+    """What a client names in a revoke reaches the broker's log and its
+    answer: it must be a name, not terminal controls."""
+    c = broker.client()
+    c.send({"type": "revoke", "id": 5, "family": "x\x1b[2J\x1b]0;t\x07"})
+    m = c.recv()
+    assert m["type"] == "error" and m["code"] == "bad-field", m
+    c.send({"type": "revoke", "id": 6, "family": "execute_code"})
+    assert c.recv()["type"] == "ok"
+    assert "\x1b" not in broker.read_log()
