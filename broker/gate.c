@@ -375,9 +375,10 @@ static void card_limits(struct msg_card *m)
 /* The card shows everything the client chose that changes what runs: the
  * working directory, the timeout, and each env entry the run keeps (by the
  * same rule env_build() applies, so the card cannot show less than runs).
- * Returns false when it could not be built or would be over the frame
- * limit (an exec just under the limit, with many env entries), which a
- * client could not read: the card is then not asked at all. */
+ * Returns false, having sent nothing, when it could not be built or would
+ * be over the frame limit (an exec just under the limit, with many env
+ * entries), which a client could not read: the card is then not asked.
+ * Once sent, the session may be gone (a failed send closes it). */
 static bool send_card(struct session *s, const struct card *c, const char *reason)
 {
 	struct msg_card m = { .id = c->id, .card = pstr_c(c->card_id),
@@ -423,20 +424,20 @@ static void ask(struct session *s, const struct msg_exec *e, const struct scan_r
 		return;
 	}
 	memcpy(c->sha256, sha256, 65);
-	if (!send_card(s, c, v->reason)) {
-		if (audit_decision(s, c->id, c->code, c->code_len, &c->scan, "failed", NULL,
-				   NULL) == 0)
-			session_send_error(s, true, e->id, PERR_BAD_FIELD,
-					   "the approval card for this snippet, with its %zu env "
-					   "entries, would be over the %" PRIu64 "-byte frame limit; "
-					   "send fewer or shorter env entries", e->n_env,
-					   gb->cfg.frame_max);
-		card_free(c);
-		return;
-	}
+	/* In the list before it is sent: a send that fails closes the session,
+	 * which frees its cards, this one with them. */
 	TAILQ_INSERT_TAIL(&cards, c, link);
 	log_info("uid=%u card %s for request %" PRIu64 ": %s", (unsigned)s->peer.uid, c->card_id,
 		 e->id, v->reason);
+	if (send_card(s, c, v->reason))
+		return;
+	TAILQ_REMOVE(&cards, c, link);
+	if (audit_decision(s, c->id, c->code, c->code_len, &c->scan, "failed", NULL, NULL) == 0)
+		session_send_error(s, true, e->id, PERR_BAD_FIELD,
+				   "the approval card for this snippet, with its %zu env entries, "
+				   "would be over the %" PRIu64 "-byte frame limit; send fewer or "
+				   "shorter env entries", e->n_env, gb->cfg.frame_max);
+	card_free(c);
 }
 
 static const char *decision_word(const struct verdict *v)
