@@ -337,8 +337,10 @@ size_t kotoba_show(FILE *out, const char *s, size_t len, unsigned flags);
  * time limit, limits and kept environment, a note counting the characters
  * shown escaped, then every line of the snippet with its number (a line
  * wider than the screen continues on rows marked `+`, never cut), then the
- * three options in the spec's words.  No row is wider than @width, so a
- * caller that pages the text by rows shows all of it.
+ * three options in the spec's words.  No row is wider than @width (from
+ * 20 columns, and as wide characters are counted: two for East Asian wide
+ * ones and emoji, none for combining marks), so a caller that pages the
+ * text by rows shows all of it.
  * @flags: KOTOBA_SHOW_COLOUR or 0.
  * Returns a NUL-terminated string to free(), or NULL when out of memory.
  */

@@ -140,9 +140,7 @@ static void pen_escape(struct pen *p, bool byte, uint32_t v)
  * instead (a word longer than half the row is cut where it must be). */
 static bool wrap_before_word(struct pen *p, const uint8_t *u, size_t len)
 {
-	size_t n = 0;
-
-	size_t chars = 0;
+	size_t n = 0, chars = 0;
 
 	while (n < len && u[n] != ' ' && u[n] != '\n')
 		chars += (u[n++] & 0xc0) != 0x80;
@@ -167,6 +165,7 @@ static void pen_text(struct pen *p, const char *s, size_t len, bool lines)
 		k = utf8_next(u + i, len - i, &cp);
 		if (!k) {
 			pen_escape(p, true, u[i++]);
+			p->marks = 0;
 			continue;
 		}
 		if (cp == '\n' && lines) {
