@@ -404,3 +404,20 @@ def test_revoke_of_a_family_that_is_not_a_name(broker):
     c.send({"type": "revoke", "id": 6, "family": "execute_code"})
     assert c.recv()["type"] == "ok"
     assert "\x1b" not in broker.read_log()
+
+
+def test_docker_card_names_the_container_limits(make_broker, workdir):
+    """In docker mode the card names the limits the container gets."""
+    b = make_broker(config="[broker]\nsandbox = docker\n[docker]\ncli = podman\n"
+                           "image = localhost/kotoba-test-python:bookworm\n"
+                           "url = unix:///nonexistent/kotoba-engine.sock\nmemory = 300M\n").start()
+    c = b.client(channel=True)
+    c.exec("import shutil\nshutil.rmtree('/nonexistent-kotoba')\n", cwd=workdir)
+    card = c.recv()
+    assert card["type"] == "card", card
+    assert card["limits"]["memory_bytes"] == 300 * 1024 * 1024
+    assert "cpu_s" not in card["limits"] and "processes" in card["limits"]
+    assert card["cwd"] == workdir
+    c.send({"type": "answer", "card": card["card"], "choice": "deny"})
+    assert c.recv()["code"] == "denied"
+    b.stop()
