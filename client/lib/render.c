@@ -32,7 +32,8 @@ struct range {
  * math operators, Arabic and Syriac marks, tags), variation selectors,
  * fillers that draw as blank but are letters to Python, line and paragraph
  * separators, private-use characters (their look is the font's) and
- * noncharacters. */
+ * noncharacters (these and U+xFFFE, U+xFFFF of every plane).  With the C0
+ * controls this covers Unicode's default-ignorable code points. */
 static const struct range hidden[] = {
 	{ 0x0080, 0x009f },   { 0x00ad, 0x00ad },   { 0x034f, 0x034f },   { 0x0600, 0x0605 },
 	{ 0x061c, 0x061c },   { 0x06dd, 0x06dd },   { 0x070f, 0x070f },   { 0x0890, 0x0891 },
@@ -177,7 +178,8 @@ static void pen_text(struct pen *p, const char *s, size_t len, bool lines)
 			pen_put(p, "        ", n, n);
 		} else if (cp < 0x20 || cp == 0x7f) {
 			pen_escape(p, true, cp);
-		} else if (IN(hidden, cp) || (IN(combining, cp) && p->marks >= MARKS_MAX)) {
+		} else if (IN(hidden, cp) || (cp & 0xfffe) == 0xfffe ||
+			   (IN(combining, cp) && p->marks >= MARKS_MAX)) {
 			pen_escape(p, false, cp);
 		} else if (IN(combining, cp)) {
 			p->marks++;

@@ -134,6 +134,7 @@ def test_a_card_from_an_older_broker():
     b"plain", b"\x1b[2J\x07\x7f\r\n\t", b"\xff\xc0\xaf\xed\xa0\x80\xe2\x80", b"\xf4\x90\x80\x80",
     "\u202e\u2066\u200b\u009b".encode(), "e\u0301\u0301\u0301".encode(),
     b"e\xcc\x81\xcc\x81\xff\xcc\x81\xcc\x81\xcc\x81", b"a\tb\t\tc",
+    "\ufffe\uffff\U0001fffe\U0010ffff\ufdd0".encode(),
 ])
 @pytest.mark.parametrize("lines", [False, True])
 def test_c_and_python_show_the_same(raw, lines):

@@ -68,6 +68,8 @@ static void test_invisible_code_points_are_shown(void **state)
 	/* a variation selector, a tag character, the Hangul filler (a letter
 	 * to Python, blank on screen) */
 	expect_shown("\xef\xb8\x8f\xf3\xa0\x81\x81\xe3\x85\xa4", "<U+FE0F><U+E0041><U+3164>");
+	/* noncharacters */
+	expect_shown("\xef\xbf\xbe\xf0\x9f\xbf\xbf", "<U+FFFE><U+1FFFF>");
 }
 
 static void test_bytes_that_are_not_utf8_are_shown(void **state)

@@ -20,7 +20,9 @@ MARKS_MAX = 2  # combining marks on one character; more could paint over other r
 # Shown as <U+XXXX>: C1 controls, format characters (bidirectional controls,
 # zero-width characters, the BOM, invisible operators, tags...), variation
 # selectors, fillers that draw blank but are letters to Python, line and
-# paragraph separators, private use and noncharacters.
+# paragraph separators, private use and noncharacters (these and U+xFFFE,
+# U+xFFFF of every plane).  With the C0 controls this covers Unicode's
+# default-ignorable code points.
 _HIDDEN = (
     (0x0080, 0x009f), (0x00ad, 0x00ad), (0x034f, 0x034f), (0x0600, 0x0605),
     (0x061c, 0x061c), (0x06dd, 0x06dd), (0x070f, 0x070f), (0x0890, 0x0891),
@@ -118,7 +120,8 @@ class _Pen:
                 self.put(" " * n, n)
             elif cp < 0x20 or cp == 0x7f:
                 self.escape("\\x%02x" % cp)
-            elif _in(_HIDDEN, cp) or (_in(_COMBINING, cp) and self.marks >= MARKS_MAX):
+            elif (_in(_HIDDEN, cp) or cp & 0xfffe == 0xfffe
+                  or (_in(_COMBINING, cp) and self.marks >= MARKS_MAX)):
                 self.escape("<U+%04X>" % cp)
             elif _in(_COMBINING, cp):
                 self.marks += 1
