@@ -111,7 +111,7 @@ def card_of(snippet, i):
         expires=300, reason="arbitrary Python is never auto-safe on the host, and no "
                             "execute_code grant is saved",
         cwd="/home/ada/a directory with spaces/\x1b]0;x\x07/" + "deep/" * 20,
-        timeout=12.345, env=(("PYTHONPATH", "/opt/lib \u202e x" + "y" * 150), ("LANG", "C")),
+        timeout=12.345, env=(("VIRTUAL_ENV", "/opt/venv \u202e x" + "y" * 150), ("LANG", "C")),
         limits=(("cpu_s", 600), ("memory_bytes", 4 << 30), ("processes", 512),
                 ("file_size_bytes", 1 << 30), ("open_files", 256), ("output_bytes", 200000)))
 

@@ -363,7 +363,7 @@ static void test_card_settings_are_checked(void **state)
 	assert_true(pstr_eq(m.u.card.cwd, "/home/ada/project"));
 	assert_int_equal(m.u.card.timeout_ms, 60000);
 	assert_int_equal(m.u.card.n_env, 2);
-	assert_true(pstr_eq(m.u.card.env[1].name, "PYTHONPATH"));
+	assert_true(pstr_eq(m.u.card.env[1].name, "TZ"));
 	assert_int_equal(m.u.card.n_limits, 6);
 	assert_true(pstr_eq(m.u.card.limits[1].name, "memory_bytes"));
 	assert_true(m.u.card.limits[1].value == 4294967296u);

@@ -55,7 +55,7 @@ def card(snippet, **kw):
                          "until you revoke it in Settings.",
                   expires=300, reason="the snippet matches the pre-screen",
                   cwd="/home/ada/project", timeout=60.0,
-                  env=(("PYTHONPATH", "/tmp/lib\x1b[2J"), ("LANG", "C.UTF-8")),
+                  env=(("TZ", "Europe/Paris\x1b[2J"), ("LANG", "C.UTF-8")),
                   limits=(("cpu_s", 600), ("memory_bytes", 4294967296),
                           ("output_bytes", 200000)))
     fields.update(kw)
@@ -84,7 +84,7 @@ def test_card_shows_what_the_client_set():
     assert "Runs in:     /home/ada/project\n" in text
     assert "Time limit:  60.000 s wall clock\n" in text
     assert "Limits:      cpu 600 s, memory 4 GiB, output 200000 bytes\n" in text
-    assert "             PYTHONPATH=/tmp/lib\\x1b[2J\n" in text
+    assert "             TZ=Europe/Paris\\x1b[2J\n" in text
     assert "             LANG=C.UTF-8\n" in text
     assert "the lines above contain 1 invisible or control character," in text
     assert "\x1b" not in text
