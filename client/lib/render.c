@@ -163,6 +163,11 @@ static void pen_text(struct pen *p, const char *s, size_t len, bool lines)
 			i++;
 			continue;
 		}
+		if (u[i] >= 0x20 && u[i] < 0x7f) { /* printable ASCII: most of any code */
+			pen_put(p, u + i++, 1, 1);
+			p->marks = 0;
+			continue;
+		}
 		k = utf8_next(u + i, len - i, &cp);
 		if (!k) {
 			pen_escape(p, true, u[i++]);

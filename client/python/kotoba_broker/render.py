@@ -110,6 +110,10 @@ class _Pen:
                 if self.width and self.col + 1 + n > self.width and n < self.width // 2:
                     self.room(self.width)
                     continue
+            if cp is not None and 0x20 <= cp < 0x7f:  # printable ASCII: most of any code
+                self.put(ch, 1)
+                self.marks = 0
+                continue
             if cp is None:
                 self.escape("\\x%02x" % ch if ch < 0x100 else "<U+%04X>" % ch)
             elif cp == 0x0a and lines:
