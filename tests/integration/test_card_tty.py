@@ -10,6 +10,7 @@ import fcntl
 import os
 import pty
 import select
+import shutil
 import socket
 import struct
 import subprocess
@@ -421,3 +422,48 @@ def test_docker_card_names_the_container_limits(make_broker, workdir):
     c.send({"type": "answer", "card": card["card"], "choice": "deny"})
     assert c.recv()["code"] == "denied"
     b.stop()
+
+
+# ---- the same card in a real terminal emulator ----------------------------------
+
+TMUX = shutil.which("tmux")
+
+
+@pytest.mark.skipif(not TMUX, reason="tmux is not installed: the card is checked through "
+                    "vt100.py only (apt-get install tmux to check it in a real terminal too)")
+def test_card_in_tmux_shows_the_real_line_1(broker, workdir):
+    """tmux interprets the card as a terminal would; its screen must show
+    the real line 1 and the escapes, and deny must run nothing."""
+    path = write_snippet(workdir, HOSTILE[0][1])
+    sock = "kotoba-test-%d" % os.getpid()
+    tmux = [TMUX, "-L", sock, "-f", "/dev/null"]
+    status = os.path.join(workdir, "..", "status")
+    cmd = "%s; echo $? > %s" % (" ".join(kotoba_run(broker, path, workdir)), status)
+    subprocess.run(tmux + ["new-session", "-d", "-x", str(COLS), "-y", str(ROWS), cmd],
+                   check=True)
+    try:
+        deadline, screens = time.monotonic() + 30, []
+        while time.monotonic() < deadline:
+            screen = subprocess.run(tmux + ["capture-pane", "-p"], capture_output=True,
+                                    text=True).stdout
+            last = [r for r in screen.split("\n") if r.strip()][-1:] or [""]
+            if last[0].startswith("Your choice [o/a/d]:"):
+                screens.append(screen)
+                subprocess.run(tmux + ["send-keys", "d", "Enter"], check=True)
+                break
+            if last[0].startswith("-- rows") and screen not in screens:
+                screens.append(screen)
+                subprocess.run(tmux + ["send-keys", "Enter"], check=True)
+            time.sleep(0.2)
+        else:
+            pytest.fail("no question on the tmux screen:\n" + "\n---\n".join(screens))
+        while time.monotonic() < deadline and not os.path.exists(status):
+            time.sleep(0.1)
+    finally:
+        subprocess.run(tmux + ["kill-server"], capture_output=True)
+    text = "\n".join(screens)
+    assert "   1  " + PWN in text, text
+    assert "\\x1b[2K\\x1b[1A\\x1b[2K\\x1b[1G" in text and "Pre-screen:" in text
+    with open(status) as f:
+        assert f.read().strip() == "126"
+    assert not os.path.exists(os.path.join(workdir, "card_pwned"))
