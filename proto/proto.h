@@ -49,6 +49,7 @@
 #define PERR_AUDIT "audit-unavailable"     /* cannot record: nothing runs */
 #define PERR_AUDIT_BROKEN "audit-broken"   /* the hash chain does not verify */
 #define PERR_WORKER_LOST "worker-lost"     /* the worker died without a result */
+#define PERR_TOO_SLOW "too-slow"           /* no hello, or a frame unfinished, in time: closed */
 #define PERR_INTERNAL "internal"
 
 /* A length-counted byte string; for msgpack str it is valid UTF-8 but not
