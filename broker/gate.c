@@ -446,26 +446,32 @@ static void send_card(struct session *s, const struct card *c, const char *reaso
 		session_send(s, &f);
 }
 
-static void ask(struct session *s, const struct msg_exec *e, const struct scan_result *sr,
-		const struct verdict *v, const char *sha256)
+/* Whether one more card may wait; if not, the client is told (busy)
+ * before anything is recorded: no card was shown, nothing ran. */
+static bool card_room(struct session *s, const struct msg_exec *e)
 {
-	struct card *c;
 	unsigned mine = waiting_of_uid(&cards, s->peer.uid, NULL);
 
 	if (cards_of(s) >= gb->cfg.max_cards_per_conn) {
 		session_send_error(s, true, e->id, PERR_BUSY,
 				   "%u cards are already waiting on this connection; answer them "
 				   "first", cards_of(s));
-		return;
+		return false;
 	}
 	if (mine >= gb->cfg.cards_per_uid) {
 		session_send_error(s, true, e->id, PERR_BUSY,
 				   "%u of your cards are already waiting, the most one user may have "
 				   "([quota] cards); answer them first", mine);
-		return;
+		return false;
 	}
-	if (over_card_bytes(s, e->id, e->code.len))
-		return;
+	return !over_card_bytes(s, e->id, e->code.len);
+}
+
+static void ask(struct session *s, const struct msg_exec *e, const struct scan_result *sr,
+		const struct verdict *v, const char *sha256)
+{
+	struct card *c;
+
 	c = card_new(s, e, sr);
 	if (!c) {
 		session_send_error(s, true, e->id, PERR_INTERNAL, "out of memory");
@@ -647,6 +653,8 @@ void gate_exec(struct session *s, const struct msg_exec *e)
 		return;
 	}
 	v = decide(s, has_grant, sr.n > 0);
+	if (v.what == V_CARD && !card_room(s, e))
+		return;
 	if (audit_decision(s, e->id, e->code.ptr, e->code.len, &sr, decision_word(&v), &v,
 			   false, sha256) < 0)
 		return;
