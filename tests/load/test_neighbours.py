@@ -398,3 +398,36 @@ def test_queue_full_cancel_and_timeout(make_broker, tmpdir_k):
     r = c.until_end(id=8)
     assert r["end"]["type"] == "exit" and r["stdout"] == b"8\n", r
     c.close()
+
+
+def test_clients_accept_queued(make_broker, tmpdir_k):
+    """The CLI, the C library under it and the Python package each get a
+    `queued` frame here, wait, and report the run as any other."""
+    import asyncio
+    import sys
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "client", "python"))
+    import kotoba_broker as kb
+
+    b = make_broker(config="[broker]\nmax_runs_per_uid = 1\n").start()
+    hold = b.client()
+    hold.exec("import time\ntime.sleep(1.5)", id=1, cwd=tmpdir_k)
+    assert hold.recv()["type"] == "started"
+    r = b.run_json("print(5)", timeout=60)
+    assert r.get("exit") == 0 and r.get("stdout") == "5\n" and r["_status"] == 0, r
+    hold.until_end(id=1)
+
+    hold.exec("import time\ntime.sleep(1.5)", id=2, cwd=tmpdir_k)
+    assert hold.recv()["type"] == "started"
+    with kb.Broker(socket=b.socket, channel=False) as c:
+        res = c.run("print(6)", cwd=tmpdir_k)
+    assert res.exit_code == 0 and res.stdout == "6\n", res
+    hold.until_end(id=2)
+
+    async def run_async():
+        async with kb.AsyncBroker(socket=b.socket, channel=False) as c:
+            return await c.run("print(7)", cwd=tmpdir_k)
+    hold.exec("import time\ntime.sleep(1.5)", id=3, cwd=tmpdir_k)
+    assert hold.recv()["type"] == "started"
+    res = asyncio.run(run_async())
+    assert res.exit_code == 0 and res.stdout == "7\n", res
+    hold.close()
