@@ -17,6 +17,7 @@ import os
 import pwd
 import shutil
 import socket
+import sqlite3
 import statistics
 import subprocess
 import tempfile
@@ -263,6 +264,11 @@ def test_flood_leaves_neighbour_served(nbroker, users):
         c.close()
     time.sleep(1.0)
     rss_after = rss_kb(pid)
+    # The flooder is over its quota, yet its cards' ends are recorded.
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(b.state, "kotoba.db"), uri=True)
+    expired = db.execute("SELECT count(*) FROM audit WHERE uid = ? AND decision = 'expired'",
+                         (flooder.pw_uid,)).fetchone()[0]
+    db.close()
     after_ok, _ = victim_runs(b, victim, 5)
 
     figures = {"victim_ok_before": base_ok, "victim_ok_during": during_ok,
@@ -273,7 +279,8 @@ def test_flood_leaves_neighbour_served(nbroker, users):
                "refused_flood": flood.codes, "silent_ends": sorted(set(silent_ends)),
                "trickle_closed_after_s": [round(t.closed_after or -1, 1) for t in trickles],
                "state_growth_bytes": state1 - state0, "rss_kb_before": rss0,
-               "rss_kb_cards": rss_cards, "rss_kb_after": rss_after}
+               "rss_kb_cards": rss_cards, "rss_kb_after": rss_after,
+               "flooder_cards_recorded_expired": expired}
     record("neighbours", figures)
     # The victim: every snippet ran, before, during and after.
     assert during_ok == 15 and after_ok == 5, figures
@@ -286,6 +293,7 @@ def test_flood_leaves_neighbour_served(nbroker, users):
     assert silent_ends == ["too-slow"] * len(silent), figures
     assert all(t.closed_after is not None and t.closed_after < 15 for t in trickles), figures
     assert rss_after - rss0 <= 16 * 1024, figures
+    assert expired == cards, figures
 
 
 # ---- memory after many cards ----------------------------------------------------
