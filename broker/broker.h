@@ -53,6 +53,7 @@ struct session {
 	uint64_t frame_us; /* when the frame being dispatched was read */
 	uint64_t opened_ms;      /* for [quota] hello_timeout */
 	uint64_t frame_start_ms; /* first byte of an unfinished frame; 0: none */
+	bool stalled;            /* seen backlogged: the clocks start again after */
 };
 
 /* Snippet code and what the gate decided, handed to run_start(). */

@@ -466,7 +466,8 @@ void session_accept(struct watch *w, uint32_t events)
 /* When this connection's time is up: [quota] hello_timeout from connecting
  * until hello, [quota] frame_timeout from a frame's first byte to its last.
  * UINT64_MAX: no deadline.  A connection the broker is not reading (its
- * answers are backlogged) is not trickling: its frame clock restarts. */
+ * answers are backlogged) is not the one that is slow: both clocks start
+ * again once the broker reads it. */
 static uint64_t session_deadline(struct session *s, uint64_t now)
 {
 	const struct config *c = &s->b->cfg;
@@ -474,10 +475,18 @@ static uint64_t session_deadline(struct session *s, uint64_t now)
 
 	if (s->state == SESSION_CLOSING)
 		return at;
+	if (session_backlogged(s)) {
+		s->stalled = true;
+		return at;
+	}
+	if (s->stalled) {
+		s->stalled = false;
+		s->opened_ms = now;
+		if (s->frame_start_ms)
+			s->frame_start_ms = now;
+	}
 	if (s->state == SESSION_NEW)
 		at = s->opened_ms + c->hello_timeout_ms;
-	if (s->frame_start_ms && session_backlogged(s))
-		s->frame_start_ms = now;
 	if (s->frame_start_ms && s->frame_start_ms + c->frame_timeout_ms < at)
 		at = s->frame_start_ms + c->frame_timeout_ms;
 	return at;

@@ -33,6 +33,9 @@ kit = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(kit)
 
 RESULTS = os.environ.get("KOTOBA_LOAD_RESULTS")
+# Under AddressSanitizer freed memory sits in its quarantine: RSS says
+# nothing about the broker's own, so it is reported, not judged.
+SANITIZED = os.environ.get("KOTOBA_SANITIZED") == "1"
 FLOODER, VICTIM = "kotoba-na", "kotoba-nb"
 MIB = 1 << 20
 
@@ -292,7 +295,7 @@ def test_flood_leaves_neighbour_served(nbroker, users):
     # No hello in time, or a frame trickled: too-slow, then closed.
     assert silent_ends == ["too-slow"] * len(silent), figures
     assert all(t.closed_after is not None and t.closed_after < 15 for t in trickles), figures
-    assert rss_after - rss0 <= 16 * 1024, figures
+    assert SANITIZED or rss_after - rss0 <= 16 * 1024, figures
     assert expired == cards, figures
 
 
@@ -336,7 +339,7 @@ def test_memory_returned_after_cards_close(make_broker):
     assert cards == 160, figures
     # 160 MB of snippets were held; what stays is the store's cache and
     # the heap's high-water mark of small objects.
-    assert after - before <= 24 * 1024, figures
+    assert SANITIZED or after - before <= 24 * 1024, figures
     r = b.run_json("print(6*7)")
     assert r.get("exit") == 0 and r.get("stdout") == "42\n", r
 
