@@ -304,6 +304,19 @@ static struct card *card_new(struct session *s, const struct msg_exec *e,
 			     const struct scan_result *sr);
 static int audit_card_end(struct card *c, const char *decision, const struct verdict *v);
 static void enqueue(struct card *c, const struct verdict *v, const char *why);
+static unsigned waiting_of_uid(const struct card_list *l, uid_t uid, uint64_t *bytes);
+
+/* Starts the run unless it must wait: at a limit, or behind older execs of
+ * the same user already waiting (a slot that frees is theirs first).
+ * -EBUSY with the reason in why: the caller queues it. */
+static int start_or_wait(struct session *s, struct run_request *rq, char *why, size_t len)
+{
+	if (waiting_of_uid(&waiting, s->peer.uid, NULL) > 0) {
+		snprintf(why, len, "older snippets of yours are waiting for a slot");
+		return -EBUSY;
+	}
+	return try_start(s, rq, why, len);
+}
 
 static void run_now(struct session *s, const struct msg_exec *e, const struct scan_result *sr,
 		    const struct verdict *v, const char *sha256)
@@ -317,16 +330,16 @@ static void run_now(struct session *s, const struct msg_exec *e, const struct sc
 		snprintf(cwd, sizeof(cwd), "%.*s", (int)e->cwd.len, e->cwd.ptr);
 	else
 		home_of(s->peer.uid, cwd, sizeof(cwd));
-	rq.cwd = cwd;
-	rq.arrived_us = s->frame_us;
-	fill_request(&rq, sr, v, sha256);
 	char busy[300];
 	struct card *c;
 
+	rq.cwd = cwd;
+	rq.arrived_us = s->frame_us;
+	fill_request(&rq, sr, v, sha256);
 	if (!strcmp(v->approver, "grant") && store_grant_touch(store, s->peer.uid, FAMILY) < 0)
 		log_warn("uid=%u could not count a grant use: %s", (unsigned)s->peer.uid,
 			 store_last_error(store));
-	if (try_start(s, &rq, busy, sizeof(busy)) != -EBUSY)
+	if (start_or_wait(s, &rq, busy, sizeof(busy)) != -EBUSY)
 		return;
 	c = card_new(s, e, sr);
 	if (!c) {
@@ -513,8 +526,7 @@ static void enqueue(struct card *c, const struct verdict *v, const char *why)
 	TAILQ_INSERT_TAIL(&waiting, c, link);
 	queue_kick = true;
 	log_info("uid=%u request %" PRIu64 " queued at %" PRIu64 ": %s", (unsigned)s->peer.uid,
-		 c->id,
-		 q.position, why);
+		 c->id, q.position, why);
 	if (enc_queued(&f, &q) == 0)
 		session_send(s, &f);
 }
@@ -527,10 +539,9 @@ static int start_queued(struct card *c)
 	struct run_request rq = { .id = c->id, .code = c->code, .code_len = c->code_len,
 				  .cwd = c->cwd, .timeout_ms = c->timeout_ms, .env = c->env,
 				  .n_env = c->n_env, .arrived_us = c->arrived_us };
+	struct card *prev = TAILQ_PREV(c, card_list, link);
 	char busy[300];
 	int rc;
-
-	struct card *prev = TAILQ_PREV(c, card_list, link);
 
 	fill_request(&rq, &c->scan, &v, c->sha256);
 	/* Off the queue while it is tried: an error sent to a client that has
@@ -614,9 +625,9 @@ static void queue_expire(uint64_t now)
 			return;
 		log_info("uid=%u request %" PRIu64 " left the queue unrun", (unsigned)c->s->peer.uid,
 			 c->id);
-		snprintf(why, sizeof(why), "the snippet waited %" PRIu64 " s in the queue without a "
-			 "free slot ([quota] queue_timeout); it did not run",
-			 gb->cfg.queue_timeout_ms / 1000);
+		snprintf(why, sizeof(why), "the snippet waited %.1f s in the queue without a free "
+			 "slot ([quota] queue_timeout); it did not run",
+			 (double)gb->cfg.queue_timeout_ms / 1000);
 		unqueue(c, "failed", PERR_BUSY, why);
 	} while (c);
 }
@@ -711,7 +722,7 @@ static void run_card(struct card *c)
 	}
 	fill_request(&rq, &c->scan, &approved, c->sha256);
 	rq.arrived_us = c->s->frame_us; /* the answer's frame: the person's time is not ours */
-	if (try_start(c->s, &rq, busy, sizeof(busy)) != -EBUSY) {
+	if (start_or_wait(c->s, &rq, busy, sizeof(busy)) != -EBUSY) {
 		card_free(c);
 		return;
 	}
