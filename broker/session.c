@@ -116,6 +116,7 @@ static void session_fail(struct session *s, const char *code, const char *text)
 	if (s->w.fd < 0)
 		return;
 	s->state = SESSION_CLOSING;
+	s->frame_start_ms = now_ms(); /* [quota] frame_timeout to take the answer */
 	flush(s);
 }
 
@@ -339,7 +340,7 @@ static void read_frames(struct session *s)
 			session_fail(s, PERR_INTERNAL, "the broker could not handle that message");
 	}
 	s->dispatching = false;
-	if (s->w.fd >= 0)
+	if (s->w.fd >= 0 && s->state != SESSION_CLOSING)
 		note_partial(s);
 }
 
@@ -474,7 +475,7 @@ static uint64_t session_deadline(struct session *s, uint64_t now)
 	uint64_t at = UINT64_MAX;
 
 	if (s->state == SESSION_CLOSING)
-		return at;
+		return s->frame_start_ms + c->frame_timeout_ms;
 	if (session_backlogged(s)) {
 		s->stalled = true;
 		return at;
@@ -500,6 +501,11 @@ static void time_out(struct session *s, uint64_t now)
 	bool hello = s->state == SESSION_NEW &&
 		     now >= s->opened_ms + c->hello_timeout_ms;
 
+	if (s->state == SESSION_CLOSING) {
+		/* It was told why it is closed and did not read that either. */
+		session_close(s);
+		return;
+	}
 	log_warn("uid=%u pid=%d session=%" PRIu64 " closed: %s", (unsigned)s->peer.uid,
 		 (int)s->peer.pid, s->sid, hello ? "no hello in time" : "a frame took too long");
 	if (hello)
