@@ -45,7 +45,7 @@ static const char *const type_names[MSG_TYPE_COUNT] = {
 	[MSG_AUDIT_ROWS] = "audit_rows", [MSG_OK] = "ok",
 	[MSG_ERROR] = "error",	       [MSG_JOB] = "job",
 	[MSG_READY] = "ready",	       [MSG_SETUP_ERROR] = "setup_error",
-	[MSG_FINISHED] = "finished",
+	[MSG_FINISHED] = "finished",   [MSG_QUEUED] = "queued",
 };
 
 const char *msg_type_name(enum msg_type t)
@@ -139,6 +139,17 @@ int enc_started(struct frame *f, const struct msg_started *m)
 	put_uint(&e, "id", m->id);
 	put_str(&e, "profile", m->profile);
 	put_str(&e, "approver", m->approver);
+	return enc_end(&e, f);
+}
+
+int enc_queued(struct frame *f, const struct msg_queued *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "queued", 3);
+	put_uint(&e, "id", m->id);
+	put_uint(&e, "position", m->position);
+	put_uint(&e, "timeout_ms", m->timeout_ms);
 	return enc_end(&e, f);
 }
 
@@ -634,6 +645,17 @@ static int dec_started(struct dec *d, struct msg_started *m)
 	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
 	    (rc = dec_enum(d, "profile", true, profiles, &m->profile)) < 0 ||
 	    (rc = dec_enum(d, "approver", true, approvers, &m->approver)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_queued(struct dec *d, struct msg_queued *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
+	    (rc = dec_uint(d, "position", true, &m->position)) < 0 ||
+	    (rc = dec_uint(d, "timeout_ms", true, &m->timeout_ms)) < 0)
 		return rc;
 	return 0;
 }
@@ -1148,6 +1170,7 @@ static int dec_body(struct dec *d, struct msg *out, size_t max_snippet)
 	case MSG_WELCOME: return dec_welcome(d, &out->u.welcome);
 	case MSG_STARTED: return dec_started(d, &out->u.started);
 	case MSG_OUTPUT: return dec_output(d, &out->u.output);
+	case MSG_QUEUED: return dec_queued(d, &out->u.queued);
 	case MSG_EXIT: return dec_exit(d, &out->u.exit);
 	case MSG_ERROR: return dec_error(d, &out->u.error);
 	case MSG_JOB: return dec_job(d, &out->u.job);

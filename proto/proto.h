@@ -50,6 +50,8 @@
 #define PERR_AUDIT "audit-unavailable"     /* cannot record: nothing runs */
 #define PERR_AUDIT_BROKEN "audit-broken"   /* the hash chain does not verify */
 #define PERR_WORKER_LOST "worker-lost"     /* the worker died without a result */
+#define PERR_TOO_SLOW "too-slow"           /* no hello, or a frame unfinished, in time: closed */
+#define PERR_QUOTA "quota"                 /* the user's audit quota for the period is spent */
 #define PERR_INTERNAL "internal"
 
 /* A length-counted byte string; for msgpack str it is valid UTF-8 but not
@@ -130,6 +132,7 @@ enum msg_type {
 	MSG_AUDIT_ROWS,
 	MSG_OK,
 	MSG_ERROR,
+	MSG_QUEUED,
 	/* broker -> worker */
 	MSG_JOB,
 	/* worker -> broker */
@@ -220,6 +223,13 @@ struct msg_error {
 
 struct msg_cancel {
 	uint64_t id;
+};
+
+/* broker -> client: the exec waits for a free slot ([quota] queue). */
+struct msg_queued {
+	uint64_t id;
+	uint64_t position;    /* 1 = next of this user's to start */
+	uint64_t timeout_ms;  /* how long it may wait before it is not run */
 };
 
 /* The family option's wording, exactly as the spec gives it. */
@@ -402,6 +412,7 @@ struct msg {
 		struct msg_audit_rows audit_rows;
 		struct msg_ok ok;
 		struct msg_error error;
+		struct msg_queued queued;
 		struct msg_welcome welcome;
 		struct msg_started started;
 		struct msg_output output;
@@ -430,6 +441,7 @@ int enc_ok(struct frame *f, const struct msg_ok *m);
 int enc_output(struct frame *f, const struct msg_output *m);
 int enc_exit(struct frame *f, const struct msg_exit *m);
 int enc_error(struct frame *f, const struct msg_error *m);
+int enc_queued(struct frame *f, const struct msg_queued *m);
 int enc_job(struct frame *f, const struct msg_job *m);
 int enc_ready(struct frame *f, const struct msg_ready *m);
 int enc_setup_error(struct frame *f, const struct msg_setup_error *m);

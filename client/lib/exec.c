@@ -208,7 +208,9 @@ static void notice(const struct kotoba_exec_opts *o, const struct msg_error *e)
 }
 
 /* Reads frames until this run's `exit` or `error`.  Frames of other ids
- * are left over from earlier runs (a cancel racing an exit) and dropped. */
+ * are left over from earlier runs (a cancel racing an exit) and dropped.
+ * A `queued` frame (the run waits for a free slot) is dropped too: the
+ * run only takes longer, and ends as any other. */
 static enum kotoba_code follow(struct kotoba_client *c, uint64_t id,
 			       const struct kotoba_exec_opts *o, struct kotoba_result *res,
 			       struct kotoba_error *err)

@@ -63,6 +63,7 @@ static int reencode(const struct msg *m, struct frame *f)
 	case MSG_EXEC: return enc_exec(f, &m->u.exec);
 	case MSG_STARTED: return enc_started(f, &m->u.started);
 	case MSG_OUTPUT: return enc_output(f, &m->u.output);
+	case MSG_QUEUED: return enc_queued(f, &m->u.queued);
 	case MSG_EXIT: return enc_exit(f, &m->u.exit);
 	case MSG_CARD: return enc_card(f, &m->u.card);
 	case MSG_ANSWER: return enc_answer(f, &m->u.answer);
