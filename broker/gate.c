@@ -539,7 +539,7 @@ static void ask(struct session *s, const struct msg_exec *e, const struct scan_r
 	if (send_card(s, c, v->reason))
 		return;
 	TAILQ_REMOVE(&cards, c, link);
-	if (audit_decision(s, c->id, c->code, c->code_len, &c->scan, "failed", NULL, NULL) == 0)
+	if (audit_decision(s, c->id, c->code, c->code_len, &c->scan, "failed", NULL, true, NULL) == 0)
 		session_send_error(s, true, e->id, PERR_BAD_FIELD,
 				   "the approval card for this snippet, with its %zu env entries, "
 				   "would be over the %" PRIu64 "-byte frame limit; send fewer or "
