@@ -219,6 +219,10 @@ static void start_steps(const struct broker *b, const struct container *ct, cons
 		arg(j, a, "--runtime=%s", c->container_runtime);
 	arg(j, a, "--entrypoint=%s", c->container_python);
 	arg(j, a, "%s", ct->image);
+	/* Isolated like a snippet: the working directory is mounted and
+	 * snippets may write there, and a signal.py left in it must not
+	 * become the next container's first process. */
+	arg(j, a, "-I");
 	arg(j, a, "-c");
 	arg(j, a, "%s", keepalive_py);
 	arg(j, a, "%" PRIu64, c->container_idle_ms / 1000 + SELF_STOP_SLACK_S);
@@ -239,6 +243,9 @@ static bool env_passes(const char *kv)
 static void snippet_exec(const struct broker *b, const struct container *ct, const char *cli,
 			 char *const *env, size_t n_env, struct engine_job *j)
 {
+	/* The same isolated start as on the host: an image's ENV PYTHONPATH
+	 * or a .pth in the mounted working directory runs nothing either. */
+	static const char *const python_args[] = { PYTHON_SNIPPET_ARGV };
 	struct job_argv *a = &j->e.run;
 
 	prefix(b, ct, cli, j, a);
@@ -252,8 +259,8 @@ static void snippet_exec(const struct broker *b, const struct container *ct, con
 			arg(j, a, "--env=%s", env[i]);
 	arg(j, a, "%s", ct->name);
 	arg(j, a, "%s", b->cfg.container_python);
-	arg(j, a, "-B");
-	arg(j, a, "-");
+	for (size_t i = 0; i < sizeof(python_args) / sizeof(python_args[0]); i++)
+		arg(j, a, "%s", python_args[i]);
 }
 
 static void remove_cmd(const struct broker *b, const struct container *ct, const char *cli,
@@ -274,6 +281,7 @@ static void oom_cmd(const struct broker *b, const struct container *ct, const ch
 	arg(j, a, "exec");
 	arg(j, a, "%s", ct->name);
 	arg(j, a, "%s", b->cfg.container_python);
+	arg(j, a, "-I");
 	arg(j, a, "-c");
 	arg(j, a, "%s", oom_probe_py);
 }

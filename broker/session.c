@@ -192,6 +192,7 @@ static int on_exec(struct session *s, const struct msg *m)
 {
 	const struct msg_exec *e = &m->u.exec;
 	const struct config *c = &s->b->cfg;
+	char why[300];
 
 	if (id_in_use(s, e->id)) {
 		session_send_error(s, true, e->id, PERR_BAD_FIELD,
@@ -202,6 +203,10 @@ static int on_exec(struct session *s, const struct msg *m)
 		session_send_error(s, true, e->id, PERR_BAD_FIELD,
 				   "exec: timeout_ms %" PRIu64 " is over the maximum of %" PRIu64,
 				   e->timeout_ms, c->timeout_max_ms);
+		return 0;
+	}
+	if (env_check_request(e->env, e->n_env, why, sizeof(why)) < 0) {
+		session_send_error(s, true, e->id, PERR_BAD_FIELD, "%s", why);
 		return 0;
 	}
 	gate_exec(s, e);

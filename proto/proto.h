@@ -356,6 +356,15 @@ struct job_engine {
 	struct job_argv oom;     /* after an exit of 137: prints the OOM-kill count */
 };
 
+/* python3's arguments after its name, for every snippet, on the host and
+ * in a container.  -I (isolated): no PYTHON* variable is read, no user
+ * site directory, and neither the working directory nor a script's is on
+ * sys.path, so nothing the card does not show (a sitecustomize.py, a .pth
+ * file, a json.py in the working directory) runs before or around the
+ * code.  -B: no .pyc written.  -u: output streams as it is written (the
+ * flag, since -I ignores PYTHONUNBUFFERED).  "-": the code is stdin. */
+#define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-"
+
 struct msg_job {
 	struct pstr profile;     /* "approved" | "unattended" | "engine" */
 	struct pstr python;      /* absolute path of the interpreter */

@@ -170,16 +170,23 @@ static void test_cold_start_flags(void **state UNUSED)
 			assert_true(pstr_eq(start->v[i], "--volume=/home/ada/w:/home/ada/w:rw"));
 
 	run = &j.e.run;
+	/* python3 starts isolated, as on the host: -I ignores PYTHON*
+	 * variables, the user site and the working directory on sys.path. */
 	assert_true(pstr_eq(run->v[run->n - 1], "-"));
-	assert_true(pstr_eq(run->v[run->n - 2], "-B"));
-	assert_true(pstr_eq(run->v[run->n - 3], "python3"));
-	assert_true(pstr_eq(run->v[run->n - 4], ct->name));
+	assert_true(pstr_eq(run->v[run->n - 2], "-u"));
+	assert_true(pstr_eq(run->v[run->n - 3], "-B"));
+	assert_true(pstr_eq(run->v[run->n - 4], "-I"));
+	assert_true(pstr_eq(run->v[run->n - 5], "python3"));
+	assert_true(pstr_eq(run->v[run->n - 6], ct->name));
 	assert_true(has(run, "--interactive") && has(run, "--env=LANG=C.UTF-8"));
 	assert_true(has(run, "--env=HOME=/tmp") && has(run, "--env=TMPDIR=/tmp"));
 	assert_false(has(run, "--env=PATH=/usr/bin") || has(run, "--env=HOME=/home/ada"));
 	assert_false(has(run, "--env=XDG_X=1"));
 	assert_true(has(&j.e.kill, "rm") && has(&j.e.kill, ct->name));
 	assert_true(has(&j.e.oom, "exec") && has(&j.e.oom, ct->name));
+	/* The keep-alive and the OOM probe start isolated too: a signal.py
+	 * a snippet left in the mounted working directory is never imported. */
+	assert_true(has(start, "-I") && has(&j.e.oom, "-I"));
 	finish(ct);
 }
 
