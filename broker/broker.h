@@ -113,6 +113,7 @@ struct run {
 	char container[64];       /* its name, for the exit frame */
 	bool engine_only;         /* an engine command (stop a container): no client */
 	struct cgroup_run cg;     /* its memory and process limits, all processes together */
+	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
 	void (*on_end)(const struct run *r);
 };
 

@@ -17,6 +17,7 @@
 #include "broker/broker.h"
 #include "broker/gate.h"
 #include "broker/log.h"
+#include "broker/peer.h"
 #include "broker/privsep.h"
 
 #define BROKER_NAME "kotoba-brokerd/0.1"
@@ -427,7 +428,7 @@ void session_accept(struct watch *w, uint32_t events)
 	struct broker *b = w->ctx;
 	struct ucred cr;
 	socklen_t sl = sizeof(cr);
-	char why[200];
+	char why[400];
 	int fd;
 
 	fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -439,6 +440,10 @@ void session_accept(struct watch *w, uint32_t events)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0) {
 		log_warn("SO_PEERCRED: %s; closing", strerror(errno));
 		close(fd);
+		return;
+	}
+	if (peer_from_a_run(b, fd, &cr, why, sizeof(why))) {
+		refuse(fd, PERR_FROM_A_RUN, why);
 		return;
 	}
 	if (b->nsessions >= b->cfg.max_connections) {

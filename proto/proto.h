@@ -41,6 +41,7 @@
 #define PERR_BUSY "busy"
 #define PERR_NOT_OFFERED "not-offered"
 #define PERR_REFUSED "refused"
+#define PERR_FROM_A_RUN "from-a-run"       /* the connection comes from inside a run: closed */
 #define PERR_NO_SUCH_RUN "no-such-run"
 #define PERR_NO_SUCH_CARD "no-such-card"
 #define PERR_SETUP_FAILED "setup-failed"
