@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "broker/broker.h"
@@ -341,6 +343,55 @@ static bool cwd_mountable(const char *cwd)
 	return !strpbrk(cwd, ":,\n");
 }
 
+/* Where the broker listens: the listening socket's own name (a socket
+ * systemd made has no configured path here), else the configured path. */
+static void socket_dir(const struct broker *b, char *out, size_t len)
+{
+	struct sockaddr_un sa;
+	socklen_t sl = sizeof(sa);
+	char *slash;
+
+	memset(&sa, 0, sizeof(sa));
+	if (getsockname(b->listen.fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sun_family == AF_UNIX &&
+	    sa.sun_path[0] == '/')
+		snprintf(out, len, "%.*s", (int)sizeof(sa.sun_path), sa.sun_path);
+	else
+		snprintf(out, len, "%s", b->socket_path);
+	slash = strrchr(out, '/');
+	if (slash)
+		*(slash == out ? slash + 1 : slash) = '\0';
+}
+
+static bool path_within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	return !strncmp(path, dir, n) && (path[n] == '\0' || path[n] == '/' || n == 1);
+}
+
+/* The working directory is mounted into the container: if the broker's
+ * socket is under it, a process there could connect to the broker, and
+ * its pid, below the engine's daemon and not below the broker, would not
+ * show that it comes from a run (broker/peer.c).  Compared as written and
+ * resolved; a hard link or a bind mount of the socket elsewhere is not seen. */
+static bool cwd_holds_socket(const struct broker *b, const char *cwd)
+{
+	char sock[PATH_MAX], real_sock[PATH_MAX], real_cwd[PATH_MAX];
+
+	socket_dir(b, sock, sizeof(sock));
+	if (!sock[0])
+		return false;
+	if (path_within(sock, cwd))
+		return true;
+	if (!realpath(sock, real_sock))
+		snprintf(real_sock, sizeof(real_sock), "%s", sock);
+	if (!realpath(cwd, real_cwd))
+		snprintf(real_cwd, sizeof(real_cwd), "%s", cwd);
+	return path_within(real_sock, real_cwd);
+}
+
 static struct container *find_idle(const struct config *c, uid_t uid, const char *cwd)
 {
 	struct container *ct;
@@ -365,6 +416,11 @@ int container_claim(struct broker *b, uid_t peer, const struct identity *id, con
 	if (!cwd_mountable(cwd)) {
 		snprintf(err, errlen, "working directory %s cannot be mounted into a container: "
 				      "its path has ':' or ','", cwd);
+		return -EINVAL;
+	}
+	if (cwd_holds_socket(b, cwd)) {
+		snprintf(err, errlen, "working directory %s cannot be mounted into a container: "
+				      "the broker's socket is inside it", cwd);
 		return -EINVAL;
 	}
 	ct = calloc(1, sizeof(*ct));

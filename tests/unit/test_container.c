@@ -206,6 +206,28 @@ static void test_docker_host_and_runtime(void **state UNUSED)
 	finish(ct);
 }
 
+/* A process in the container could reach a socket in the mounted
+ * directory, and would not look like a run to the broker. */
+static void test_a_cwd_holding_the_socket_is_not_mounted(void **state UNUSED)
+{
+	static const char *const holds[] = { "/home/ada", "/home/ada/", "/home", "/" };
+	struct container *ct;
+	char err[200];
+
+	configure(podman, "", "");
+	b.listen.fd = -1;
+	snprintf(b.socket_path, sizeof(b.socket_path), "/home/ada/.kotoba/broker.sock");
+	for (size_t i = 0; i < sizeof(holds) / sizeof(holds[0]); i++) {
+		assert_int_equal(container_claim(&b, 1000, &ada, holds[i], &ct, err, sizeof(err)),
+				 -EINVAL);
+		assert_non_null(strstr(err, "socket"));
+	}
+	assert_int_equal(container_claim(&b, 1000, &ada, "/home/ada/w", &ct, err, sizeof(err)), 0);
+	finish(ct);
+	assert_int_equal(container_claim(&b, 1000, &ada, "/home/ad", &ct, err, sizeof(err)), 0);
+	finish(ct);
+}
+
 static void test_warm_reuse_and_replacement(void **state UNUSED)
 {
 	static struct engine_job j;
@@ -380,6 +402,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cold_start_flags),
 		cmocka_unit_test(test_docker_host_and_runtime),
+		cmocka_unit_test(test_a_cwd_holding_the_socket_is_not_mounted),
 		cmocka_unit_test(test_warm_reuse_and_replacement),
 		cmocka_unit_test(test_exit_statuses_that_replace),
 		cmocka_unit_test(test_setup_failures),
