@@ -109,7 +109,10 @@ def grants_and_connect_rows(broker):
 def open_broker(make_broker):
     b = make_broker(config=OPEN_SOCKET).start()
     os.chmod(b.dir, 0o755)
-    return b
+    yield b
+    b.stop()
+    assert "ERROR: AddressSanitizer" not in b.read_log(), b.read_log()
+    assert "runtime error:" not in b.read_log(), b.read_log()
 
 
 def test_control_the_same_client_outside_a_run_is_served(open_broker):
