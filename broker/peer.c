@@ -96,12 +96,29 @@ static struct run *run_of_worker(struct broker *b, pid_t pid)
 	return NULL;
 }
 
-/* Walks from pid up to pid 1 (or the edge of the broker's pid namespace).
- * *run is the run whose worker was passed, when one was. */
+/* The broker's own start: no process that started before it can descend
+ * from it.  Read once; 0 (every walk goes to the top) if it cannot be. */
+static unsigned long long broker_start(void)
+{
+	static bool read;
+	static unsigned long long start;
+	struct proc_stat st;
+
+	if (!read && read_stat(getpid(), &st) == 0)
+		start = st.start;
+	read = true;
+	return start;
+}
+
+/* Walks from pid up to pid 1 (or the edge of the broker's pid namespace),
+ * or to the first ancestor older than the broker: a client's shell and
+ * session usually are, so the walk is a few reads.  *run is the run whose
+ * worker was passed, when one was. */
 static enum origin walk(struct broker *b, pid_t pid, struct run **run, char *why,
 			size_t whylen)
 {
 	const pid_t self = getpid();
+	const unsigned long long self_start = broker_start();
 	struct proc_stat st = { 0 }, below = { 0 };
 	pid_t cur = pid, child = 0;
 	int rc;
@@ -122,7 +139,7 @@ static enum origin walk(struct broker *b, pid_t pid, struct run **run, char *why
 				 "connecting process's ancestors", (int)cur);
 			return UNSEEN;
 		}
-		if (st.ppid <= 0)
+		if (st.ppid <= 0 || st.start < self_start)
 			return OUTSIDE;
 		below = st;
 		child = cur;
