@@ -9,7 +9,9 @@
  * subreaper of the snippet, so a double fork or setsid leaves the orphan
  * below the worker; and the broker is the subreaper of a worker that died
  * first.  So the peer's pid (SO_PEERCRED) is walked up through
- * /proc/<pid>/stat: reaching the broker's own pid means "from a run".
+ * /proc/<pid>/stat: reaching the broker's own pid means "from a run", and
+ * so does passing a process named kotoba-worker (another broker's run:
+ * a snippet may not approve itself there either).
  *
  * What the walk cannot be fooled by:
  *  - the connecting process exiting and its pid being taken by another:
@@ -47,9 +49,15 @@
 
 enum origin { OUTSIDE, FROM_A_RUN, UNSEEN };
 
+/* A worker's command name: how a run of another broker on this host is
+ * recognised (its pids are not ours to know).  A process may name itself
+ * so, but only to be refused. */
+#define WORKER_COMM "kotoba-worker"
+
 struct proc_stat {
 	pid_t ppid;
 	unsigned long long start; /* clock ticks after boot */
+	bool worker;		  /* its command name is WORKER_COMM */
 };
 
 /* ppid (field 4) and starttime (field 22) of /proc/<pid>/stat.  The
@@ -57,7 +65,7 @@ struct proc_stat {
  * the last ')'. */
 static int read_stat(pid_t pid, struct proc_stat *st)
 {
-	char path[40], buf[1024], *p, *end;
+	char path[40], buf[1024], *p, *end, *name;
 	ssize_t n;
 	int fd, ppid;
 
@@ -73,6 +81,8 @@ static int read_stat(pid_t pid, struct proc_stat *st)
 	p = strrchr(buf, ')');
 	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
 		return -EPROTO;
+	name = strchr(buf, '(');
+	st->worker = name && !strncmp(name + 1, WORKER_COMM ")", sizeof(WORKER_COMM));
 	/* the space before field 3 (state), then 19 more: before field 22 */
 	for (int k = 0; k < 20 && p; k++)
 		p = strchr(p + 1, ' ');
@@ -133,6 +143,10 @@ static enum origin walk(struct broker *b, pid_t pid, struct run **run, char *why
 			snprintf(why, whylen, "the broker cannot read /proc/%d/stat (%s)", (int)cur,
 				 strerror(-rc));
 			return UNSEEN;
+		}
+		if (st.worker) {
+			*run = run_of_worker(b, cur);
+			return FROM_A_RUN;
 		}
 		if (depth > 0 && st.start > below.start) {
 			snprintf(why, whylen, "pid %d was reused while the broker read the "

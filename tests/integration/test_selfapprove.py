@@ -236,3 +236,19 @@ def test_a_peer_that_cannot_be_seen_is_refused(open_broker):
     assert "could not tell" in err["message"], err
     _, rows = grants_and_connect_rows(open_broker)
     assert rows == [(0, "connect", "refused", "unseen", "")], rows
+
+
+def test_a_snippet_cannot_approve_itself_at_another_broker(open_broker, make_broker):
+    """A run of one broker connecting to a second broker on the host: the
+    second knows none of the first's pids, but sees its worker among the
+    connecting process's ancestors."""
+    other = make_broker(config=OPEN_SOCKET).start()
+    os.chmod(other.dir, 0o755)
+    code = ATTEMPTS % {"pkg": PKG, "sock": other.socket} + \
+        "print(json.dumps(attempts()))\n"
+    out = run_approved(open_broker, code)
+    assert out["end"]["type"] == "exit", (out["end"], out["stderr"])
+    assert json.loads(out["stdout"]) == {"always": "from-a-run", "revoke": "from-a-run",
+                                         "audit": "from-a-run"}
+    grants, rows = grants_and_connect_rows(other)
+    assert grants == [] and rows and rows[0][1:4] == ("connect", "refused", "from-a-run"), rows
