@@ -133,6 +133,10 @@ static enum origin walk(struct broker *b, pid_t pid, struct run **run, char *why
 	pid_t cur = pid, child = 0;
 	int rc;
 
+	/* The broker itself is no run: only its descendants are (an
+	 * in-process test harness connects as the broker). */
+	if (pid == self)
+		return OUTSIDE;
 	for (int depth = 0; depth < WALK_MAX; depth++) {
 		if (cur == self) {
 			*run = run_of_worker(b, child);
