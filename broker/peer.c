@@ -110,13 +110,13 @@ static struct run *run_of_worker(struct broker *b, pid_t pid)
  * from it.  Read once; 0 (every walk goes to the top) if it cannot be. */
 static unsigned long long broker_start(void)
 {
-	static bool read;
+	static bool tried;
 	static unsigned long long start;
 	struct proc_stat st;
 
-	if (!read && read_stat(getpid(), &st) == 0)
+	if (!tried && read_stat(getpid(), &st) == 0)
 		start = st.start;
-	read = true;
+	tried = true;
 	return start;
 }
 
