@@ -27,9 +27,10 @@ static const char *const allowed[] = {
 };
 
 /* Names that decide which code runs, in python3's own process or in a
- * program the snippet starts.  The card shows the snippet, not these, so
- * a client that sends one is refused before any card (an error, not a
- * silent drop: the client expected the code to change).  A trailing '*'
+ * program the snippet starts.  A card could show the name and the value,
+ * never the code they make run, so a client that sends one is refused
+ * before any card (an error, not a silent drop: the client expected the
+ * code to change).  A trailing '*'
  * makes an entry a prefix.  The allowlist above decides what passes; this
  * list only decides what is an error, and it beats the allowlist. */
 static const char *const refused[] = {
@@ -156,9 +157,9 @@ int env_check_request(const struct env_pair *req, size_t n_req, char *err, size_
 
 		if (env_name_refused(nm->ptr, nm->len)) {
 			snprintf(err, errlen,
-				 "exec: env '%.*s' is refused: it changes which code runs, and "
-				 "the card shows only the snippet (python3 runs isolated; a "
-				 "snippet that needs another sys.path says so in its code)",
+				 "exec: env '%.*s' is refused: it changes which code runs, code "
+				 "no card shows (python3 runs isolated; a snippet that needs "
+				 "another sys.path says so in its code)",
 				 (int)(nm->len > 64 ? 64 : nm->len), nm->ptr);
 			return -EPERM;
 		}
