@@ -177,6 +177,20 @@ void gate_run_ended(struct run *r)
 			(unsigned)r->uid, r->run_id, store_last_error(store));
 }
 
+/* The run's approver and profile say which snippet tried; labels say why
+ * the connection was refused ("from-a-run" or "unseen"). */
+void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run *r, const char *why)
+{
+	struct audit_row row = { .uid = uid, .pid = pid, .run_id = r ? r->id : 0,
+				 .event = "connect", .decision = "refused", .labels = why,
+				 .mode = sandbox_mode_name(gb->cfg.sandbox),
+				 .approver = r ? r->approver : "", .profile = r ? r->profile : "" };
+
+	if (store_audit_append(store, &row) < 0)
+		log_err("uid=%u pid=%d audit write of a refused connection failed: %s",
+			(unsigned)uid, (int)pid, store_last_error(store));
+}
+
 /* ---- the decision ------------------------------------------------------------ */
 
 /* In a container the container is the boundary: the host-side kernel

@@ -41,6 +41,7 @@
 #define PERR_BUSY "busy"
 #define PERR_NOT_OFFERED "not-offered"
 #define PERR_REFUSED "refused"
+#define PERR_FROM_A_RUN "from-a-run"       /* the connection comes from inside a run: closed */
 #define PERR_NO_SUCH_RUN "no-such-run"
 #define PERR_NO_SUCH_CARD "no-such-card"
 #define PERR_SETUP_FAILED "setup-failed"
@@ -355,6 +356,15 @@ struct job_engine {
 	struct job_argv kill;    /* after a timeout, a cancel or an exit of 137 */
 	struct job_argv oom;     /* after an exit of 137: prints the OOM-kill count */
 };
+
+/* python3's arguments after its name, for every snippet, on the host and
+ * in a container.  -I (isolated): no PYTHON* variable is read, no user
+ * site directory, and neither the working directory nor a script's is on
+ * sys.path, so nothing the card does not show (a sitecustomize.py, a .pth
+ * file, a json.py in the working directory) runs before or around the
+ * code.  -B: no .pyc written.  -u: output streams as it is written (the
+ * flag, since -I ignores PYTHONUNBUFFERED).  "-": the code is stdin. */
+#define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-"
 
 struct msg_job {
 	struct pstr profile;     /* "approved" | "unattended" | "engine" */

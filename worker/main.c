@@ -162,11 +162,11 @@ static void run_engine_steps(struct plan *p, int sigfd)
 }
 
 /* What C execs: python3 reading the code from stdin, or (engine) the
- * engine CLI's run command, which hands the same stdin to the container. */
+ * engine CLI's run command, which hands the same stdin to the container.
+ * PYTHON_SNIPPET_ARGV says why python3 is started isolated. */
 __attribute__((noreturn)) static void enter_snippet_child(struct plan *p)
 {
-	static char a0[] = "python3", a1[] = "-B", a2[] = "-";
-	static char *python_argv[] = { a0, a1, a2, NULL };
+	static char *python_argv[] = { (char *)"python3", PYTHON_SNIPPET_ARGV, NULL };
 	struct sandbox_exec x = { .path = p->python, .argv = python_argv, .envp = p->envp,
 				  .report_fd = p->err_w, .stdio = { -1, -1, -1 } };
 
