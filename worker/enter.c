@@ -30,6 +30,7 @@
 
 #include "worker/landlock.h"
 #include "worker/seccomp.h"
+#include "worker/secrets.h"
 #include "worker/worker.h"
 
 /* C's end of the report channel; moves to fd 3 when the fds are closed. */
@@ -116,6 +117,15 @@ static void switch_identity(const struct plan *p)
 	/* The kernel clears the parent-death signal when the euid or egid
 	 * changes: arm it again. */
 	tie_to_supervisor(p);
+}
+
+static void secrets_step(const struct plan *p)
+{
+	const char *what;
+	int rc = mask_secrets(p, &what);
+
+	if (rc < 0)
+		die_step("secrets", -rc, "%s", what);
 }
 
 static void enter_cwd(const struct plan *p)
@@ -385,14 +395,25 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	/* Identity before anything that checks permissions as the user
 	 * (the working directory), and while we still hold CAP_SETUID. */
 	switch_identity(p);
-	/* As the snippet's user, so that permission on cwd is theirs. */
-	enter_cwd(p);
 	/* Only the code memfd, stdout, stderr and the report channel
 	 * survive: no broker socket, no fd inherited by accident.  An engine
-	 * command swaps in /dev/null and S's pipe for the first three. */
+	 * command swaps in /dev/null and S's pipe for the first three.
+	 * Before the secrets step, which makes C attachable for a moment. */
 	take_stdio(x);
 	close_other_fds();
-	/* After identity (which needs CAP_SETUID/SETGID) and before NNP. */
+	/* Unattended: a user and mount namespace with the secret set
+	 * masked.  After the identity is final (the namespace belongs to
+	 * the snippet's user); before cwd, so that a working directory
+	 * inside a secret directory resolves through the mask (and fails);
+	 * before the capabilities go (the mounts need CAP_SYS_ADMIN in the
+	 * new namespace), before NNP, Landlock (which refuses mounts to a
+	 * restricted process) and seccomp (which denies mount). */
+	secrets_step(p);
+	/* As the snippet's user, so that permission on cwd is theirs. */
+	enter_cwd(p);
+	/* After identity (which needs CAP_SETUID/SETGID) and before NNP.
+	 * After the secrets step C holds every capability of its own user
+	 * namespace: all of them go, the bounding set too. */
 	bounding_dropped = drop_capabilities();
 	/* No exec may add privilege from here on (setuid, file caps); also
 	 * what lets an unprivileged process load seccomp and Landlock. */

@@ -22,6 +22,7 @@
 
 #include "worker/landlock.h"
 #include "worker/seccomp.h"
+#include "worker/secrets.h"
 #include "worker/worker.h"
 
 /* AddressSanitizer: gcc says __SANITIZE_ADDRESS__, clang __has_feature. */
@@ -132,6 +133,8 @@ static void prepare(struct plan *p)
 		fail_setup(p, "env", -rc, "%s", err);
 	if ((rc = plan_engine(p, err, sizeof(err))) < 0)
 		fail_setup(p, "job", -rc, "%s", err);
+	if ((rc = plan_secrets(p, err, sizeof(err))) < 0)
+		fail_setup(p, "secrets", -rc, "%s", err);
 	/* Probed here, at start, so that C applies and S reports the same
 	 * ABI (ready.landlock_abi). */
 	p->landlock_abi = landlock_plan_abi(p->job, p->profile);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "worker/secrets.h"
 #include "worker/worker.h"
 
 /* Variables the worker sets itself; a job entry of the same name is
@@ -366,6 +367,7 @@ void plan_remove_scratch(struct plan *p)
 
 void plan_free(struct plan *p)
 {
+	plan_free_secrets(p);
 	for (size_t i = 0; i < p->engine.n_steps; i++) {
 		free_argv(p->engine.steps[i]);
 		p->engine.steps[i] = NULL;
