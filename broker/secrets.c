@@ -67,7 +67,27 @@ int secrets_fill_job(const struct broker *b, const struct identity *id, struct m
 
 	job->has_secrets = false;
 	job->n_secrets = 0;
-	if (!b->cfg.secrets || !pstr_eq(job->profile, "unattended"))
+	if (!b->cfg.secrets)
+		return 0;
+	/* A container sees the working directory only: its file names are
+	 * what the worker turns into the container's masks. */
+	if (job->has_engine && job->engine.n_steps > 0) {
+		job->has_secrets = true;
+		for (size_t i = 0; rc == 0 && i < N_BUILTIN; i++)
+			if (!strchr(builtin[i], '/'))
+				rc = add(job, id, builtin[i], strlen(builtin[i]), err, errlen);
+		while (rc == 0 && *s) {
+			size_t n;
+
+			s += strspn(s, sep);
+			n = strcspn(s, sep);
+			if (n && !memchr(s, '/', n) && s[0] != '~')
+				rc = add(job, id, s, n, err, errlen);
+			s += n;
+		}
+		return rc;
+	}
+	if (!pstr_eq(job->profile, "unattended"))
 		return 0;
 	job->has_secrets = true;
 	for (size_t i = 0; rc == 0 && i < N_BUILTIN; i++)
@@ -84,27 +104,6 @@ int secrets_fill_job(const struct broker *b, const struct identity *id, struct m
 		s += n;
 	}
 	return rc;
-}
-
-void secrets_each_name(const struct broker *b, void (*fn)(const char *name, size_t len,
-							   void *arg), void *arg)
-{
-	const char *sep = ", \t", *s = b->cfg.secret_paths;
-
-	if (!b->cfg.secrets)
-		return;
-	for (size_t i = 0; i < N_BUILTIN; i++)
-		if (!strchr(builtin[i], '/'))
-			fn(builtin[i], strlen(builtin[i]), arg);
-	while (*s) {
-		size_t n;
-
-		s += strspn(s, sep);
-		n = strcspn(s, sep);
-		if (n && !memchr(s, '/', n) && s[0] != '~')
-			fn(s, n, arg);
-		s += n;
-	}
 }
 
 const char *secrets_state(const struct broker *b, const char *profile)

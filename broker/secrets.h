@@ -17,16 +17,13 @@ struct broker;
 
 /* Fills job->secrets for a run of the unattended profile as `id`: the
  * built-in set, the broker's own state directory and [sandbox]
- * secret_paths, with "~/" made the user's home.  Leaves the job without
- * them when [sandbox] secrets = off.  The strings live until the next
- * call.  0, or -E2BIG with err filled. */
+ * secret_paths, with "~/" made the user's home; for engine steps that
+ * start a container, the file-name entries only (the container sees the
+ * working directory alone).  Leaves the job without them when [sandbox]
+ * secrets = off.  The strings live until the next call.  0, or -E2BIG
+ * with err filled. */
 int secrets_fill_job(const struct broker *b, const struct identity *id, struct msg_job *job,
 		     char *err, size_t errlen);
-
-/* Calls fn for each file-name entry of the set (looked for in the
- * working directory and its parents: ".env", ".env.*"), each as given. */
-void secrets_each_name(const struct broker *b, void (*fn)(const char *name, size_t len,
-							   void *arg), void *arg);
 
 /* What `exit` says about the masks: "masked", "off" or "unmasked". */
 const char *secrets_state(const struct broker *b, const char *profile);

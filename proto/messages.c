@@ -886,7 +886,9 @@ static int dec_job_engine(struct dec *d, struct msg_job *m)
 
 /* Each entry an absolute path, or a file name without '/' (looked for
  * in the working directory and each of its parents; a final '*' matches
- * any rest of the name).  Only the unattended profile masks anything. */
+ * any rest of the name).  The unattended profile masks them on the host;
+ * with "engine", the container's command line masks the working
+ * directory's (PROTO_SECRET_MASKS_ARG). */
 static int dec_job_secrets(struct dec *d, struct msg_job *m)
 {
 	const msgpack_object *o = dec_find(d, "secrets");
@@ -895,9 +897,9 @@ static int dec_job_secrets(struct dec *d, struct msg_job *m)
 	m->has_secrets = o != NULL;
 	if (!o)
 		return 0;
-	if (!pstr_eq(m->profile, "unattended"))
-		return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' is for profile 'unattended' "
-				"only");
+	if (!pstr_eq(m->profile, "unattended") && !pstr_eq(m->profile, "engine"))
+		return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' is for profiles 'unattended' "
+				"and 'engine' only");
 	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > PROTO_SECRETS_MAX)
 		return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' must be an array of at most %d",
 				PROTO_SECRETS_MAX);

@@ -27,6 +27,9 @@
 #define PROTO_ARGV_MAX 96                    /* arguments of one engine command */
 #define PROTO_STEPS_MAX 4                    /* engine commands before the snippet */
 #define PROTO_SECRETS_MAX 64                 /* entries of job.secrets */
+/* An engine step's argument the worker replaces with one mask argument
+ * per secret of the working directory (PROTOCOL.md, "job"). */
+#define PROTO_SECRET_MASKS_ARG "{secret-masks}"
 
 /* Error codes carried by `error` frames (PROTOCOL.md, "Error codes"). */
 #define PERR_TOO_LARGE "too-large"         /* frame over the limit: closed */

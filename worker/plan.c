@@ -304,7 +304,8 @@ int plan_engine(struct plan *p, char *err, size_t errlen)
 			snprintf(err, errlen, "engine step '%s' has no command", ep->step_names[i]);
 			return -EINVAL;
 		}
-		if ((rc = copy_argv(&ep->steps[i], &s->argv, ep->step_names[i], err, errlen)))
+		if ((rc = copy_argv(&ep->steps[i], &s->argv, ep->step_names[i], err, errlen)) ||
+		    (rc = secrets_engine_args(p, &ep->steps[i], err, errlen)))
 			return rc;
 		ep->n_steps = i + 1;
 	}

@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,22 @@ static int add_name(struct plan *p, const char *real_cwd, struct pstr name, char
 	return rc;
 }
 
+static bool is_engine(const struct plan *p)
+{
+	return !strcmp(p->profile, "engine");
+}
+
+/* Engine: the container mounts the working directory alone, so only its
+ * own entries of the file names matter there. */
+static int add_in_cwd(struct plan *p, struct pstr name, char *err, size_t errlen)
+{
+	if (name.ptr[0] == '/')
+		return 0;
+	if (name.ptr[name.len - 1] == '*')
+		return add_matching(p, p->cwd, name.ptr, name.len, err, errlen);
+	return add_joined(p, p->cwd, name.ptr, name.len, err, errlen);
+}
+
 int plan_secrets(struct plan *p, char *err, size_t errlen)
 {
 	const struct msg_job *job = p->job;
@@ -166,6 +183,11 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 	if (!p->masks) {
 		snprintf(err, errlen, "out of memory listing secrets");
 		return -ENOMEM;
+	}
+	if (is_engine(p)) {
+		for (size_t i = 0; rc == 0 && i < job->n_secrets; i++)
+			rc = add_in_cwd(p, job->secrets[i], err, errlen);
+		return rc;
 	}
 	/* A working directory that does not resolve fails at the cwd step. */
 	if (!realpath(p->cwd, real_cwd))
@@ -185,6 +207,64 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 		}
 	}
 	return rc;
+}
+
+/* One engine argument masking m in the container, or NULL (ENOMEM).
+ * docker and podman alike: /dev/null over a file (reads find it empty:
+ * no mount of a file can refuse them), an empty mode-000 tmpfs over a
+ * directory. */
+static char *container_mask(const struct secret_mask *m)
+{
+	char *s;
+
+	if (asprintf(&s, m->dir ? "--mount=type=tmpfs,destination=%s,tmpfs-mode=0000"
+				: "--volume=/dev/null:%s:ro", m->path) < 0)
+		return NULL;
+	return s;
+}
+
+int secrets_engine_args(const struct plan *p, char ***argv, char *err, size_t errlen)
+{
+	size_t n = 0, at = SIZE_MAX, k = 0;
+	char **v = *argv, **out;
+
+	for (; v && v[n]; n++)
+		if (!strcmp(v[n], PROTO_SECRET_MASKS_ARG))
+			at = n;
+	if (at == SIZE_MAX)
+		return 0;
+	for (size_t i = 0; i < p->n_masks; i++) {
+		/* The engine's volume syntax splits on ':' and ','. */
+		if (strpbrk(p->masks[i].path, ":,")) {
+			snprintf(err, errlen, "cannot mask %s in the container: its name has "
+					      "':' or ','", p->masks[i].path);
+			return -EINVAL;
+		}
+	}
+	out = calloc(n + p->n_masks + 1, sizeof(*out));
+	if (!out)
+		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		if (i != at) {
+			out[k++] = v[i];
+			continue;
+		}
+		for (size_t m = 0; m < p->n_masks; m++)
+			if (!(out[k++] = container_mask(&p->masks[m])))
+				goto nomem_out;
+		free(v[i]);
+	}
+	free(v);
+	*argv = out;
+	return 0;
+nomem_out:
+	/* v still owns its strings; out owns only the masks made so far. */
+	for (size_t i = at; i < k; i++)
+		free(out[i]);
+	free(out);
+nomem:
+	snprintf(err, errlen, "out of memory building the container's secret masks");
+	return -ENOMEM;
 }
 
 void plan_free_secrets(struct plan *p)
@@ -315,7 +395,9 @@ int mask_secrets(const struct plan *p, const char **what)
 	int rc;
 
 	*what = "";
-	if (p->n_masks == 0)
+	/* Engine commands run on the host with no snippet code in them;
+	 * their masks are the container's. */
+	if (p->n_masks == 0 || is_engine(p))
 		return 0;
 	if ((rc = enter_namespaces(what)) < 0)
 		return rc;

@@ -15,6 +15,11 @@
 int plan_secrets(struct plan *p, char *err, size_t errlen);
 void plan_free_secrets(struct plan *p);
 
+/* Engine: replaces the argument PROTO_SECRET_MASKS_ARG of a malloc'd,
+ * NULL-terminated argv with one mount argument per mask (none when
+ * nothing matched).  0 or -errno with err filled. */
+int secrets_engine_args(const struct plan *p, char ***argv, char *err, size_t errlen);
+
 /* In C, right after the identity is final and before anything resolves a
  * path for the snippet (cwd): a user and mount namespace of its own, and
  * a mask over each of p->masks.  Nothing happens when the plan has no
