@@ -393,7 +393,8 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	/* If S dies, so does C: never a snippet nobody supervises. */
 	tie_to_supervisor(p);
 	/* Identity before anything that checks permissions as the user
-	 * (the working directory), and while we still hold CAP_SETUID. */
+	 * (the secrets, the working directory), and while we still hold
+	 * CAP_SETUID. */
 	switch_identity(p);
 	/* Only the code memfd, stdout, stderr and the report channel
 	 * survive: no broker socket, no fd inherited by accident.  An engine
@@ -403,18 +404,20 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	close_other_fds();
 	/* Unattended: a user and mount namespace with the secret set
 	 * masked.  After the identity is final (the namespace belongs to
-	 * the snippet's user); before cwd, so that a working directory
-	 * inside a secret directory resolves through the mask (and fails);
-	 * before the capabilities go (the mounts need CAP_SYS_ADMIN in the
-	 * new namespace), before NNP, Landlock (which refuses mounts to a
-	 * restricted process) and seccomp (which denies mount). */
+	 * the snippet's user); before cwd (below); before the capabilities
+	 * go (the mounts need CAP_SYS_ADMIN in the new namespace), before
+	 * NNP, Landlock (which refuses mounts to a restricted process) and
+	 * seccomp (which denies mount). */
 	secrets_step(p);
-	/* As the snippet's user, so that permission on cwd is theirs. */
-	enter_cwd(p);
 	/* After identity (which needs CAP_SETUID/SETGID) and before NNP.
 	 * After the secrets step C holds every capability of its own user
 	 * namespace: all of them go, the bounding set too. */
 	bounding_dropped = drop_capabilities();
+	/* As the snippet's user with no capability left (the secrets step
+	 * gave C all of its own namespace's), so that permission on cwd is
+	 * exactly theirs; after the masks, so that a working directory
+	 * inside a secret resolves to its mask and is refused. */
+	enter_cwd(p);
 	/* No exec may add privilege from here on (setuid, file caps); also
 	 * what lets an unprivileged process load seccomp and Landlock. */
 	set_no_new_privs();

@@ -26,7 +26,7 @@
  *                        cannot start or watch it, or the enter_sandbox()
  *                        step its child failed at); fork
  *   enter_sandbox()      signals, setsid, pdeathsig, identity, fds,
- *                        secrets, cwd, caps, no-new-privs, landlock,
+ *                        secrets, caps, cwd, no-new-privs, landlock,
  *                        seccomp-build,
  *                        rlimits, seccomp, exec-gate, verify, exec
  *   S, supervising       timeout, supervise
