@@ -15,18 +15,22 @@
  *      host: the mounts are this run's and go when its last process does.
  *   2. Every mount private (MS_REC | MS_PRIVATE), so nothing propagates
  *      back to the host's peer groups.
- *   3. The mask sources: a tmpfs mounted over the scratch directory
- *      for a moment, holding one empty directory and one empty file,
- *      both mode 000, owned by the snippet's user; the tmpfs is then made
- *      read-only (so chmod fails with EROFS).
+ *   3. The mask sources: a small tmpfs, its root mode 000, holding one
+ *      empty directory and one empty file, both mode 000, all owned by
+ *      the snippet's user, then made read-only (chmod fails with EROFS).
+ *      It is mounted on the first secret directory, which it masks by
+ *      itself; only when the set has no directory does it go on the
+ *      scratch directory and leave it again after step 4 (an unmount
+ *      costs an RCU grace period, sometimes milliseconds).
  *   4. Each secret: the empty directory bind-mounted over a secret
  *      directory, the empty file over a secret file.  Opening anything
  *      at or below it fails with EACCES (no capability will be left to
  *      override mode 000), however the path is spelled: '..', '//',
  *      /proc/self/root, /proc/self/cwd, openat on a directory fd, a
  *      symlink pointing at it all end at the mount.
- *   5. The tmpfs leaves the scratch directory (lazily: the masks keep
- *      it alive); TMPDIR is the real scratch directory again.
+ *
+ * A place the user cannot read anyway (access() as the user fails) gets
+ * no mask: the snippet holds less than S.
  *
  * The approved profile gets none of this: a person read the snippet.
  */
@@ -59,6 +63,14 @@ static bool nothing_there(int err)
 	       err == ENAMETOOLONG;
 }
 
+/* What the user cannot read already (S runs as the snippet's user, with
+ * its groups): /etc/shadow for most, the system broker's state.  The
+ * snippet, holding less than S, cannot either, and a mask costs a mount. */
+static bool user_cannot_read(const char *path, const struct stat *st)
+{
+	return access(path, S_ISDIR(st->st_mode) ? X_OK : R_OK) < 0 && errno == EACCES;
+}
+
 static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 {
 	struct stat st;
@@ -70,6 +82,8 @@ static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot stat secret %s: %s", path, strerror(errno));
 		return -errno;
 	}
+	if (user_cannot_read(path, &st))
+		return 0;
 	if (p->n_masks == SECRET_MASKS_MAX) {
 		snprintf(err, errlen, "more than %d secrets to mask (last: %s)", SECRET_MASKS_MAX,
 			 path);
@@ -351,18 +365,48 @@ static int enter_namespaces(const char **what)
 }
 
 static char mask_dir[PATH_MAX + 4], mask_file[PATH_MAX + 4];
+static int src_fd[2] = { -1, -1 };
 
-/* Step 3 above: the two empty, mode-000, read-only sources. */
-static int make_sources(const struct plan *p, const char **what)
+/* The binds name the sources by fd (/proc/self/fd/N), never by path: a
+ * path through the directory carrying them would stop resolving once a
+ * mask covers a directory above it, and the binds after that would find
+ * no source. */
+static int hold_sources(const char **what)
+{
+	*what = say("open", mask_dir);
+	src_fd[0] = open(mask_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (src_fd[0] < 0)
+		return -errno;
+	*what = say("open", mask_file);
+	src_fd[1] = open(mask_file, O_PATH | O_CLOEXEC);
+	if (src_fd[1] < 0)
+		return -errno;
+	snprintf(mask_dir, sizeof(mask_dir), "/proc/self/fd/%d", src_fd[0]);
+	snprintf(mask_file, sizeof(mask_file), "/proc/self/fd/%d", src_fd[1]);
+	return 0;
+}
+
+static void release_sources(void)
+{
+	for (int i = 0; i < 2; i++)
+		if (src_fd[i] >= 0)
+			close(src_fd[i]);
+	src_fd[0] = src_fd[1] = -1;
+}
+
+/* Step 3 above: the tmpfs of the two sources, on `at`.  Its root is mode
+ * 000 too: C passes it with CAP_DAC_OVERRIDE of its own namespace, the
+ * snippet cannot. */
+static int make_sources(const char *at, const char **what)
 {
 	const unsigned long fl = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 	int fd;
 
-	snprintf(mask_dir, sizeof(mask_dir), "%s/d", p->scratch);
-	snprintf(mask_file, sizeof(mask_file), "%s/f", p->scratch);
-	*what = say("mount tmpfs on", p->scratch);
-	if (mount("kotoba-mask", p->scratch, "tmpfs", fl, "mode=0700,size=4k,nr_inodes=4") < 0)
+	*what = say("mount the masks' tmpfs on", at);
+	if (mount("kotoba-mask", at, "tmpfs", fl, "mode=0000,size=4k,nr_inodes=4") < 0)
 		return -errno;
+	snprintf(mask_dir, sizeof(mask_dir), "%s/d", at);
+	snprintf(mask_file, sizeof(mask_file), "%s/f", at);
 	*what = say("mkdir", mask_dir);
 	if (mkdir(mask_dir, 0) < 0)
 		return -errno;
@@ -371,10 +415,32 @@ static int make_sources(const struct plan *p, const char **what)
 	if (fd < 0)
 		return -errno;
 	close(fd);
-	*what = say("remount read-only", p->scratch);
-	if (mount(NULL, p->scratch, NULL, MS_REMOUNT | MS_RDONLY | fl, NULL) < 0)
+	*what = say("remount read-only", at);
+	if (mount(NULL, at, NULL, MS_REMOUNT | MS_RDONLY | fl, NULL) < 0)
 		return -errno;
-	return 0;
+	return hold_sources(what);
+}
+
+/* The first secret directory that still resolves carries the sources
+ * (and is masked by them); returns its index, or n_masks when the set
+ * has none and they went on the scratch directory. */
+static int place_sources(const struct plan *p, size_t *host, const char **what)
+{
+	int rc;
+
+	for (size_t i = 0; i < p->n_masks; i++) {
+		if (!p->masks[i].dir)
+			continue;
+		rc = make_sources(p->masks[i].path, what);
+		if (rc == -ENOENT || rc == -EACCES) {
+			release_sources();
+			continue; /* gone since S looked: nothing to mask there */
+		}
+		*host = i;
+		return rc;
+	}
+	*host = p->n_masks;
+	return make_sources(p->scratch, what);
 }
 
 /* Step 4.  A secret that no longer resolves (gone since S looked, or
@@ -392,6 +458,7 @@ static int mask_one(const struct secret_mask *m, const char **what)
 
 int mask_secrets(const struct plan *p, const char **what)
 {
+	size_t host;
 	int rc;
 
 	*what = "";
@@ -404,13 +471,13 @@ int mask_secrets(const struct plan *p, const char **what)
 	*what = "making every mount private (MS_REC | MS_PRIVATE on /)";
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return -errno;
-	if ((rc = make_sources(p, what)) < 0)
+	rc = place_sources(p, &host, what);
+	for (size_t i = 0; rc == 0 && i < p->n_masks; i++)
+		if (i != host)
+			rc = mask_one(&p->masks[i], what);
+	release_sources();
+	if (rc < 0 || host < p->n_masks)
 		return rc;
-	for (size_t i = 0; i < p->n_masks; i++)
-		if ((rc = mask_one(&p->masks[i], what)) < 0)
-			return rc;
 	*what = say("umount", p->scratch);
-	if (umount2(p->scratch, MNT_DETACH) < 0)
-		return -errno;
-	return 0;
+	return umount2(p->scratch, MNT_DETACH) < 0 ? -errno : 0;
 }

@@ -103,3 +103,20 @@ def test_name_lookups_and_the_users_files_still_work(make_broker, tmpdir_k):
     out, end = run(b, code, "", False, tmpdir_k)
     assert end["type"] == "exit" and end["code"] == 0, (out, end)
     assert out.splitlines()[0] == snippet_user().pw_name, out
+
+
+def test_a_mask_over_the_directory_holding_the_first_one_leaves_the_rest_masked(
+        make_broker, tmpdir_k):
+    """The first secret directory carries the masks' sources; a later
+    secret above it must not cut the later masks off from them."""
+    token, key = plant(tmpdir_k)
+    inner = os.path.join(tmpdir_k, "vault", "inner")
+    os.makedirs(inner)
+    if os.geteuid() == 0:
+        u = snippet_user()
+        os.chown(inner, u.pw_uid, u.pw_gid)
+    b = make_broker(config="[sandbox]\nsecret_paths = %s %s/vault %s/token\n"
+                    % (inner, tmpdir_k, tmpdir_k)).start()
+    for path in (token, key):
+        out, end = run(b, READ, path, False, tmpdir_k)
+        assert out == "PermissionError 13\n", (path, out)
