@@ -119,13 +119,23 @@ static void switch_identity(const struct plan *p)
 	tie_to_supervisor(p);
 }
 
+static bool hand_over(char tag, int fd);
+
+/* S keeps the namespace the masks live in (worker.h, CHILD_MSG_MOUNTS). */
 static void secrets_step(const struct plan *p)
 {
 	const char *what;
-	int rc = mask_secrets(p, &what);
+	int rc = mask_secrets(p, &what), fd;
 
 	if (rc < 0)
 		die_step("secrets", -rc, "%s", what);
+	if (rc == 0)
+		return;
+	fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die_step("secrets", errno, "opening /proc/self/ns/mnt");
+	if (!hand_over(CHILD_MSG_MOUNTS, fd))
+		die_step("secrets", errno, "handing the mount namespace to the supervisor");
 }
 
 static void enter_cwd(const struct plan *p)
@@ -268,15 +278,14 @@ static void set_rlimits(const struct plan *p)
 	set_limit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0);
 }
 
-/* Hands the exec gate's listener to S, which must answer our own exec
- * next.  One byte of data: SCM_RIGHTS needs some. */
-static void hand_over_gate(int listener)
+/* One descriptor to S, tagged; closed here.  One byte of data:
+ * SCM_RIGHTS needs some. */
+static bool hand_over(char tag, int fd)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
-	char tag = CHILD_MSG_GATE;
 	struct iovec iov = { .iov_base = &tag, .iov_len = 1 };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			     .msg_controllen = sizeof(ctl.buf) };
@@ -287,10 +296,18 @@ static void hand_over_gate(int listener)
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &listener, sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 	if (sendmsg(report_fd, &mh, MSG_NOSIGNAL) != 1)
+		return false;
+	close(fd);
+	return true;
+}
+
+/* The exec gate's listener: S must answer our own exec next. */
+static void hand_over_gate(int listener)
+{
+	if (!hand_over(CHILD_MSG_GATE, listener))
 		die_step("exec-gate", errno, "handing the exec gate to the supervisor");
-	close(listener);
 }
 
 static void load_seccomp(const struct plan *p, struct sock_fprog *prog)

@@ -476,8 +476,10 @@ int mask_secrets(const struct plan *p, const char **what)
 		if (i != host)
 			rc = mask_one(&p->masks[i], what);
 	release_sources();
-	if (rc < 0 || host < p->n_masks)
+	if (rc < 0)
 		return rc;
 	*what = say("umount", p->scratch);
-	return umount2(p->scratch, MNT_DETACH) < 0 ? -errno : 0;
+	if (host == p->n_masks && umount2(p->scratch, MNT_DETACH) < 0)
+		return -errno;
+	return 1;
 }

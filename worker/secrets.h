@@ -23,7 +23,8 @@ int secrets_engine_args(const struct plan *p, char ***argv, char *err, size_t er
 /* In C, right after the identity is final and before anything resolves a
  * path for the snippet (cwd): a user and mount namespace of its own, and
  * a mask over each of p->masks.  Nothing happens when the plan has no
- * masks.  Returns 0, or -errno with the failing call in *what.  Does not
+ * masks.  Returns 1 when it made the namespaces, 0 when there was
+ * nothing to mask, or -errno with the failing call in *what.  Does not
  * allocate. */
 int mask_secrets(const struct plan *p, const char **what);
 

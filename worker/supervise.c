@@ -33,6 +33,7 @@ struct run {
 	uint64_t kill_at;           /* after the timeout; 0: at once */
 	bool ready, reaped, timed_out, failed, broker_gone;
 	bool oom_killed;            /* engine: the container ran out of memory */
+	int mounts;                 /* C's mount namespace (CHILD_MSG_MOUNTS); -1: none */
 	struct setup_report rep;
 	int status;
 	struct rusage ru;
@@ -226,6 +227,11 @@ static bool read_setup_report(struct run *r)
 	if (n == 1 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
 	    r->rep.step[0] == CHILD_MSG_GATE) {
 		take_gate(r, received_fd(&mh));
+		return true;
+	}
+	if (n == 1 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+	    r->rep.step[0] == CHILD_MSG_MOUNTS && r->mounts < 0) {
+		r->mounts = received_fd(&mh);
 		return true;
 	}
 	if (n > 0 && received_fd(&mh) >= 0)
@@ -428,7 +434,8 @@ static void engine_after(struct run *r)
 
 int supervise(struct plan *p, pid_t child, int sigfd)
 {
-	struct run r = { .plan = p, .child = child, .sigfd = sigfd, .gate = { .fd = -1 } };
+	struct run r = { .plan = p, .child = child, .sigfd = sigfd, .gate = { .fd = -1 },
+			 .mounts = -1 };
 	int rc;
 
 	r.t_fork = now_us();
@@ -446,5 +453,9 @@ int supervise(struct plan *p, pid_t child, int sigfd)
 		engine_after(&r);
 	plan_remove_scratch(p);
 	rc = r.broker_gone ? WORKER_EXIT_FAIL : conclude(&r);
+	/* After the report: the last reference to the secret masks' mount
+	 * namespace, whose teardown waits for an RCU grace period. */
+	if (r.mounts >= 0)
+		close(r.mounts);
 	return rc;
 }
