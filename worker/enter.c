@@ -119,23 +119,22 @@ static void switch_identity(const struct plan *p)
 	tie_to_supervisor(p);
 }
 
-static bool hand_over(char tag, int fd);
+/* The namespace the masks live in, for S with the exec gate (worker.h,
+ * CHILD_MSG_GATE); -1: none. */
+static int mounts_fd = -1;
 
-/* S keeps the namespace the masks live in (worker.h, CHILD_MSG_MOUNTS). */
 static void secrets_step(const struct plan *p)
 {
 	const char *what;
-	int rc = mask_secrets(p, &what), fd;
+	int rc = mask_secrets(p, &what);
 
 	if (rc < 0)
 		die_step("secrets", -rc, "%s", what);
 	if (rc == 0)
 		return;
-	fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	mounts_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (mounts_fd < 0)
 		die_step("secrets", errno, "opening /proc/self/ns/mnt");
-	if (!hand_over(CHILD_MSG_MOUNTS, fd))
-		die_step("secrets", errno, "handing the mount namespace to the supervisor");
 }
 
 static void enter_cwd(const struct plan *p)
@@ -278,36 +277,35 @@ static void set_rlimits(const struct plan *p)
 	set_limit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0);
 }
 
-/* One descriptor to S, tagged; closed here.  One byte of data:
- * SCM_RIGHTS needs some. */
-static bool hand_over(char tag, int fd)
+/* Hands the exec gate's listener to S, which must answer our own exec
+ * next, and the masks' mount namespace with it when there is one.  One
+ * byte of data: SCM_RIGHTS needs some. */
+static void hand_over_gate(int listener)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
+	int fds[2] = { listener, mounts_fd };
+	size_t n = mounts_fd >= 0 ? 2 : 1;
+	char tag = CHILD_MSG_GATE;
 	struct iovec iov = { .iov_base = &tag, .iov_len = 1 };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf) };
+			     .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
 	struct cmsghdr *cm;
 
 	memset(&ctl, 0, sizeof(ctl));
 	cm = CMSG_FIRSTHDR(&mh);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
 	if (sendmsg(report_fd, &mh, MSG_NOSIGNAL) != 1)
-		return false;
-	close(fd);
-	return true;
-}
-
-/* The exec gate's listener: S must answer our own exec next. */
-static void hand_over_gate(int listener)
-{
-	if (!hand_over(CHILD_MSG_GATE, listener))
 		die_step("exec-gate", errno, "handing the exec gate to the supervisor");
+	close(listener);
+	if (mounts_fd >= 0)
+		close(mounts_fd);
+	mounts_fd = -1;
 }
 
 static void load_seccomp(const struct plan *p, struct sock_fprog *prog)

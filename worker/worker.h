@@ -62,12 +62,12 @@ struct setup_report {
 };
 
 /* What S learns from C over the report channel besides a failed step:
- * one byte carrying the exec gate's listener as SCM_RIGHTS; or, when the
- * secrets step made one, carrying C's mount namespace (secrets.c), which
+ * one byte carrying the exec gate's listener as SCM_RIGHTS and, when the
+ * secrets step made one, C's mount namespace after it (secrets.c), which
  * S keeps until it has reported the run's end, so that tearing the
- * namespace down (an RCU grace period) never delays that report. */
+ * namespace down (an RCU grace period) never delays that report.  One
+ * message: C execs right after it. */
 #define CHILD_MSG_GATE 'G'
-#define CHILD_MSG_MOUNTS 'M'
 
 /* The engine's command lines (job->engine), NUL-terminated copies built by
  * S: each argv is NULL-terminated and malloc'd, argv[0] an absolute path;

@@ -94,6 +94,9 @@ PLAIN = {
     "~/.local/lib/python%d.%d/site-packages/kotoba_probe.py" % sys.version_info[:2]:
         "VALUE = 42\n",
     "~/notes.txt": "plain notes\n",
+    # A virtual environment in the working directory, as projects keep one.
+    "venv/lib/python%d.%d/site-packages/kotoba_venv_probe.py" % sys.version_info[:2]:
+        "VALUE = 7\n",
 }
 VICTIMS = ("append", "truncate", "chmod", "touch", "xattr", "link", "rename", "delete")
 
@@ -290,14 +293,20 @@ class Mode:
             os.chmod(path, 0o644 if name in PLAIN else 0o600)
 
     def snapshot(self):
+        """Every name under the working directory (the planted venv's too)."""
         snap = {}
-        for name in sorted(os.listdir(self.workdir)):
-            p = os.path.join(self.workdir, name)
-            st = os.lstat(p)
-            with open(p, "rb") as f:
-                digest = hashlib.sha256(f.read()).hexdigest()
-            snap[name] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_nlink, digest,
-                          tuple(sorted(os.listxattr(p))))
+        for top, dirs, files in os.walk(self.workdir):
+            dirs.sort()
+            for name in sorted(dirs + files):
+                p = os.path.join(top, name)
+                st = os.lstat(p)
+                digest = "directory"
+                if name in files:
+                    with open(p, "rb") as f:
+                        digest = hashlib.sha256(f.read()).hexdigest()
+                snap[os.path.relpath(p, self.workdir)] = (
+                    st.st_mode, st.st_size, st.st_mtime_ns, st.st_nlink, digest,
+                    tuple(sorted(os.listxattr(p))))
         return snap
 
     def stop(self):

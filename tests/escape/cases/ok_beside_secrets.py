@@ -1,7 +1,8 @@
 # tries: ordinary work beside masked secrets: read the project tree, list
 #        /usr/lib/python3, list the home directory (the secrets' names
 #        show), read a plain file there, import from the user's
-#        site-packages, name lookups (/etc/passwd stays readable)
+#        site-packages and from a venv in the working directory, name
+#        lookups (/etc/passwd stays readable)
 # must: work in unattended
 # needs: home (the suite plants the home's files)
 import os
@@ -19,6 +20,9 @@ with open(os.path.join(home, 'notes.txt')) as f:
     print('OK ~/notes.txt' if f.read() == 'plain notes\n' else 'FAIL ~/notes.txt')
 import kotoba_probe  # noqa: E402  (the user's site-packages)
 print('OK user site-packages' if kotoba_probe.VALUE == 42 else 'FAIL kotoba_probe')
+sys.path.insert(0, '@@WORKDIR@@/venv/lib/python%d.%d/site-packages' % sys.version_info[:2])
+import kotoba_venv_probe  # noqa: E402
+print('OK venv site-packages' if kotoba_venv_probe.VALUE == 7 else 'FAIL kotoba_venv_probe')
 me = pwd.getpwuid(os.getuid())
 print('OK pwd: %s, home %s' % (me.pw_name, me.pw_dir) if me.pw_dir == home else
       'FAIL pwd: %r' % (me,))
