@@ -20,9 +20,25 @@ CFLAGS ?= -O2 -g
 ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
 	-fPIE -I. $(PKG_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = -pie -Wl,-z,relro,-z,now $(LDFLAGS)
-# Recursive (=) so they are read after deps-ok has installed the packages.
-PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+# ---- dependencies, before anything else ------------------------------------
+# $(DEPS_MK) installs the packages (tests/deps.sh) and records the flags
+# pkg-config gives (tests/pkgflags.sh), once.  Make remakes an included
+# makefile before it builds any goal, and then starts again reading it: so
+# every target, under any -j, compiles with the packages present and the
+# flags read once (PKG_CFLAGS, LIBS, MSGPACK_LIBS, SECCOMP_LIBS).  A missing
+# package stops the build there, naming it.  The sanitizer builds are
+# sub-makes that inherit DEPS_MK and so never write it.
+DEPS_MK ?= $(abspath $(BUILD))/deps.mk
+export DEPS_MK
+ifneq ($(MAKECMDGOALS),clean)
+include $(DEPS_MK)
+endif
+$(DEPS_MK): Makefile tests/deps.sh tests/pkgflags.sh
+	@mkdir -p $(dir $@)
+	@./tests/deps.sh $(DEB_PKGS)
+	@./tests/pkgflags.sh $(PKGS) > $@.tmp
+	@mv $@.tmp $@
 
 PROTO_SRC := $(wildcard proto/*.c)
 BROKER_SRC := $(wildcard broker/*.c)
@@ -42,14 +58,14 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 BINS := $(BUILD)/kotoba-brokerd $(BUILD)/kotoba-worker $(BUILD)/kotoba
 
-.PHONY: all run check check-unit check-integration check-asan deps clean
+.PHONY: all run check check-unit check-integration check-asan asan-build reachable clean
 
 # Each harness adds its own targets and, where `make check` should run it,
 # appends a target to CHECK_EXTRA (mk/*.mk).
 .DEFAULT_GOAL := all
 CHECK_EXTRA :=
 -include $(sort $(wildcard mk/*.mk))
-all: deps-ok $(BINS)
+all: $(BINS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -70,19 +86,20 @@ $(BUILD)/tests/%: tests/unit/%.c $(PROTO_OBJ) $(BROKER_OBJ) $(WORKER_OBJ)
 		$(patsubst %.c,$(BUILD)/%.o,$(shell sed -n 's|^// link: ||p' $<)) \
 		$(LIBS) -lcmocka
 
-# ---- dependencies ----------------------------------------------------------
-.PHONY: deps-ok
-deps-ok:
-	@./tests/deps.sh $(DEB_PKGS)
+# As root, snippets and workers run as other users straight from this tree:
+# the suites that start a broker make its parents passable first (o+x,
+# said on stderr); building alone changes nothing outside the tree.
+reachable:
 	@./tests/reachable.sh
 
 # ---- running ---------------------------------------------------------------
 # As root the broker becomes its service user `kotoba` at once: create it
 # (and its group) from the same sysusers.d file an install uses.
-run: all
+run: all reachable
 	@if [ "$$(id -u)" = 0 ] && ! getent passwd kotoba >/dev/null; then \
-		echo "creating the service user kotoba (dist/systemd/kotoba.sysusers)"; \
-		systemd-sysusers dist/systemd/kotoba.sysusers; fi
+		./tests/deps.sh systemd && \
+		echo "creating the service user kotoba (dist/systemd/kotoba.sysusers)" && \
+		systemd-sysusers $(abspath dist/systemd/kotoba.sysusers); fi
 	$(BUILD)/kotoba-brokerd $(ARGS)
 
 # ---- tests -----------------------------------------------------------------
@@ -91,21 +108,32 @@ PYTEST := /usr/bin/python3 -m pytest -q -p no:cacheprovider
 check: all check-unit check-integration check-asan $(CHECK_EXTRA)
 	@echo "make check: all suites passed"
 
-check-unit: all $(UNIT_BIN)
+check-unit: all unit-bins
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 # SANITIZED=1 tells the tests that memory figures are the sanitizer's.
-check-integration: all
+check-integration: all reachable
 	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_SANITIZED=$(SANITIZED) $(PYTEST) tests/integration
 
 # The whole suite again, every program built with AddressSanitizer and
 # UndefinedBehaviorSanitizer; any report fails the run.
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-check-asan: deps-ok
-	$(MAKE) BUILD=$(BUILD)/asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" SANITIZED=1 \
-		check-unit check-integration
+ASAN_MAKE = $(MAKE) BUILD=$(BUILD)/asan CFLAGS="$(ASAN_FLAGS)" \
+	LDFLAGS="-fsanitize=address,undefined" SANITIZED=1
+# One sub-make builds $(BUILD)/asan; the suites that run against it
+# (check-asan and the mk/ fragments' *-asan) only wait for it, so no two
+# makes ever write there at once under -j.  ASAN_BUILD_GOALS gathers what
+# each fragment needs built there (goals, named as in the sub-make).
+ASAN_BUILD_GOALS += all unit-bins
+.PHONY: unit-bins
+unit-bins: $(UNIT_BIN)
+asan-build:
+	$(ASAN_MAKE) $(ASAN_BUILD_GOALS)
+check-asan: asan-build
+	$(ASAN_MAKE) check-unit check-integration
 
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)
+# (not below $(BUILD)/fresh: a whole Debian root file system, with its own *.d)
+-include $(shell find $(BUILD) -path $(BUILD)/fresh -prune -o -name '*.d' -type f -print 2>/dev/null)

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "broker/cgroup.h"
 #include "broker/config.h"
 #include "broker/loop.h"
 #include "proto/proto.h"
@@ -108,6 +109,7 @@ struct run {
 	struct container *ct;     /* sandbox = docker: where the snippet runs */
 	char container[64];       /* its name, for the exit frame */
 	bool engine_only;         /* an engine command (stop a container): no client */
+	struct cgroup_run cg;     /* its memory and process limits, all processes together */
 	void (*on_end)(const struct run *r);
 };
 

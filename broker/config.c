@@ -151,10 +151,13 @@ static const struct key keys[] = {
 	    "dropped.  Sizes are bytes, or a number with K, M or G after it\n"
 	    "(1024-based)."),
 	NUM("limits", "memory", KEY_SIZE, memory, 16 * MIB, 1024 * GIB, "4G",
-	    "Address space of each snippet process (RLIMIT_AS)."),
+	    "Memory of each snippet: the address space of each process\n"
+	    "(RLIMIT_AS) and, with a cgroup per run, all its processes together,\n"
+	    "swap included (memory.max, or v1 memory.limit_in_bytes)."),
 	NUM("limits", "processes", KEY_COUNT, processes, 1, 4194304, "512",
-	    "RLIMIT_NPROC.  The kernel counts every process of the uid the\n"
-	    "snippet runs as, not only the snippet's own."),
+	    "Processes and threads of each snippet together (the run's cgroup\n"
+	    "pids.max).  RLIMIT_NPROC is this times max_runs_per_uid, or this\n"
+	    "without a cgroup; the kernel counts every process of the uid in it."),
 	NUM("limits", "file_size", KEY_SIZE, file_size, 0, 1024 * GIB, "1G",
 	    "Largest file a snippet may write (RLIMIT_FSIZE)."),
 	NUM("limits", "open_files", KEY_COUNT, open_files, 16, 1048576, "256",

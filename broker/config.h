@@ -48,8 +48,8 @@ struct config {
 	uint64_t timeout_max_ms;       /* [limits] timeout_max, default 600s; timeout <= timeout_max */
 	uint64_t grace_ms;             /* [limits] kill_grace, default 2s */
 	uint64_t output_cap;           /* [limits] output, bytes per stream, default 200000 */
-	uint64_t memory;               /* [limits] memory (RLIMIT_AS), default 4G */
-	uint64_t processes;            /* [limits] processes (RLIMIT_NPROC), default 512 */
+	uint64_t memory;               /* [limits] memory (RLIMIT_AS, memory cgroup), default 4G */
+	uint64_t processes;            /* [limits] processes (pids cgroup, RLIMIT_NPROC), default 512 */
 	uint64_t file_size;            /* [limits] file_size (RLIMIT_FSIZE), default 1G */
 	uint64_t open_files;           /* [limits] open_files (RLIMIT_NOFILE), default 256 */
 	uint64_t cpu_s;                /* [limits] cpu seconds (RLIMIT_CPU), default 600 */

@@ -350,11 +350,41 @@ fail:
 	return NULL;
 }
 
-static void send_card(struct session *s, const struct card *c, const char *reason)
+/* The limits the run will get, named with their unit, as the worker (or
+ * the container engine, in mode docker) applies them. */
+static void card_limits(struct msg_card *m)
+{
+	const struct config *c = &gb->cfg;
+	struct card_limit *l = m->limits;
+
+	if (c->sandbox == SANDBOX_DOCKER) {
+		*l++ = (struct card_limit){ pstr_c("memory_bytes"), c->container_memory };
+		*l++ = (struct card_limit){ pstr_c("processes"), c->container_pids };
+		*l++ = (struct card_limit){ pstr_c("open_files"), c->container_nofile };
+	} else {
+		*l++ = (struct card_limit){ pstr_c("cpu_s"), c->cpu_s };
+		*l++ = (struct card_limit){ pstr_c("memory_bytes"), c->memory };
+		*l++ = (struct card_limit){ pstr_c("processes"), c->processes };
+		*l++ = (struct card_limit){ pstr_c("file_size_bytes"), c->file_size };
+		*l++ = (struct card_limit){ pstr_c("open_files"), c->open_files };
+	}
+	*l++ = (struct card_limit){ pstr_c("output_bytes"), c->output_cap };
+	m->n_limits = (size_t)(l - m->limits);
+}
+
+/* The card shows everything the client chose that changes what runs: the
+ * working directory, the timeout, and each env entry the run keeps (by the
+ * same rule env_build() applies, so the card cannot show less than runs).
+ * Returns false, having sent nothing, when it could not be built or would
+ * be over the frame limit (an exec just under the limit, with many env
+ * entries), which a client could not read: the card is then not asked.
+ * Once sent, the session may be gone (a failed send closes it). */
+static bool send_card(struct session *s, const struct card *c, const char *reason)
 {
 	struct msg_card m = { .id = c->id, .card = pstr_c(c->card_id),
 			      .snippet = { c->code, c->code_len }, .n_labels = c->scan.n,
-			      .expires_ms = gb->cfg.card_timeout_ms, .reason = pstr_c(reason) };
+			      .expires_ms = gb->cfg.card_timeout_ms, .reason = pstr_c(reason),
+			      .cwd = pstr_c(c->cwd), .timeout_ms = c->timeout_ms };
 	struct frame f;
 
 	for (size_t i = 0; i < c->scan.n; i++) {
@@ -363,8 +393,18 @@ static void send_card(struct session *s, const struct card *c, const char *reaso
 		m.labels[i] = (struct card_label){ scan_label_name(h->label), h->start, h->end,
 						   h->line };
 	}
-	if (enc_card(&f, &m) == 0)
-		session_send(s, &f);
+	for (size_t i = 0; i < c->n_env; i++)
+		if (env_name_allowed(c->env[i].name.ptr, c->env[i].name.len))
+			m.env[m.n_env++] = c->env[i];
+	card_limits(&m);
+	if (enc_card(&f, &m) < 0)
+		return false;
+	if (f.len - 4 > gb->cfg.frame_max) {
+		frame_free(&f);
+		return false;
+	}
+	session_send(s, &f);
+	return true;
 }
 
 static void ask(struct session *s, const struct msg_exec *e, const struct scan_result *sr,
@@ -384,10 +424,20 @@ static void ask(struct session *s, const struct msg_exec *e, const struct scan_r
 		return;
 	}
 	memcpy(c->sha256, sha256, 65);
+	/* In the list before it is sent: a send that fails closes the session,
+	 * which frees its cards, this one with them. */
 	TAILQ_INSERT_TAIL(&cards, c, link);
 	log_info("uid=%u card %s for request %" PRIu64 ": %s", (unsigned)s->peer.uid, c->card_id,
 		 e->id, v->reason);
-	send_card(s, c, v->reason);
+	if (send_card(s, c, v->reason))
+		return;
+	TAILQ_REMOVE(&cards, c, link);
+	if (audit_decision(s, c->id, c->code, c->code_len, &c->scan, "failed", NULL, NULL) == 0)
+		session_send_error(s, true, e->id, PERR_BAD_FIELD,
+				   "the approval card for this snippet, with its %zu env entries, "
+				   "would be over the %" PRIu64 "-byte frame limit; send fewer or "
+				   "shorter env entries", e->n_env, gb->cfg.frame_max);
+	card_free(c);
 }
 
 static const char *decision_word(const struct verdict *v)
@@ -621,6 +671,18 @@ int gate_on_revoke(struct session *s, const struct msg *m)
 	struct frame f;
 	bool existed = false;
 
+	/* A family is a name: nothing a client sends here reaches the broker's
+	 * log or the answer's sentence as a terminal control. */
+	for (size_t i = 0; i < r->family.len; i++) {
+		char ch = r->family.ptr[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-')) {
+			session_send_error(s, true, r->id, PERR_BAD_FIELD,
+					   "revoke: a family is a name such as execute_code");
+			return 0;
+		}
+	}
 	snprintf(family, sizeof(family), "%.*s", (int)r->family.len, r->family.ptr);
 	if (r->family.len >= sizeof(family) ||
 	    store_grant_revoke(store, s->peer.uid, family, &existed) < 0) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
+#include "broker/cgroup.h"
 #include "broker/container.h"
 #include "broker/gate.h"
 #include "broker/listener.h"
@@ -416,6 +417,18 @@ static int serve(struct broker *b)
 	return 0;
 }
 
+/* As root, for the service user: each run's memory and process limits
+ * then hold for all its processes together (broker/cgroup.c). */
+static void setup_cgroups(void)
+{
+	uid_t uid = (uid_t)-1;
+	gid_t gid = (gid_t)-1;
+
+	if (privsep_system_mode())
+		privsep_service_ids(&uid, &gid);
+	cgroup_setup(uid, gid, privsep_system_mode());
+}
+
 /* Everything that needs root happens here, then root is given up for
  * good, before any client is heard. */
 static int start_up(struct broker *b)
@@ -437,6 +450,7 @@ static int start_up(struct broker *b)
 	}
 	if (prepare_state_dir(b) < 0 || open_socket(b) < 0)
 		return -1;
+	setup_cgroups();
 	if (privsep_system_mode() && privsep_drop(err, sizeof(err)) < 0) {
 		log_err("%s", err);
 		return -1;
@@ -476,6 +490,7 @@ int main(int argc, char **argv)
 	if (start_up(&b) < 0)
 		return 1;
 	serve(&b);
+	cgroup_teardown();
 	gate_fini();
 	loop_fini();
 	log_info("stopped");

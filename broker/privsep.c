@@ -72,6 +72,12 @@ int privsep_resolve(const struct config *c, char *err, size_t errlen)
 	return resolve_root_user(c, err, errlen);
 }
 
+void privsep_service_ids(uid_t *uid, gid_t *gid)
+{
+	*uid = svc_uid;
+	*gid = svc_gid;
+}
+
 int privsep_own_dir(const char *dir, char *err, size_t errlen)
 {
 	struct stat st;

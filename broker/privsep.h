@@ -32,6 +32,8 @@ int privsep_resolve(const struct config *c, char *err, size_t errlen);
 /* As root: creates or fixes the ownership of `dir` for the service user,
  * mode 0700, as systemd's StateDirectory= would. */
 int privsep_own_dir(const char *dir, char *err, size_t errlen);
+/* The service user's uid and gid, once resolved (system mode). */
+void privsep_service_ids(uid_t *uid, gid_t *gid);
 /* As root: gives the socket file to the service user and socket group. */
 int privsep_own_socket(const char *path, unsigned mode, char *err, size_t errlen);
 /* As root: becomes the service user keeping CAP_SETUID, CAP_SETGID and

@@ -112,18 +112,22 @@ static __attribute__((noreturn)) void child_fail(const char *step, int err, cons
  * CAP_SETUID/CAP_SETGID allow it) and execs the worker, which starts
  * with no capabilities at all because its uid is not 0. */
 static int spawn_as_peer(struct broker *b, const int *fd, const struct identity *id,
-			 pid_t *pid)
+			 const struct cgroup_run *cg, pid_t *pid)
 {
 	char *const argv[] = { (char *)"kotoba-worker", NULL };
 	char *const envp[] = { NULL };
 	sigset_t none;
-	int rc;
+	int rc, cg_rc;
 
 	*pid = fork();
 	if (*pid < 0)
 		return -errno;
 	if (*pid > 0)
 		return 0;
+	/* Into the run's cgroup while still the broker's uid (v1 moves a
+	 * task only for root or its own uid); the worker and the snippet
+	 * inherit it.  Before the dup2s, which could reuse its fds. */
+	cg_rc = cgroup_run_join(cg);
 	for (int i = 0; i < 4; i++)
 		if (dup2(fd[i], i) < 0)
 			_exit(127);
@@ -133,6 +137,8 @@ static int spawn_as_peer(struct broker *b, const int *fd, const struct identity 
 	signal(SIGPIPE, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (cg_rc < 0)
+		child_fail("cgroup", -cg_rc, "cannot join the run's cgroup");
 	rc = privsep_enter(id);
 	if (rc < 0)
 		child_fail("identity", -rc, "cannot take on the peer's uid, gid and groups");
@@ -190,6 +196,11 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 	job.landlock = c->landlock;
 	job.lim = (struct job_limits){ c->cpu_s, c->memory, c->processes, c->file_size,
 				       c->open_files };
+	/* With pids.max holding the run to `processes`, RLIMIT_NPROC (per
+	 * uid, the user's other processes counted) is the ceiling for all
+	 * the runs a user may have at once. */
+	if (cgroup_run_limits_pids(&r->cg))
+		job.lim.nproc = c->processes * c->max_runs_per_uid;
 	for (size_t i = 0; i < n_env; i++)
 		job.env[i] = pstr_c(env[i]);
 	job.n_env = n_env;
@@ -329,6 +340,8 @@ static void run_release(struct run *r)
 	}
 	TAILQ_REMOVE(&r->b->runs, r, blink);
 	r->b->nruns--;
+	/* The worker is reaped: its snippet's processes are gone or going. */
+	cgroup_run_remove(&r->cg);
 	loop_defer_free(run_free, r);
 }
 
@@ -355,9 +368,12 @@ static int spawn_worker(struct broker *b, struct run *r, const struct run_reques
 	if (rc == 0) {
 		int child_fds[4] = { fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] };
 
-		rc = id->switch_ids ? spawn_as_peer(b, child_fds, id, &r->worker)
-				    : spawn_same_user(b, child_fds, &r->worker);
+		/* posix_spawn cannot join a cgroup: with one, fork. */
+		rc = id->switch_ids || r->cg.active
+			     ? spawn_as_peer(b, child_fds, id, &r->cg, &r->worker)
+			     : spawn_same_user(b, child_fds, &r->worker);
 	}
+	cgroup_run_close(&r->cg);
 	if (rc < 0)
 		snprintf(err, errlen, "could not start the worker %s: %s", b->worker_path,
 			 strerror(-rc));
@@ -394,6 +410,12 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 		if (rc == 0)
 			snprintf(r->container, sizeof(r->container), "%s", r->ct->name);
 	}
+	/* Fails closed: a run that was to have a cgroup does not start
+	 * without it. */
+	if (rc == 0 && cgroup_enabled() && !rq->engine &&
+	    cgroup_run_create(&r->cg, r->run_id, b->cfg.memory, b->cfg.processes, err,
+			      errlen) < 0)
+		rc = -EIO;
 	if (rc == 0)
 		rc = spawn_worker(b, r, rq, &id, fd, err, errlen);
 	if (rc == 0)
@@ -495,6 +517,15 @@ static void report_end(struct run *r)
 	}
 }
 
+/* The kernel's OOM kill for the run's memory limit is the run's `memory`
+ * limit, not a bare SIGKILL; the wall clock still wins when both came. */
+static void account_cgroup(struct run *r)
+{
+	if (cgroup_run_report(&r->cg, r->uid, r->run_id) && r->end == END_FINISHED &&
+	    (!r->result.limit || !r->result.limit[0]))
+		r->result.limit = "memory";
+}
+
 /* Called whenever a source closes; the run is over once all three are. */
 static void maybe_complete(struct run *r)
 {
@@ -503,6 +534,7 @@ static void maybe_complete(struct run *r)
 	if (r->done || r->sock.fd >= 0 || r->out[0].fd >= 0 || r->out[1].fd >= 0)
 		return;
 	r->done = true;
+	account_cgroup(r);
 	if (r->s)
 		report_end(r);
 	sent = now_us();
@@ -547,9 +579,16 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		r->end = END_FINISHED;
 		r->t_finished = now_us();
 		r->result = m->u.finished.r;
+	} else if (m->type == MSG_SETUP_ERROR && r->end != END_NONE &&
+		   pstr_eq(m->u.setup_error.step, "cleanup")) {
+		/* After the result: the run's scratch directory could not be
+		 * removed.  The result stands; the log says where it is. */
+		log_err("uid=%u run=%" PRIu64 " %.*s", (unsigned)r->uid, r->run_id,
+			(int)m->u.setup_error.message.len, m->u.setup_error.message.ptr);
 	} else {
-		/* The worker link allows ready, then finished; or setup_error.
-		 * Anything else means the worker is not the program we started. */
+		/* The worker link allows ready, then finished; or setup_error;
+		 * then a setup_error of step cleanup.  Anything else means
+		 * the worker is not the program we started. */
 		log_warn("uid=%u run=%" PRIu64 " worker sent %s out of order; killing it",
 			 (unsigned)r->uid, r->run_id, msg_type_name(m->type));
 		kill(r->worker, SIGKILL);
@@ -735,6 +774,8 @@ void runs_tick(struct broker *b, uint64_t now)
 {
 	struct run *r, *tmp;
 
+	if (cgroup_pending())
+		cgroup_tick();
 	TAILQ_FOREACH_SAFE(r, &b->runs, blink, tmp) {
 		if (r->done || r->reaped)
 			continue;
@@ -766,6 +807,9 @@ int runs_next_deadline(struct broker *b, uint64_t now)
 		if (r->abandon_at_ms < next)
 			next = r->abandon_at_ms;
 	}
+	/* A cgroup whose removal waits: tried again each second. */
+	if (cgroup_pending() && now + 1000 < next)
+		next = now + 1000;
 	if (next == UINT64_MAX)
 		return -1;
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);

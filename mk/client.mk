@@ -27,8 +27,6 @@ KOTOBA_CLIENT_PYTHON := client/python/kotoba_broker
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 
-MSGPACK_LIBS = $(shell pkg-config --libs msgpack 2>/dev/null)
-
 all: $(KOTOBA_CLIENT_LIBS) $(KOTOBA_CLIENT_SO_LINK) $(KOTOBA_CLIENT_PC)
 
 # The CLI links the library (the Makefile's rule links $^).
@@ -59,6 +57,10 @@ $(KOTOBA_CLIENT_PC): client/kotoba-client.pc.in
 		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(KOTOBA_CLIENT_VERSION)|' \
 		$< > $@
 
+# The renderer's unit test links client/lib/render.o (its `// link:` line):
+# rebuilt when that changes.
+$(BUILD)/tests/test_render: $(BUILD)/client/lib/render.o
+
 # The library's test program: only the public header, only the archive.
 $(BUILD)/client/tests/kc-test: client/tests/kc-test.c client/kotoba-client.h \
 		$(BUILD)/libkotoba-client.a
@@ -69,15 +71,17 @@ $(BUILD)/client/tests/kc-test: client/tests/kc-test.c client/kotoba-client.h \
 .PHONY: check-client check-client-c check-client-python check-client-asan
 check-client: check-client-c check-client-python
 
-check-client-c: all $(BUILD)/client/tests/kc-test
+check-client-c: all reachable $(BUILD)/client/tests/kc-test
 	KOTOBA_BUILD=$(abspath $(BUILD)) $(PYTEST) client/tests
 
-check-client-python: all
+check-client-python: all reachable
 	KOTOBA_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath client/python) \
 		$(PYTEST) client/python/tests
 
-check-client-asan: deps-ok
-	$(MAKE) BUILD=$(BUILD)/asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
-		check-client-c
+ASAN_BUILD_GOALS += client-test-bin
+.PHONY: client-test-bin
+client-test-bin: $(BUILD)/client/tests/kc-test
+check-client-asan: asan-build
+	$(ASAN_MAKE) check-client-c
 
 CHECK_EXTRA += check-client check-client-asan

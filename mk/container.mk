@@ -15,7 +15,7 @@
 
 .PHONY: check-container
 CHECK_EXTRA += check-container
-check-container: all
+check-container: all reachable
 	@mkdir -p $(abspath $(BUILD))/container
 	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_SANITIZED=$(SANITIZED) \
 		KOTOBA_CT_SKIP_FILE=$(abspath $(BUILD))/container/skip \
@@ -26,6 +26,5 @@ check-container: all
 # AddressSanitizer and UBSan, with real containers.
 .PHONY: check-container-asan
 CHECK_EXTRA += check-container-asan
-check-container-asan: deps-ok
-	$(MAKE) BUILD=$(BUILD)/asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
-		SANITIZED=1 check-container
+check-container-asan: asan-build
+	$(ASAN_MAKE) check-container

@@ -3,7 +3,7 @@
 # and once with landlock = no (each mode writes its own broker config).
 # Prints one line per case and mode, then "N passed, N failed".
 .PHONY: check-escape
-check-escape: all
+check-escape: all reachable
 	KOTOBA_BUILD=$(abspath $(BUILD)) /usr/bin/python3 tests/escape/run.py
 
 CHECK_EXTRA += check-escape

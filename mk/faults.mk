@@ -14,10 +14,10 @@ VALGRIND := valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definit
 
 .PHONY: check-faults check-valgrind
 
-check-faults: all
+check-faults: all reachable
 	KOTOBA_BUILD=$(abspath $(BUILD)) $(PYTEST) tests/faults
 
-check-valgrind: all
+check-valgrind: all reachable
 	@./tests/deps.sh valgrind
 	@# valgrind opens a log per process, also in the broker's forked children,
 	@# which run as the service user: the directory must take their files

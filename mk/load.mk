@@ -21,7 +21,7 @@ LOAD_FULL := KOTOBA_LOAD_TOTAL=1000 KOTOBA_LOAD_RUNNING=200 KOTOBA_LOAD_CARDS=10
 $(LOAD_BIN): $(BUILD)/tests/load/kotoba-load.o $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-check-load: all $(LOAD_BIN)
+check-load: all reachable $(LOAD_BIN)
 	@mkdir -p $(dir $(LOAD_RESULTS)) && rm -f $(LOAD_RESULTS)
 	$(LOAD_CHECK) KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_LOAD_RESULTS=$(LOAD_RESULTS) \
 		$(PYTEST) tests/load

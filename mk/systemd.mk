@@ -13,7 +13,7 @@ EXPOSURE_MAX ?= 30
 
 .PHONY: check-systemd
 CHECK_EXTRA += check-systemd
-check-systemd: all
+check-systemd: all reachable
 	@./tests/deps.sh systemd util-linux
 	BUILD=$(abspath $(BUILD)) EXPOSURE_MAX=$(EXPOSURE_MAX) \
 		./tests/install/test_units.sh

@@ -17,7 +17,7 @@ WORKER_OBJ := $(filter-out $(SECCOMP_POLICY_O),$(WORKER_OBJ)) $(SECCOMP_PROGRAMS
 
 $(SECCOMP_GEN): $(BUILD)/worker/gen/seccomp_gen.o $(SECCOMP_POLICY_O)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(shell pkg-config --libs libseccomp 2>/dev/null)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SECCOMP_LIBS)
 
 # Written aside and moved, so a failed run leaves no half file behind.
 $(SECCOMP_PROGRAMS_C): $(SECCOMP_GEN)

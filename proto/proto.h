@@ -23,6 +23,7 @@
 #define PROTO_ENV_MAX 64                     /* env entries in exec/job */
 #define PROTO_GROUPS_MAX 64                  /* supplementary groups */
 #define PROTO_LABELS_MAX 16
+#define PROTO_CARD_LIMITS_MAX 8              /* limits named on a card */
 #define PROTO_ROWS_MAX 256                   /* rows in a list answer */
 #define PROTO_ARGV_MAX 96                    /* arguments of one engine command */
 #define PROTO_STEPS_MAX 4                    /* engine commands before the snippet */
@@ -240,6 +241,11 @@ struct card_label {
 };
 
 /* broker -> client: a person must decide.  The snippet is the label. */
+struct card_limit {
+	struct pstr name;   /* ends in _bytes, _s, or counts things */
+	uint64_t value;
+};
+
 struct msg_card {
 	uint64_t id;          /* the exec it belongs to */
 	struct pstr card;     /* card id, answered by `answer` */
@@ -248,6 +254,14 @@ struct msg_card {
 	struct card_label labels[PROTO_LABELS_MAX];
 	uint64_t expires_ms;  /* how long the broker waits for an answer */
 	struct pstr reason;   /* why a card: "no saved grant", "labels" ... */
+	/* What else decides what runs, as the run will get it (all optional
+	 * for a receiver: a broker before them sent none). */
+	struct pstr cwd;      /* the working directory */
+	uint64_t timeout_ms;  /* the wall-clock limit in force */
+	size_t n_env;         /* the client's env entries the run keeps */
+	struct env_pair env[PROTO_ENV_MAX];
+	size_t n_limits;      /* the other limits: name ("memory_bytes"...) and value */
+	struct card_limit limits[PROTO_CARD_LIMITS_MAX];
 };
 
 struct msg_answer {

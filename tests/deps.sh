@@ -1,13 +1,16 @@
 #!/bin/sh
 # Installs the Debian packages named on the command line when any is
 # missing: with apt-get when run as root, otherwise by printing the one
-# command to run.  Quiet when everything is present.
+# command to run.  Quiet when everything is present (one dpkg-query).
 set -eu
+installed=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "$@" 2>/dev/null |
+	awk '$2 == "installed" { print $1 }') || true
 missing=""
 for p in "$@"; do
-	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-		missing="$missing $p"
-	fi
+	case " $(echo $installed) " in
+	*" $p "*) ;;
+	*) missing="$missing $p" ;;
+	esac
 done
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ]; then

@@ -6,13 +6,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "worker/rmtree.h"
 #include "worker/secrets.h"
 #include "worker/worker.h"
 
@@ -316,52 +316,20 @@ int plan_engine(struct plan *p, char *err, size_t errlen)
 	return 0;
 }
 
-static bool scratch_stuck;
-
-/* Snippet-made directories may deny us entry (chmod 000): give them back
- * to their owner before removing.  nftw opens a directory before it
- * reports it, so each round unlocks one more level. */
-static int unlock_dir(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	if ((type == FTW_D || type == FTW_DNR) && (st->st_mode & 0700) != 0700)
-		(void)chmod(path, 0700);
-	if (type == FTW_DNR)
-		scratch_stuck = true;
-	return 0;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	int rc;
-
-	rc = type == FTW_DP ? rmdir(path) : unlink(path);
-	if (rc < 0 && errno != ENOENT)
-		scratch_stuck = true;
-	return 0;
-}
-
-/* Called when no process of the snippet is left, so nothing races us.
- * Most snippets leave the directory empty: one rmdir.  Otherwise the walk:
- * FTW_PHYS: never follow a symlink the snippet left; FTW_MOUNT: never
- * cross into another file system.  Entries nested deeper than PATH_MAX
- * stay behind (nftw works on whole paths). */
+/* Called when no process of the snippet is left.  Most snippets leave the
+ * directory empty: one rmdir.  A tree that cannot go is reported to the
+ * broker, which logs it as an error naming the directory. */
 void plan_remove_scratch(struct plan *p)
 {
-	const int flags = FTW_PHYS | FTW_MOUNT;
+	char err[PATH_MAX + 256];
+	int rc;
 
 	if (!p->scratch[0])
 		return;
-	if (rmdir(p->scratch) == 0) {
-		p->scratch[0] = '\0';
-		return;
-	}
-	for (int round = 0; round < 32; round++) {
-		scratch_stuck = false;
-		if (round > 0)
-			nftw(p->scratch, unlock_dir, 16, flags);
-		nftw(p->scratch, remove_entry, 16, flags | FTW_DEPTH);
-		if (!scratch_stuck)
-			break;
+	if (rmdir(p->scratch) < 0) {
+		rc = remove_tree(p->scratch, err, sizeof(err));
+		if (rc < 0)
+			report_setup_error("cleanup", -rc, err);
 	}
 	p->scratch[0] = '\0';
 }

@@ -27,9 +27,11 @@
  *             ruleset is unattended's (worker/landlock.c).
  *
  * Names are resolved with libseccomp for the native architecture; names
- * this architecture lacks (mmap2, socketcall...) or that this libseccomp
- * does not know yet are skipped, which for an allowlist fails closed.
- * Foreign architectures (i386 via int 0x80, x32) get EPERM as a whole.
+ * this architecture lacks (mmap2, socketcall...) add nothing to its
+ * program, and names this libseccomp does not know yet are skipped, which
+ * for an allowlist fails closed.  Foreign architectures (i386 via int
+ * 0x80, x32) get EPERM as a whole.  The unattended and engine profiles are
+ * not built where socketcall(2) exists (refuse_socketcall_arch).
  *
  * kotoba-worker does not link this file: worker/gen/seccomp_gen.c runs it
  * at build time for every profile and Landlock ABI, and the worker loads
@@ -53,6 +55,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <linux/net.h>
 #include <linux/netlink.h>
 
 #include "worker/seccomp.h"
@@ -170,11 +173,12 @@ static const struct syscall_group groups[] = {
 	{ "@aio", "Linux native asynchronous I/O (not io_uring)", ALL(A_ALLOW),
 	  CALLS("io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents",
 		"io_pgetevents") },
-	{ "@network", "Use sockets: connect, send, receive (creating: see @socket)",
+	{ "@network", "Use sockets: connect, send, receive (creating, binding, pairs, options: "
+		      "see @socket)",
 	  ALL(A_ALLOW),
-	  CALLS("socketpair", "accept", "accept4", "connect", "getsockname", "getpeername",
-		"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
-		"setsockopt", "getsockopt", "socketcall") },
+	  CALLS("accept", "accept4", "connect", "getsockname", "getpeername", "sendto",
+		"recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
+		"getsockopt") },
 	{ "@ipc", "SysV IPC and POSIX message queues (objects that outlive the run)", A_ALLOW,
 	  A_EPERM, A_EPERM, 0,
 	  CALLS("shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl",
@@ -241,14 +245,17 @@ static const struct syscall_group groups[] = {
 #define EACCES_ACT SCMP_ACT_ERRNO(EACCES)
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-/* A rule by name, skipped where the architecture lacks the call. */
+/* A rule by name, skipped where libseccomp does not know the call.  A
+ * call the native architecture lacks (socketcall on x86_64) resolves to a
+ * pseudo number: libseccomp puts it in the program of each architecture
+ * of the filter that has it (seccomp_build_arch) and nowhere else. */
 static int rule(scmp_filter_ctx ctx, uint32_t action, const char *call, unsigned int n,
 		struct scmp_arg_cmp a, struct scmp_arg_cmp b, struct scmp_arg_cmp c)
 {
 	const struct scmp_arg_cmp cmp[3] = { a, b, c };
 	int nr = seccomp_syscall_resolve_name(call);
 
-	if (nr < 0)
+	if (nr == __NR_SCMP_ERROR)
 		return 0;
 	return seccomp_rule_add_array(ctx, action, nr, n, cmp);
 }
@@ -492,10 +499,10 @@ static int add_signal_send(scmp_filter_ctx ctx, const struct build *b)
 /* Unattended sockets: IPv4/IPv6 stream and datagram with the default,
  * TCP or UDP protocol (no raw, no SCTP or other module-loaded protocols),
  * and the routing netlink that getaddrinfo asks about interfaces.  No
- * AF_UNIX: a path socket can be a door to a more privileged service
+ * AF_UNIX socket: a path socket can be a door to a more privileged service
  * (D-Bus, systemd, docker.sock) that Landlock does not guard, and name
  * resolution works without it (glibc falls back from nscd, and
- * nss-resolve to dns).  socketpair stays: it reaches nobody. */
+ * nss-resolve to dns).  Pairs: see add_socketpair. */
 static int add_socket_unattended(scmp_filter_ctx ctx)
 {
 	static const int families[] = { AF_INET, AF_INET6 };
@@ -541,38 +548,98 @@ static int add_socket_engine(scmp_filter_ctx ctx)
 	return rc ? rc : RULE1(ctx, EPERM_ACT, "socket", ALWAYS(0));
 }
 
-/* Unattended bind: only an address the size of a sockaddr_nl, which is
+/* Engine bind: only an address the size of a sockaddr_nl, which is
  * getaddrinfo binding its netlink socket.  IPv4 and IPv6 need at least 16
  * bytes (EINVAL), so nothing listens or receives on a port.  A Unix
- * socketpair end could still take a 10-byte path: Landlock stops that
- * outside the scratch directory, so without Landlock bind is refused. */
-static int add_bind_unattended(scmp_filter_ctx ctx, unsigned int abi)
+ * socket could still take a 10-byte path: Landlock stops that outside the
+ * scratch directory, so without Landlock bind is refused.
+ *
+ * Unattended: no bind at all.  A 12-byte address is also an abstract Unix
+ * name of nine characters, and a socketpair end takes one, connected or
+ * not, where any host process can find it; seccomp cannot read the
+ * address to tell the two apart.  glibc's getaddrinfo does without: when
+ * it cannot bind its netlink socket it assumes both IPv4 and IPv6 are
+ * configured (check_pf.c).  getifaddrs() and if_nameindex() fail. */
+static int add_bind(scmp_filter_ctx ctx, const struct build *b)
 {
 	int rc = 0;
 
-	if (abi == 0)
+	if (b->profile == P_UNATTENDED || b->abi == 0)
 		return RULE0(ctx, EPERM_ACT, "bind");
 	rc = RULE1(ctx, SCMP_ACT_ALLOW, "bind", INT_EQ(2, sizeof(struct sockaddr_nl)));
 	return rc ? rc : RULE1(ctx, EPERM_ACT, "bind", ALWAYS(2));
 }
 
-/* Unattended and engine share bind and listen: the engine CLI dials out
- * and never serves, and its Unix sockets make bind by path a real door
- * (a 10-byte sun_path): only under Landlock, which keeps it in scratch. */
-static int add_socket(scmp_filter_ctx ctx, const struct build *b)
+/* Whether socketpair and setsockopt are narrowed (else allowed outright). */
+static bool pairs_narrowed(const struct build *b)
 {
+	return b->profile == P_UNATTENDED;
+}
+
+/* Unattended pairs: AF_UNIX stream only (with SOCK_CLOEXEC, SOCK_NONBLOCK),
+ * which is what multiprocessing.Pipe and asyncio's self-pipe make.  A
+ * connected stream end cannot be re-aimed: sendto with an address gives
+ * EISCONN, connect EISCONN (or EINVAL for AF_UNSPEC).  A datagram end can
+ * (sendto any path or abstract name, connect(AF_UNSPEC) and connect
+ * again), and other families would load kernel modules (AF_TIPC). */
+static int add_socketpair(scmp_filter_ctx ctx, const struct build *b)
+{
+	const unsigned long type_mask = 0xffffffffUL & ~(unsigned long)(SOCK_CLOEXEC | SOCK_NONBLOCK);
 	int rc;
 
+	if (!pairs_narrowed(b))
+		return RULE0(ctx, SCMP_ACT_ALLOW, "socketpair");
+	rc = RULE3(ctx, SCMP_ACT_ALLOW, "socketpair", INT_EQ(0, AF_UNIX),
+		   SCMP_A1(SCMP_CMP_MASKED_EQ, type_mask, SOCK_STREAM), INT_EQ(2, 0));
+	return rc ? rc : RULE1(ctx, EPERM_ACT, "socketpair", ALWAYS(0));
+}
+
+#ifndef SO_PASSPIDFD
+#define SO_PASSPIDFD 76
+#endif
+
+/* Unattended: not SO_PASSCRED or SO_PASSPIDFD.  With either set, connect
+ * on a Unix socket without an address autobinds it to an abstract name
+ * before it finds the socket connected, and that name stays: an abstract
+ * address the snippet holds on the host. */
+static int add_setsockopt(scmp_filter_ctx ctx, const struct build *b)
+{
+	static const int passing[] = { SO_PASSCRED, SO_PASSPIDFD };
+	int rc = 0;
+
+	if (!pairs_narrowed(b))
+		return RULE0(ctx, SCMP_ACT_ALLOW, "setsockopt");
+	for (size_t i = 0; i < ARRAY_LEN(passing) && rc == 0; i++)
+		rc = RULE2(ctx, EPERM_ACT, "setsockopt", INT_EQ(1, SOL_SOCKET),
+			   INT_EQ(2, passing[i]));
+	return rc ? rc : RULE1(ctx, SCMP_ACT_ALLOW, "setsockopt", ALWAYS(1));
+}
+
+/* Unattended and engine share listen: the engine CLI dials out and never
+ * serves. */
+static int add_socket(scmp_filter_ctx ctx, const struct build *b)
+{
+	static const char *const calls[] = { "socket", "bind", "listen" };
+	int rc = 0;
+
 	if (b->profile == P_APPROVED) {
-		rc = RULE0(ctx, SCMP_ACT_ALLOW, "socket");
+		for (size_t i = 0; i < ARRAY_LEN(calls) && rc == 0; i++)
+			rc = RULE0(ctx, SCMP_ACT_ALLOW, calls[i]);
+	} else {
+		rc = b->profile == P_ENGINE ? add_socket_engine(ctx) : add_socket_unattended(ctx);
 		if (rc == 0)
-			rc = RULE0(ctx, SCMP_ACT_ALLOW, "bind");
-		return rc ? rc : RULE0(ctx, SCMP_ACT_ALLOW, "listen");
+			rc = add_bind(ctx, b);
+		if (rc == 0)
+			rc = RULE0(ctx, EPERM_ACT, "listen");
 	}
-	rc = b->profile == P_ENGINE ? add_socket_engine(ctx) : add_socket_unattended(ctx);
 	if (rc == 0)
-		rc = add_bind_unattended(ctx, b->abi);
-	return rc ? rc : RULE0(ctx, EPERM_ACT, "listen");
+		rc = add_socketpair(ctx, b);
+	if (rc == 0)
+		rc = add_setsockopt(ctx, b);
+	/* Approved only; see refuse_socketcall_arch. */
+	if (rc == 0 && b->profile == P_APPROVED)
+		rc = RULE0(ctx, SCMP_ACT_ALLOW, "socketcall");
+	return rc;
 }
 
 /* Calls that may name another process of the same user: only the caller
@@ -641,14 +708,16 @@ static const struct arg_group arg_groups[] = {
 	  "as approved (Landlock ABI >= 6 scopes it to the CLI's own processes)",
 	  "kill tkill tgkill rt_sigqueueinfo rt_tgsigqueueinfo pidfd_send_signal",
 	  add_signal_send },
-	{ "@socket", "any socket, bind, listen",
+	{ "@socket", "any socket, bind, listen, socketpair, setsockopt, socketcall",
 	  "AF_INET/AF_INET6 stream and datagram (default, TCP or UDP protocol) and "
-	  "AF_NETLINK/NETLINK_ROUTE; others EPERM (raw, packet, AF_UNIX); bind only a "
-	  "netlink-sized address and only under Landlock; listen EPERM",
+	  "AF_NETLINK/NETLINK_ROUTE; others EPERM (raw, packet, AF_UNIX); socketpair only "
+	  "AF_UNIX stream, others EPERM (datagram, seqpacket); bind and listen EPERM; "
+	  "setsockopt SO_PASSCRED and SO_PASSPIDFD EPERM; socketcall: not built where it exists",
 	  "AF_UNIX of any type, AF_INET/AF_INET6 of any type (default, TCP or UDP "
 	  "protocol) and AF_NETLINK/NETLINK_ROUTE; others EPERM (packet, vsock...); bind "
-	  "only a netlink-sized address and only under Landlock; listen EPERM",
-	  "socket bind listen", add_socket },
+	  "only a netlink-sized address and only under Landlock; listen EPERM; socketcall: "
+	  "not built where it exists",
+	  "socket bind listen socketpair setsockopt socketcall", add_socket },
 	{ "@self-only", "pid 0 (the caller) only, others EPERM", "same", "as approved",
 	  "prlimit64 setpriority ioprio_set sched_setaffinity sched_setparam "
 	  "sched_setscheduler sched_setattr",
@@ -793,16 +862,25 @@ static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *out, char *err, si
 	return 0;
 }
 
-static int new_filter(scmp_filter_ctx *ctx, char *err, size_t errlen)
+/* A filter for `arch` alone; calls of any other architecture get
+ * `badarch`. */
+static int new_filter(scmp_filter_ctx *ctx, uint32_t arch, uint32_t badarch, char *err,
+		      size_t errlen)
 {
-	int rc;
+	int rc = 0;
 
 	*ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
 	if (!*ctx) {
 		snprintf(err, errlen, "seccomp_init failed");
 		return -ENOMEM;
 	}
-	rc = seccomp_attr_set(*ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
+	if (arch != seccomp_arch_native()) {
+		rc = seccomp_arch_add(*ctx, arch);
+		if (rc == 0)
+			rc = seccomp_arch_remove(*ctx, seccomp_arch_native());
+	}
+	if (rc == 0)
+		rc = seccomp_attr_set(*ctx, SCMP_FLTATR_ACT_BADARCH, badarch);
 	/* A binary tree over syscall numbers: every call of the snippet
 	 * passes through this program. */
 	if (rc == 0)
@@ -815,8 +893,26 @@ static int new_filter(scmp_filter_ctx *ctx, char *err, size_t errlen)
 	return rc;
 }
 
-int seccomp_build(const struct seccomp_opts *o, struct sock_fprog *out, char *err,
-		  size_t errlen)
+/* socketcall(2) multiplexes every socket call on i386, s390, PowerPC,
+ * MIPS o32 and others, with the arguments in user memory that seccomp
+ * cannot read.  libseccomp folds a rule on socket(2) into one on
+ * socketcall by call number there, and drops or refuses the argument
+ * comparisons: the narrowing profiles would allow socket(AF_UNIX) and bind
+ * through socketcall, or not build at all.  So they are not built where
+ * socketcall exists; the approved profile allows it. */
+static int refuse_socketcall_arch(const struct build *b, uint32_t arch, char *err,
+				  size_t errlen)
+{
+	if (b->profile == P_APPROVED || seccomp_syscall_resolve_name_arch(arch, "socketcall") < 0)
+		return 0;
+	snprintf(err, errlen, "the %s seccomp profile filters socket calls by their arguments, "
+		 "which socketcall(2) hides on this architecture (%#x): not supported",
+		 b->profile == P_UNATTENDED ? "unattended" : "engine", arch);
+	return -EOPNOTSUPP;
+}
+
+int seccomp_build_arch(const struct seccomp_opts *o, uint32_t arch, uint32_t badarch,
+		       struct sock_fprog *out, char *err, size_t errlen)
 {
 	struct build b = { profile_of(o->profile), o->landlock_abi, o->self };
 	scmp_filter_ctx ctx;
@@ -832,7 +928,9 @@ int seccomp_build(const struct seccomp_opts *o, struct sock_fprog *out, char *er
 		snprintf(err, errlen, "the unattended filter needs the snippet's pid");
 		return -EINVAL;
 	}
-	rc = new_filter(&ctx, err, errlen);
+	rc = refuse_socketcall_arch(&b, arch, err, errlen);
+	if (rc == 0)
+		rc = new_filter(&ctx, arch, badarch, err, errlen);
 	if (rc < 0)
 		return rc;
 	rc = add_rules(ctx, &b, err, errlen);
@@ -840,6 +938,14 @@ int seccomp_build(const struct seccomp_opts *o, struct sock_fprog *out, char *er
 		rc = export_bpf(ctx, out, err, errlen);
 	seccomp_release(ctx);
 	return rc;
+}
+
+/* Foreign architectures (i386 on x86_64, x32) get EPERM as a whole. */
+int seccomp_build(const struct seccomp_opts *o, struct sock_fprog *out, char *err,
+		  size_t errlen)
+{
+	return seccomp_build_arch(o, seccomp_arch_native(), SCMP_ACT_ERRNO(EPERM), out, err,
+				  errlen);
 }
 
 void seccomp_prog_free(struct sock_fprog *prog)

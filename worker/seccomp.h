@@ -45,6 +45,14 @@ int seccomp_build(const struct seccomp_opts *o, struct sock_fprog *out, char *er
 		  size_t errlen);
 void seccomp_prog_free(struct sock_fprog *prog);
 
+/* The same policy for one architecture `arch` (SCMP_ARCH_*), another
+ * than the native one if need be, with `badarch` (SCMP_ACT_*) for calls of
+ * any other.  seccomp_build() is this for the native architecture with
+ * EPERM.  For tests of a policy on an architecture the build host can
+ * enter but does not run natively (i386 on x86_64: socketcall). */
+int seccomp_build_arch(const struct seccomp_opts *o, uint32_t arch, uint32_t badarch,
+		       struct sock_fprog *out, char *err, size_t errlen);
+
 /* Writes every group, its action in each profile, help text and members,
  * for the documentation.  The generator stores this text in the worker,
  * which prints it for `kotoba-worker --list-syscall-groups`. */

@@ -406,12 +406,16 @@ static int report_end(struct run *r)
 	return report_finished(&res) ? WORKER_EXIT_OK : WORKER_EXIT_FAIL;
 }
 
-/* The last frame, then fd 3 goes at once: the broker sees EOF now, not
- * after S has freed its memory and the kernel has torn S down. */
+/* The result, then the scratch directory goes: what cannot be removed is
+ * reported after the result (setup_error, step cleanup), which stands.
+ * Then fd 3 goes at once: the broker sees EOF now, not after S has freed
+ * its memory and the kernel has torn S down, and only then sends the
+ * client `exit`, so scratch is gone by the time a client hears the end. */
 static int conclude(struct run *r)
 {
-	int rc = report_end(r);
+	int rc = r->broker_gone ? WORKER_EXIT_FAIL : report_end(r);
 
+	plan_remove_scratch(r->plan);
 	close(FD_BROKER);
 	return rc;
 }
@@ -454,8 +458,7 @@ int supervise(struct plan *p, pid_t child, int sigfd)
 	 * XDG_RUNTIME_DIR): before it goes. */
 	if (p->engine.run)
 		engine_after(&r);
-	plan_remove_scratch(p);
-	rc = r.broker_gone ? WORKER_EXIT_FAIL : conclude(&r);
+	rc = conclude(&r);
 	/* After the report: the last reference to the secret masks' mount
 	 * namespace, whose teardown waits for an RCU grace period. */
 	if (r.mounts >= 0)

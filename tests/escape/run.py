@@ -33,6 +33,9 @@ parent: the `secret_*` cases try to read them (`needs: home`), and an
 approved control reads every one.  Not as root, the snippets run as the
 caller, whose home the suite leaves alone: those cases are skipped.
 
+A case may print `SCRATCH <path>` to name its scratch directory: the path
+must be gone once the run is over, whatever the case left in it.
+
 Prints one line per case and mode, then exactly `N passed, N failed`;
 exits 1 when anything failed.  Run: make check-escape, or
     KOTOBA_BUILD=build /usr/bin/python3 tests/escape/run.py [--mode both|landlock|seccomp-only] [CASE...]
@@ -171,6 +174,11 @@ class Env:
         self.unix_sock = self.listen_unix(self.unix_path)
         # DAC must allow the connect: only the profile may refuse it.
         os.chmod(self.unix_path, 0o777)
+        # Datagram services (syslog's kind), drained so a send never blocks.
+        self.dgram_path = os.path.join(root, "svc", "dgram.sock")
+        self.dgram_socks = [self.drained_dgram(a)
+                            for a in (self.dgram_path, "\0" + self.abstract + "-dg")]
+        os.chmod(self.dgram_path, 0o777)
 
     def start_peer(self):
         """A process of the snippet's user outside every sandbox (as a
@@ -204,11 +212,23 @@ class Env:
         s.listen(64)
         return s
 
+    @staticmethod
+    def drained_dgram(addr):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.bind(addr)
+
+        def drain():
+            while True:
+                s.recv(65536)
+        threading.Thread(target=drain, daemon=True).start()
+        return s
+
     def substitute(self, code, workdir):
         return (code.replace("@@WORKDIR@@", workdir).replace("@@PORT@@", str(self.port))
                 .replace("@@MARK@@", SECRET_MARK)
                 .replace("@@PEERPID@@", str(self.peer.pid if self.peer else 0))
-                .replace("@@ABSTRACT@@", self.abstract).replace("@@UNIXSOCK@@", self.unix_path))
+                .replace("@@ABSTRACT@@", self.abstract).replace("@@UNIXSOCK@@", self.unix_path)
+                .replace("@@UNIXDGRAM@@", self.dgram_path))
 
 
 class Mode:
@@ -329,6 +349,13 @@ def skip_reason(case, mode, kernel_abi, numpy):
     return None
 
 
+def scratch_left(r):
+    """The scratch directories a run named (`SCRATCH <path>`) that outlived it."""
+    named = [l.split(None, 1)[1] for l in r.get("stdout", "").splitlines()
+             if l.startswith("SCRATCH ")]
+    return [p for p in named if os.path.lexists(p)]
+
+
 def describe(r):
     if "error" in r:
         return "error %s" % r.get("error")
@@ -372,6 +399,8 @@ def run_case(case, mode, verbose):
         details.append(r)
     if why:
         problems.append("unattended: " + why)
+    if scratch_left(r):
+        problems.append("scratch outlived the run: %s" % ", ".join(scratch_left(r)))
     after = mode.snapshot()
     if after != before:
         changed = sorted(set(before) ^ set(after) | {k for k in before if before.get(k) != after.get(k)})

@@ -253,6 +253,43 @@ def test_scratch_exists_during_run_and_is_removed_after():
     assert os.path.isdir("/etc")
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting into scratch needs root")
+def test_scratch_that_cannot_go_is_reported_after_the_result():
+    """A file system mounted inside scratch (by the test, while the snippet
+    waits) is never entered: the worker reports what stayed, naming the
+    directory, in a setup_error of step cleanup after `finished`."""
+    w = Worker(textwrap.dedent("""
+        import os, time
+        d = os.environ['TMPDIR']
+        os.mkdir(d + '/mnt')
+        print(d, flush=True)
+        for _ in range(400):
+            if os.path.exists(d + '/mnt/mounted'):
+                break
+            time.sleep(0.05)
+    """), job())
+    end = time.monotonic() + 20
+    while b"\n" not in w.out and time.monotonic() < end:
+        w.pump(0.1)
+    scratch = bytes(w.out).decode().split()[0]
+    mnt = scratch + "/mnt"
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.mount(b"tmpfs", mnt.encode(), b"tmpfs", 0, b"size=1m") == 0, os.strerror(ctypes.get_errno())
+    try:
+        open(mnt + "/mounted", "w").close()
+        w.finish()
+        assert w.types() == ["ready", "finished", "setup_error"]
+        err = w.msgs[2]
+        assert err["step"] == "cleanup" and err["errno"] == errno.EBUSY
+        assert scratch in err["message"] and "mnt" in err["message"]
+        assert os.path.exists(mnt + "/mounted")
+    finally:
+        libc.umount2(mnt.encode(), 0)
+        if os.path.exists(scratch):
+            os.rmdir(mnt)
+            os.rmdir(scratch)
+
+
 def test_python_works_under_the_baseline_filter():
     w = run("""
         import json, math, threading, subprocess, socket, multiprocessing, tempfile, os, sys

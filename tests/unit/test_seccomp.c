@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <seccomp.h>
 
 #include "worker/landlock.h"
 #include "worker/seccomp.h"
@@ -376,13 +377,70 @@ static void test_unattended_with_landlock_leaves_paths_to_it(void **state)
 	run_in_child(open_with_landlock_abi7);
 }
 
+/* An abstract name of nine characters: as long as a sockaddr_nl. */
+static socklen_t abstract_name(struct sockaddr_un *un, const char *name)
+{
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	memcpy(un->sun_path + 1, name, strlen(name));
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
+}
+
+/* Unattended Unix pairs: stream only, and a stream end can neither be
+ * re-aimed nor given an address (the pair itself is the kernel's). */
+static void unix_pairs_checked(const struct sockaddr_un *lst, socklen_t lst_len)
+{
+	struct sockaddr_un un, got;
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	char name[16];
+	socklen_t len, got_len = sizeof(got);
+	int sv[2], one = 1, sndbuf = 65536;
+
+	snprintf(name, sizeof(name), "b%08d", (int)getpid() % 100000000);
+	len = abstract_name(&un, name);
+
+	assert_int_equal(len, sizeof(struct sockaddr_nl));
+	EXPECT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv));
+	EXPECT_ERRNO(EPERM, socketpair(AF_UNIX, SOCK_DGRAM, 0, sv));
+	EXPECT_ERRNO(EPERM, socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv));
+	EXPECT_ERRNO(EPERM, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));
+	EXPECT_ERRNO(EPERM, socketpair(AF_UNIX, SOCK_STREAM, PF_UNIX, sv));
+	EXPECT_ERRNO(EPERM, socketpair(AF_TIPC, SOCK_STREAM, 0, sv));
+	EXPECT_ERRNO(EPERM, syscall(SYS_socketpair, AF_UNIX, SOCK_DGRAM | (1UL << 32), 0, sv));
+	EXPECT_OK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+	/* The kernel's own answers: a connected stream end stays aimed. */
+	EXPECT_ERRNO(EISCONN, sendto(sv[0], "x", 1, 0, (struct sockaddr *)&un, len));
+	EXPECT_ERRNO(EINVAL, connect(sv[0], &unspec, sizeof(unspec)));
+	/* The filter's: no address for a pair end, directly or by autobind. */
+	EXPECT_ERRNO(EPERM, bind(sv[0], (struct sockaddr *)&un, len));
+	EXPECT_ERRNO(EPERM, bind(sv[0], (struct sockaddr *)&un, sizeof(sa_family_t)));
+	EXPECT_ERRNO(EPERM, setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)));
+	EXPECT_ERRNO(EPERM, setsockopt(sv[0], SOL_SOCKET, 76 /* SO_PASSPIDFD */, &one,
+				       sizeof(one)));
+	EXPECT_OK(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)));
+	EXPECT_ERRNO(EISCONN, connect(sv[0], (const struct sockaddr *)lst, lst_len));
+	EXPECT_ERRNO(EISCONN, sendto(sv[0], "x", 1, 0, (const struct sockaddr *)lst, lst_len));
+	EXPECT_OK(getsockname(sv[0], (struct sockaddr *)&got, &got_len));
+	if (got_len != sizeof(sa_family_t))
+		child_fail("the pair end has an address (%u bytes)", (unsigned)got_len);
+}
+
 static void sockets_checked(unsigned int abi)
 {
 	struct sockaddr_in in = { .sin_family = AF_INET,
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
-	int tcp, rt, sv[2];
+	struct sockaddr_un lst;
+	char name[16];
+	socklen_t lst_len;
+	int tcp, rt, srv;
 
+	/* A listener of the host's, made before the filter. */
+	snprintf(name, sizeof(name), "l%08d", (int)getpid() % 100000000);
+	lst_len = abstract_name(&lst, name);
+	srv = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (srv < 0 || bind(srv, (struct sockaddr *)&lst, lst_len) < 0 || listen(srv, 4) < 0)
+		child_fail("the test's listener: %s", strerror(errno));
 	load_profile("unattended", abi, false);
 	tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	EXPECT_OK(tcp);
@@ -396,13 +454,30 @@ static void sockets_checked(unsigned int abi)
 	EXPECT_ERRNO(EPERM, syscall(SYS_socket, AF_INET | (1UL << 32), SOCK_RAW, 0));
 	rt = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 	EXPECT_OK(rt);
-	EXPECT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
 	EXPECT_ERRNO(EPERM, bind(tcp, (struct sockaddr *)&in, sizeof(in)));
 	EXPECT_ERRNO(EPERM, listen(tcp, 1));
-	if (abi > 0)
-		EXPECT_OK(bind(rt, (struct sockaddr *)&nl, sizeof(nl)));
-	else
-		EXPECT_ERRNO(EPERM, bind(rt, (struct sockaddr *)&nl, sizeof(nl)));
+	/* No bind at all, at any ABI: a netlink address is as long as a
+	 * nine-character abstract Unix name. */
+	EXPECT_ERRNO(EPERM, bind(rt, (struct sockaddr *)&nl, sizeof(nl)));
+	unix_pairs_checked(&lst, lst_len);
+}
+
+/* The control: the approved profile lets every one of those through, so
+ * the EPERMs above are the unattended filter's. */
+static void unix_pairs_approved(void)
+{
+	struct sockaddr_un un;
+	socklen_t len;
+	char name[16];
+	int sv[2], one = 1;
+
+	snprintf(name, sizeof(name), "a%08d", (int)getpid() % 100000000);
+	len = abstract_name(&un, name);
+	load_baseline("approved");
+	EXPECT_OK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));
+	EXPECT_OK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv));
+	EXPECT_OK(setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)));
+	EXPECT_OK(bind(sv[0], (struct sockaddr *)&un, len));
 }
 
 static void sockets_abi0(void)
@@ -420,6 +495,109 @@ static void test_unattended_sockets(void **state)
 	(void)state;
 	run_in_child(sockets_abi0);
 	run_in_child(sockets_abi7);
+	run_in_child(unix_pairs_approved);
+}
+
+#ifdef __x86_64__
+/* socketcall(SYS_SOCKET, {AF_UNIX, SOCK_STREAM, 0}) through the i386 entry;
+ * its argument block must lie below 4 GiB.  Returns the fd or -errno. */
+static long i386_socketcall_unix(void)
+{
+	unsigned int *args = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+	long ret;
+
+	if (args == MAP_FAILED)
+		child_fail("mmap MAP_32BIT: %s", strerror(errno));
+	args[0] = AF_UNIX;
+	args[1] = SOCK_STREAM;
+	args[2] = 0;
+	__asm__ volatile("int $0x80"
+			 : "=a"(ret)
+			 : "a"(102L), "b"(1L /* SYS_SOCKET */), "c"((long)(uintptr_t)args)
+			 : "memory");
+	return ret;
+}
+
+/* The control: a filter for i386 alone (x86_64 calls pass as a foreign
+ * architecture) in which socketcall is allowed, as approved has it. */
+static void socketcall_i386_approved(void)
+{
+	struct seccomp_opts o = { "approved", 0, getpid() };
+	struct sock_fprog prog;
+	char err[256] = "";
+	long fd;
+
+	if (seccomp_build_arch(&o, SCMP_ARCH_X86, SCMP_ACT_ALLOW, &prog, err, sizeof(err)) < 0)
+		child_fail("building approved for i386: %s", err);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_load_prog(&prog, false) < 0)
+		child_fail("loading the i386 filter: %s", strerror(errno));
+	fd = i386_socketcall_unix();
+	if (fd < 0)
+		child_fail("approved i386 socketcall(SYS_SOCKET, AF_UNIX): %ld, want a socket", fd);
+}
+
+/* What the worker loads on x86_64: the i386 entry is a foreign
+ * architecture, socketcall included. */
+static void socketcall_i386_unattended(void)
+{
+	long fd;
+
+	load_profile("unattended", 0, false);
+	fd = i386_socketcall_unix();
+	if (fd != -EPERM)
+		child_fail("unattended i386 socketcall(SYS_SOCKET, AF_UNIX): %ld, want -EPERM", fd);
+}
+#endif
+
+/* socketcall(2) hides the socket calls' arguments.  Where it exists,
+ * libseccomp folds an argument rule on socket(2) into socketcall without
+ * the arguments, so the profiles that narrow sockets refuse to build
+ * there (checked for each such architecture libseccomp knows); where it
+ * does not (x86_64, arm64) they build.  On x86_64 the kernel is asked
+ * too, through the i386 entry. */
+static void test_socketcall_never_reopens_sockets(void **state)
+{
+	static const uint32_t with_socketcall[] = {
+		SCMP_ARCH_X86, SCMP_ARCH_S390, SCMP_ARCH_S390X, SCMP_ARCH_PPC64LE,
+		SCMP_ARCH_PPC, SCMP_ARCH_MIPSEL,
+	};
+	static const char *const narrowing[] = { "unattended", "engine" };
+	struct sock_fprog prog;
+	char err[256] = "";
+	struct seccomp_opts approved = { "approved", 0, 1 };
+
+	(void)state;
+	for (size_t a = 0; a < sizeof(with_socketcall) / sizeof(with_socketcall[0]); a++) {
+		assert_true(seccomp_syscall_resolve_name_arch(with_socketcall[a], "socketcall") >= 0);
+		for (size_t p = 0; p < 2; p++) {
+			struct seccomp_opts o = { narrowing[p], 7, 1 };
+
+			err[0] = '\0';
+			assert_int_equal(seccomp_build_arch(&o, with_socketcall[a], SCMP_ACT_ALLOW,
+							    &prog, err, sizeof(err)),
+					 -EOPNOTSUPP);
+			assert_null(prog.filter);
+			assert_non_null(strstr(err, "socketcall"));
+		}
+	}
+	/* The approved profile builds there (i386 shown; a filter of another
+	 * byte order cannot be built on this host at all). */
+	assert_int_equal(seccomp_build_arch(&approved, SCMP_ARCH_X86, SCMP_ACT_ALLOW, &prog, err,
+					    sizeof(err)),
+			 0);
+	seccomp_prog_free(&prog);
+	assert_true(seccomp_syscall_resolve_name_arch(SCMP_ARCH_AARCH64, "socketcall") < 0);
+#ifdef __x86_64__
+	assert_true(seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, "socketcall") < 0);
+	if (!have_i386_abi()) {
+		fprintf(stderr, "# SKIP part: no IA32 emulation in this kernel, the i386 "
+				"socketcall probe is not run\n");
+		return;
+	}
+	run_in_child(socketcall_i386_approved);
+	run_in_child(socketcall_i386_unattended);
+#endif
 }
 
 /* Without Landlock's signal scope: only our own process and group.  The
@@ -1054,6 +1232,7 @@ int main(void)
 		cmocka_unit_test(test_unattended_without_landlock_opens_read_only),
 		cmocka_unit_test(test_unattended_with_landlock_leaves_paths_to_it),
 		cmocka_unit_test(test_unattended_sockets),
+		cmocka_unit_test(test_socketcall_never_reopens_sockets),
 		cmocka_unit_test(test_unattended_signals),
 		cmocka_unit_test(test_other_processes_are_out_of_reach),
 		cmocka_unit_test(test_unattended_ioctl_is_an_allowlist),
