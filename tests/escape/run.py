@@ -274,11 +274,9 @@ class Mode:
         if self.home:
             self.plant_secrets()
 
-    def plant_secrets(self):
-        """Each of SECRETS afresh, the user's own, readable by the user
-        alone: only the profile, never permissions, may keep a snippet out."""
-        planted = dict(SECRETS, **PLAIN)
-        for name in planted:
+    def remove_planted(self):
+        """What plant_secrets made, gone (the home's included)."""
+        for name in dict(SECRETS, **PLAIN):
             if name.startswith("~/"):
                 base, rel = self.home, name[2:]
             elif name.startswith("../"):
@@ -290,6 +288,12 @@ class Mode:
                 shutil.rmtree(top)
             elif os.path.lexists(top):
                 os.unlink(top)
+
+    def plant_secrets(self):
+        """Each of SECRETS afresh, the user's own, readable by the user
+        alone: only the profile, never permissions, may keep a snippet out."""
+        planted = dict(SECRETS, **PLAIN)
+        self.remove_planted()
         for name, what in planted.items():
             if name.startswith("~/"):
                 base, rel = self.home, name[2:]
@@ -331,6 +335,8 @@ class Mode:
 
     def stop(self):
         self.broker.stop()
+        if self.home:
+            self.remove_planted()
 
 
 def skip_reason(case, mode, kernel_abi, numpy):
