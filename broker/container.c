@@ -214,6 +214,10 @@ static void start_steps(const struct broker *b, const struct container *ct, cons
 	arg(j, a, "--tmpfs=/tmp:rw,nosuid,nodev,size=%" PRIu64 ",mode=1777", c->container_tmpfs);
 	arg(j, a, "--user=%u:%u", (unsigned)ct->uid, (unsigned)ct->gid);
 	arg(j, a, "--volume=%s:%s:rw", ct->cwd, ct->cwd);
+	/* The working directory's .env files, masked in the container; the
+	 * worker, as the user, finds them and puts a mount for each here. */
+	if (c->secrets)
+		arg(j, a, "%s", PROTO_SECRET_MASKS_ARG);
 	arg(j, a, "--workdir=%s", ct->cwd);
 	/* SIGTERM means nothing to the keep-alive: stop is kill at once. */
 	arg(j, a, "--stop-timeout=0");

@@ -31,6 +31,7 @@ static const char *const modes[] = { "local", "docker", "none", NULL };
 static const char *const limits[] = { "", "cpu", "wall", "file-size", "memory", NULL };
 static const char *const statuses[] = { "exited", "signaled", NULL };
 static const char *const wheres[] = { "host", "container", NULL };
+static const char *const secret_states[] = { "masked", "off", "unmasked", NULL };
 const char *const proto_labels[] = { "fs-destroy", "shell-spawn", "raw-socket", "dynamic-eval",
 				     "fs-write",   "data-out",	  "secret-read", NULL };
 
@@ -186,7 +187,7 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	bool in_container = !strcmp(where, "container");
 	struct enc e;
 
-	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container);
+	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container + (m->secrets != NULL));
 	put_uint(&e, "id", m->id);
 	put_result(&e, &m->r);
 	put_bool(&e, "truncated", m->truncated);
@@ -200,6 +201,8 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	put_str(&e, "where", where);
 	if (in_container)
 		put_pstr(&e, "container", m->container);
+	if (m->secrets)
+		put_str(&e, "secrets", m->secrets);
 	return enc_end(&e, f);
 }
 
@@ -282,7 +285,9 @@ int enc_job(struct frame *f, const struct msg_job *m)
 	 * something to read beyond the struct for. */
 	if (m->has_engine && !engine_fits(&m->engine))
 		return -E2BIG;
-	enc_begin(&e, "job", 9 + m->set_ids + m->has_engine);
+	if (m->n_secrets > PROTO_SECRETS_MAX)
+		return -E2BIG;
+	enc_begin(&e, "job", 9 + m->set_ids + m->has_engine + m->has_secrets);
 	put_pstr(&e, "profile", m->profile);
 	put_pstr(&e, "python", m->python);
 	put_pstr(&e, "cwd", m->cwd);
@@ -314,6 +319,12 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		raw_str(&e, m->env[i].ptr, m->env[i].len);
 	if (m->has_engine)
 		put_engine(&e, &m->engine);
+	if (m->has_secrets) {
+		put_key(&e, "secrets");
+		raw_array(&e, m->n_secrets);
+		for (size_t i = 0; i < m->n_secrets; i++)
+			raw_str(&e, m->secrets[i].ptr, m->secrets[i].len);
+	}
 	return enc_end(&e, f);
 }
 
@@ -747,6 +758,9 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 	    (rc = dec_enum(d, "approver", true, approvers, &m->approver)) < 0 ||
 	    (rc = dec_labels(d, "labels", m->labels, &m->n_labels)) < 0)
 		return rc;
+	m->secrets = NULL;
+	if ((rc = dec_enum(d, "secrets", false, secret_states, &m->secrets)) < 0)
+		return rc;
 	return dec_where(d, m);
 }
 
@@ -905,6 +919,39 @@ static int dec_job_engine(struct dec *d, struct msg_job *m)
 	return 0;
 }
 
+/* Each entry an absolute path, or a file name without '/' (looked for
+ * in the working directory and each of its parents; a final '*' matches
+ * any rest of the name).  The unattended profile masks them on the host;
+ * with "engine", the container's command line masks the working
+ * directory's (PROTO_SECRET_MASKS_ARG). */
+static int dec_job_secrets(struct dec *d, struct msg_job *m)
+{
+	const msgpack_object *o = dec_find(d, "secrets");
+
+	m->n_secrets = 0;
+	m->has_secrets = o != NULL;
+	if (!o)
+		return 0;
+	if (!pstr_eq(m->profile, "unattended") && !pstr_eq(m->profile, "engine"))
+		return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' is for profiles 'unattended' "
+				"and 'engine' only");
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > PROTO_SECRETS_MAX)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' must be an array of at most %d",
+				PROTO_SECRETS_MAX);
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *s = &o->via.array.ptr[i];
+		const char *p = s->via.str.ptr;
+		size_t n = s->via.str.size;
+
+		if (s->type != MSGPACK_OBJECT_STR || n == 0 || n > PATH_FIELD_MAX ||
+		    memchr(p, '\0', n) || (p[0] != '/' && memchr(p, '/', n)))
+			return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' holds an entry that is "
+					"neither an absolute path nor a file name");
+		m->secrets[m->n_secrets++] = (struct pstr){ p, n };
+	}
+	return 0;
+}
+
 static int dec_job(struct dec *d, struct msg_job *m)
 {
 	const char *profile;
@@ -920,7 +967,7 @@ static int dec_job(struct dec *d, struct msg_job *m)
 		return rc;
 	m->profile = pstr_c(profile);
 	if ((rc = dec_job_limits(d, m)) < 0 || (rc = dec_job_identity(d, m)) < 0 ||
-	    (rc = dec_job_env(d, m)) < 0)
+	    (rc = dec_job_env(d, m)) < 0 || (rc = dec_job_secrets(d, m)) < 0)
 		return rc;
 	return dec_job_engine(d, m);
 }

@@ -27,6 +27,10 @@
 #define PROTO_ROWS_MAX 256                   /* rows in a list answer */
 #define PROTO_ARGV_MAX 96                    /* arguments of one engine command */
 #define PROTO_STEPS_MAX 4                    /* engine commands before the snippet */
+#define PROTO_SECRETS_MAX 64                 /* entries of job.secrets */
+/* An engine step's argument the worker replaces with one mask argument
+ * per secret of the working directory (PROTOCOL.md, "job"). */
+#define PROTO_SECRET_MASKS_ARG "{secret-masks}"
 
 /* Error codes carried by `error` frames (PROTOCOL.md, "Error codes"). */
 #define PERR_TOO_LARGE "too-large"         /* frame over the limit: closed */
@@ -211,6 +215,7 @@ struct msg_exit {
 	const char *labels[PROTO_LABELS_MAX];
 	const char *where;       /* "host" | "container" */
 	struct pstr container;   /* with "container": the container's name */
+	const char *secrets;     /* "masked" | "off" | "unmasked"; NULL: not said */
 };
 
 struct msg_error {
@@ -382,6 +387,11 @@ struct msg_job {
 	struct pstr env[PROTO_ENV_MAX];
 	bool has_engine;         /* profile "engine" */
 	struct job_engine engine;
+	/* Profile "unattended" only: the secret set to mask (PROTOCOL.md,
+	 * "job"); absent when the administrator turned masking off. */
+	bool has_secrets;
+	size_t n_secrets;
+	struct pstr secrets[PROTO_SECRETS_MAX];
 };
 
 struct msg_ready {

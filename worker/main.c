@@ -22,6 +22,7 @@
 
 #include "worker/landlock.h"
 #include "worker/seccomp.h"
+#include "worker/secrets.h"
 #include "worker/worker.h"
 
 /* AddressSanitizer: gcc says __SANITIZE_ADDRESS__, clang __has_feature. */
@@ -130,6 +131,9 @@ static void prepare(struct plan *p)
 		fail_setup(p, "scratch", -rc, "%s", err);
 	if ((rc = plan_env(p, err, sizeof(err))) < 0)
 		fail_setup(p, "env", -rc, "%s", err);
+	/* Before the engine's commands, which carry the container's masks. */
+	if ((rc = plan_secrets(p, err, sizeof(err))) < 0)
+		fail_setup(p, "secrets", -rc, "%s", err);
 	if ((rc = plan_engine(p, err, sizeof(err))) < 0)
 		fail_setup(p, "job", -rc, "%s", err);
 	/* Probed here, at start, so that C applies and S reports the same

@@ -164,6 +164,10 @@ static void test_cold_start_flags(void **state UNUSED)
 	assert_true(has_prefix(start, "--tmpfs=/tmp:rw,nosuid,nodev,size=67108864"));
 	assert_false(has_prefix(start, "--runtime"));
 	assert_true(has(start, "--read-only-tmpfs=false"));
+	/* The worker puts the working directory's secret masks here. */
+	for (size_t i = 0; i + 1 < start->n; i++)
+		if (pstr_eq(start->v[i], "--volume=/home/ada/w:/home/ada/w:rw"))
+			assert_true(pstr_eq(start->v[i + 1], PROTO_SECRET_MASKS_ARG));
 	/* Only the working directory is mounted. */
 	for (size_t i = 0; i < start->n; i++)
 		if (start->v[i].len > 8 && !memcmp(start->v[i].ptr, "--volume", 8))
@@ -203,6 +207,15 @@ static void test_docker_host_and_runtime(void **state UNUSED)
 	assert_false(has(&j.e.steps[2].argv, "--remote"));
 	assert_false(has(&j.e.steps[2].argv, "--read-only-tmpfs=false")); /* podman only */
 	assert_true(has(&j.e.steps[2].argv, "--runtime=runc"));
+	assert_true(has(&j.e.steps[2].argv, PROTO_SECRET_MASKS_ARG));
+	finish(ct);
+
+	/* secrets = off: no masks asked for. */
+	b.cfg.secrets = false;
+	assert_int_equal(container_claim(&b, 1000, &ada, "/w", &ct, err, sizeof(err)), 0);
+	assert_int_equal(container_snippet_job(&b, ct, NULL, 0, &j, err, sizeof(err)), 0);
+	assert_false(has(&j.e.steps[2].argv, PROTO_SECRET_MASKS_ARG));
+	b.cfg.secrets = true;
 	finish(ct);
 }
 
