@@ -627,7 +627,7 @@ static const struct adversary adversaries[] = {
 	{ "requests.get(", "", "requests.get(", DO },
 	{ "requests.get no call", "", "requests.get ", 0 },
 	{ "requests.get(\"https://", "", "requests.get(\"https://", DO },
-	{ "session.get(lit, params", "session.get(\"https://e.com\"", ", params", 0 },
+	{ "session.get(lit, paramsx=", "session.get(\"https://e.com\"", ", paramsx=1", 0 },
 	{ "urlopen(", "", "urlopen(", DO },
 	{ "Request(", "", "Request(", DO },
 	{ ".pos", "", ".pos ", 0 },
