@@ -847,12 +847,12 @@ static bool foreign_encoding(const char *s, size_t n)
 
 		end = nl ? (size_t)(nl - s) + 1 : n;
 	}
-	for (const char *p = s; (p = memmem(p, end - (size_t)(p - s), "coding", 6)); p += 6) {
+	for (const char *p = s; (p = memchr(p, 'c', end - (size_t)(p - s))); p++) {
 		const char *q = p + 6, *e = s + end;
 		char name[16];
 		size_t k = 0;
 
-		if (q >= e || (*q != ':' && *q != '='))
+		if (q >= e || memcmp(p, "coding", 6) || (*q != ':' && *q != '='))
 			continue;
 		for (q++; q < e && (*q == ' ' || *q == '\t'); q++)
 			;
@@ -1137,16 +1137,19 @@ static void bind_urls(struct names *nm, const char *s, size_t len)
  * these does not make a call (`for (u) in`, `case (u):`). */
 static bool is_keyword(const char *s, struct name m)
 {
-	static const char *const kw[] = {
-		"False", "None", "True", "and", "as", "assert", "async", "await", "break",
-		"case", "class", "continue", "def", "del", "elif", "else", "except", "finally",
-		"for", "from", "global", "if", "import", "in", "is", "lambda", "match",
-		"nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with",
-		"yield",
+#define WORD(w) { w, sizeof(w) - 1 }
+	static const struct { const char *w; size_t n; } kw[] = {
+		WORD("False"), WORD("None"), WORD("True"), WORD("and"), WORD("as"), WORD("assert"),
+		WORD("async"), WORD("await"), WORD("break"), WORD("case"), WORD("class"), WORD("continue"),
+		WORD("def"), WORD("del"), WORD("elif"), WORD("else"), WORD("except"), WORD("finally"),
+		WORD("for"), WORD("from"), WORD("global"), WORD("if"), WORD("import"), WORD("in"), WORD("is"),
+		WORD("lambda"), WORD("match"), WORD("nonlocal"), WORD("not"), WORD("or"), WORD("pass"),
+		WORD("raise"), WORD("return"), WORD("try"), WORD("while"), WORD("with"), WORD("yield"),
 	};
+#undef WORD
 
 	for (size_t i = 0; i < sizeof(kw) / sizeof(kw[0]); i++)
-		if (is_word(s, m, kw[i]))
+		if (kw[i].n == m.len && !memcmp(s + m.at, kw[i].w, m.len))
 			return true;
 	return false;
 }
@@ -1197,10 +1200,12 @@ static bool bound_to_literals_only(const char *s, size_t len, struct name m)
 	const char *w = s + m.at;
 	bool bound = false;
 
-	for (const char *p = s; (p = memmem(p, (size_t)(s + len - p), w, m.len)); p++) {
+	/* memchr, not memmem: each call reads only up to what it finds */
+	for (const char *p = s; (p = memchr(p, w[0], (size_t)(s + len - p))); p++) {
 		size_t a = (size_t)(p - s), b = a + m.len;
 
-		if ((a > 0 && is_name_byte((unsigned char)s[a - 1])) ||
+		if (b > len || memcmp(p, w, m.len) ||
+		    (a > 0 && is_name_byte((unsigned char)s[a - 1])) ||
 		    (b < len && is_name_byte((unsigned char)s[b])))
 			continue;
 		if (is_literal_binding(s, len, a, b))
