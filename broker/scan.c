@@ -458,8 +458,8 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	WS "(\\w++))?+)?+"
 #define IMPORTS_CLIENT "\\bfrom" SPP "(?:" CTOR_MODULE ")" SPP "import\\b"
 #define RUNTIME_NAMES                                                                    \
-	"\\b(?:globals|locals|vars|setattr|__dict__|__builtins__|builtins)\\b"              \
-	"|\\bimport" SPS "\\*"
+	"\\b(?:globals|locals|vars|setattr|__dict__|__globals__|__builtins__|builtins"       \
+	"|_getframe|currentframe|f_globals|f_locals|gc)\\b|\\bimport" SPS "\\*"
 
 enum helper { BIND_CLIENT_RE, IMPORTS_CLIENT_RE, RUNTIME_NAMES_RE, HELPER_COUNT };
 
@@ -616,6 +616,8 @@ struct frame {
 	bool fmt, triple;	/* string: f- or t-string; """ or ''' */
 	char quote;		/* string */
 	unsigned depth;		/* field: brackets open in it */
+	int owner;		/* field: the index of its string (a field in a
+				 * format spec belongs to the spec's string) */
 	size_t part;		/* string: where its literal content began */
 	bool whole;		/* string: no field yet, so part is all of it */
 };
@@ -789,12 +791,12 @@ static bool lex_code(struct lexer *lx, char *text)
 	return true;
 }
 
-/* The literal text of a string, or of a format spec (then f is the field
- * and its string is the frame below). */
+/* The literal text of a string, or of a format spec (then f is the field,
+ * and the string is its owner). */
 static bool lex_literal(struct lexer *lx)
 {
 	struct frame *f = &lx->st[lx->top];
-	struct frame *str = f->field ? f - 1 : f;
+	struct frame *str = f->field ? &lx->st[f->owner] : f;
 	const char *s = lx->s;
 	size_t i = lx->i, left = lx->n - i;
 	char c = s[i];
@@ -816,7 +818,7 @@ static bool lex_literal(struct lexer *lx)
 	if (str->fmt && c == '{' && !(left >= 2 && s[i + 1] == '{')) {
 		str->whole = false;
 		lx->i++;
-		return push(lx, (struct frame){ .field = true });
+		return push(lx, (struct frame){ .field = true, .owner = (int)(str - lx->st) });
 	}
 	if (str->fmt && c == '}' && f->field) {
 		lx->top--;	/* the end of the spec ends its field */

@@ -448,6 +448,8 @@ static void test_code_view(void **state)
 		{ "print(f\"{{eval(x)}}\")\n", 0 },	/* escaped braces: text */
 		/* a quote in a format spec is text, so what follows is code */
 		{ "print(f\"{x:'}\") ; eval(y) ; z = f\"{x:'}\"\n", DE },
+		{ "print(f\"{x:{y:'}}\") ; eval(z) ; w = f\"{x:{y:'}}\"\n", DE },
+		{ "print(f\"{x:{y:{eval(z)}}}\")\n", DE },
 		/* where strings end */
 		{ "x = \"a\\\\\" ; eval(y) #\"\n", DE },
 		{ "x = \"a\\\r\n\" ; eval(y) #\"\n", DE },
@@ -525,6 +527,10 @@ static void test_data_out_names(void **state)
 		{ "URL = \"https://x\"\nfor (URL) in urls:\n    session.get(URL)\n", DO },
 		{ "URL = \"https://x\"\ndef f(URL):\n    return session.get(URL)\n", DO },
 		{ "URL = \"https://x\"\nfrom m import *\nsession.get(URL)\n", DO },
+		{ "URL = \"https://x\"\nsys._getframe().f_globals[\"URL\"] += q\nsession.get(URL)\n",
+		  DO },
+		{ "URL = \"https://x\"\n(lambda: 0).__globals__[\"URL\"] += q\nsession.get(URL)\n",
+		  DO },
 		{ "URL = \"https://x\"\nwith open(p) as URL:\n    pass\nsession.get(URL)\n", DO },
 		{ "URL = \"https://x\"\n\xef\xbc\xb5RL = f\"https://x/{q}\"\nsession.get(URL)\n", DO },
 		/* near misses: a literal URL, a name bound to a literal, not a client */
