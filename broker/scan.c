@@ -170,16 +170,16 @@
 #define CLIENT_SENDS "(?:(?:put|patch)" CALL "|(?:get|head|delete|options|open)" CALL GET_ARGS ")"
 /*
  * data-out: the constructors of HTTP client objects.  Session and Client
- * are common words, so they count after their module's name (or when the
- * snippet imports from that module, see bind_clients()); the others are
- * distinctive alone.
+ * are common words: they count after their module's name, or alone when the
+ * snippet imports from that module (see bind_clients()); the others count
+ * alone.
  */
 #define CTOR_MODULE "requests|httpx|aiohttp|httplib2"
 #define CTOR_GENERIC "Session|session|Client|Http"
-#define CTOR_OWN                                                                         \
-	"AsyncClient|ClientSession|PoolManager|ProxyManager|HTTPS?ConnectionPool"            \
-	"|connection_from_url|HTTPS?Connection|build_opener|OpenerDirector"
-#define CTOR "(?<!\\w)(?:(?:" CTOR_MODULE ")" DOT "(?:" CTOR_GENERIC ")|(?:" CTOR_OWN "))\\b"
+#define CTOR_CAPS                                                                        \
+	"AsyncClient|ClientSession|PoolManager|ProxyManager|HTTPS?Connection(?:Pool)?"       \
+	"|OpenerDirector"
+#define CTOR_FUNCS "build_opener|connection_from_url"
 /* data-out: after get(: an http URL as an f-string, or a literal then + % .format */
 #define HTTP_BUILT                                                                       \
 	"(?:(?:[fF][rR]?|[rR][fF])[\"'](?:https?|wss?|ftp)://"                           \
@@ -446,25 +446,37 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 
 /*
  * Patterns that are not a label's own: they find what the snippet binds
- * names to.  BIND_CLIENT: a client constructor call; group 1 marks a
- * Session/Client without its module, group 2 is the call's closing
- * bracket (`requests.Session().put(`), group 3 the name after `as` in
- * `with ... as s`.  IMPORTS_CLIENT: `from requests import ...`, which makes
- * a bare Session/Client a client.  RUNTIME_NAMES: ways to bind a name that
- * the text does not show.
+ * names to.  A client constructor, after a dot or alone (split by first
+ * letter, so that PCRE2 can skip to it), then CTOR_CALL: its arguments,
+ * the call's closing bracket captured (`requests.Session().put(`) and the
+ * name after `as` in `with ... as s` captured next.  After a dot, group 1
+ * marks a Session/Client, whose module is checked (CTOR_MODULE_AT).
+ * IMPORTS_CLIENT: `from requests import ...`, which makes a bare
+ * Session/Client a client.  RUNTIME_NAMES: ways to bind a name that the
+ * text does not show.
  */
-#define BIND_CLIENT                                                                      \
-	"(?:" CTOR "|(?<![\\w.])(" CTOR_GENERIC ")\\b)" CALL "(?:" BAL5 "(\\))(?:" WS "as\\b" \
-	WS "(\\w++))?+)?+"
+#define CTOR_CALL "\\b" CALL "(?:" BAL5 "(\\))(?:" WS "as\\b" WS "(\\w++))?+)?+"
+#define BIND_DOTTED "\\." WS "(?:(" CTOR_GENERIC ")|" CTOR_CAPS "|" CTOR_FUNCS ")" CTOR_CALL
+#define BIND_CAPS "(?<![\\w.])(?:" CTOR_CAPS ")" CTOR_CALL
+#define BIND_FUNCS "(?<![\\w.])(?:" CTOR_FUNCS ")" CTOR_CALL
+#define BIND_GENERIC "(?<![\\w.])(?:" CTOR_GENERIC ")" CTOR_CALL
+#define CTOR_MODULE_AT "(?:" CTOR_MODULE ")\\b"
 #define IMPORTS_CLIENT "\\bfrom" SPP "(?:" CTOR_MODULE ")" SPP "import\\b"
 #define RUNTIME_NAMES                                                                    \
 	"\\b(?:globals|locals|vars|setattr|__dict__|__globals__|__builtins__|builtins"       \
 	"|_getframe|currentframe|f_globals|f_locals|gc)\\b|\\bimport" SPS "\\*"
 
-enum helper { BIND_CLIENT_RE, IMPORTS_CLIENT_RE, RUNTIME_NAMES_RE, HELPER_COUNT };
+enum helper {
+	BIND_DOTTED_RE, BIND_CAPS_RE, BIND_FUNCS_RE, BIND_GENERIC_RE, CTOR_MODULE_AT_RE,
+	IMPORTS_CLIENT_RE, RUNTIME_NAMES_RE, HELPER_COUNT
+};
 
 static const char *const helper_src[HELPER_COUNT] = {
-	[BIND_CLIENT_RE] = BIND_CLIENT,
+	[BIND_DOTTED_RE] = BIND_DOTTED,
+	[BIND_CAPS_RE] = BIND_CAPS,
+	[BIND_FUNCS_RE] = BIND_FUNCS,
+	[BIND_GENERIC_RE] = BIND_GENERIC,
+	[CTOR_MODULE_AT_RE] = CTOR_MODULE_AT,
 	[IMPORTS_CLIENT_RE] = IMPORTS_CLIENT,
 	[RUNTIME_NAMES_RE] = RUNTIME_NAMES,
 };
@@ -1028,11 +1040,10 @@ static bool assigned_to(const char *s, size_t at, struct name *out)
 	size_t k = at;
 	char op;
 
-	while (k > 0 && (is_name_byte((unsigned char)s[k - 1]) || s[k - 1] == '.'))
+	/* back over the dotted name (`requests . Session`) and an `await` */
+	while (k > 0 && (is_name_byte((unsigned char)s[k - 1]) || s[k - 1] == '.' ||
+			 is_blank(s[k - 1])))
 		k--;
-	k = blanks_back(s, k);
-	if (k >= 5 && !memcmp(s + k - 5, "await", 5))
-		k = blanks_back(s, k - 5);
 	if (k == 0 || s[k - 1] != '=')
 		return false;
 	return assign_target(s, k - 1, out, &op) && (op == 0 || op == ':');
@@ -1302,39 +1313,74 @@ static bool is_limit(int rc)
 	       rc == PCRE2_ERROR_NOMEMORY;
 }
 
-/* Client constructors: `s = requests.Session()`, `with ... as s`. */
-static void bind_clients(struct scan_ctx *c, bool bare)
+/* After a dot, a Session or Client counts only on its module: the name
+ * before the dot at `dot` is one of CTOR_MODULE. */
+static bool module_before(struct scan_ctx *c, size_t dot)
+{
+	struct name m = word_back(c->view[VIEW_CODE], space_back(c->view[VIEW_CODE], dot));
+
+	return m.len && pcre2_match(helpers[CTOR_MODULE_AT_RE], (PCRE2_SPTR)c->view[VIEW_CODE],
+				    m.at + m.len, m.at, PCRE2_ANCHORED, c->md, c->mctx) >= 0;
+}
+
+static void add_call(struct name_set *calls, size_t at)
+{
+	if (calls->n == NAMES_MAX)
+		calls->all = true;
+	else
+		calls->v[calls->n++] = (struct name){ at, 1 };
+}
+
+/*
+ * One constructor pattern's calls: the bracket that closes each, and the
+ * name it is bound to (`s = requests.Session()`, `with ... as s`).  g is
+ * the group of the bracket (the `as` name is the next); after a dot, group
+ * 1 marks a Session/Client.
+ */
+static void bind_ctor(struct scan_ctx *c, enum helper h, int g)
 {
 	const char *s = c->view[VIEW_CODE];
 	PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
 	struct names *nm = &c->names;
-	size_t at = 0;
+	size_t at = 0, start, bracket, as, as_end;
 	struct name m;
 	int rc;
 
 	while (at <= c->len) {
-		rc = pcre2_match(helpers[BIND_CLIENT_RE], (PCRE2_SPTR)s, c->len, at, 0, c->md,
-				 c->mctx);
+		rc = pcre2_match(helpers[h], (PCRE2_SPTR)s, c->len, at, 0, c->md, c->mctx);
 		if (rc == PCRE2_ERROR_NOMATCH)
 			return;
 		if (rc < 0) {
 			nm->clients.all = true;	/* could not read: every name */
 			return;
 		}
-		at = ov[0] + 1;
-		if (rc > 1 && ov[2] != PCRE2_UNSET && !bare)
+		start = ov[0];
+		at = start + 1;
+		bracket = rc > g ? ov[2 * g] : PCRE2_UNSET;
+		as = rc > g + 1 ? ov[2 * g + 2] : PCRE2_UNSET;
+		as_end = rc > g + 1 ? ov[2 * g + 3] : 0;
+		if (h == BIND_DOTTED_RE && rc > 1 && ov[2] != PCRE2_UNSET && !module_before(c, start))
 			continue;	/* a Session of something else */
-		if (rc > 2 && ov[4] != PCRE2_UNSET) {
-			if (nm->calls.n == NAMES_MAX)
-				nm->calls.all = true;
-			else
-				nm->calls.v[nm->calls.n++] = (struct name){ ov[4], 1 };
-		}
-		if (rc > 3 && ov[6] != PCRE2_UNSET)
-			set_add(&nm->clients, s, (struct name){ ov[6], ov[7] - ov[6] });
-		else if (assigned_to(s, ov[0], &m))
+		if (bracket != PCRE2_UNSET)
+			add_call(&nm->calls, bracket);
+		if (as != PCRE2_UNSET)
+			set_add(&nm->clients, s, (struct name){ as, as_end - as });
+		else if (assigned_to(s, start, &m))
 			set_add(&nm->clients, s, m);
 	}
+}
+
+static bool has_match(struct scan_ctx *c, enum helper h);
+
+/* Client objects: constructed after a dot, alone, and (when the snippet
+ * imports Session or Client from an HTTP module) Session/Client alone. */
+static void bind_clients(struct scan_ctx *c)
+{
+	bind_ctor(c, BIND_DOTTED_RE, 2);
+	bind_ctor(c, BIND_CAPS_RE, 1);
+	bind_ctor(c, BIND_FUNCS_RE, 1);
+	if (has_match(c, IMPORTS_CLIENT_RE))
+		bind_ctor(c, BIND_GENERIC_RE, 1);
 }
 
 static bool has_match(struct scan_ctx *c, enum helper h)
@@ -1354,7 +1400,7 @@ static void read_names(struct scan_ctx *c)
 	nm->runtime = -1;
 	for (size_t i = 0; i < c->len && !nm->exotic; i++)
 		nm->exotic = (unsigned char)s[i] >= 0x80;
-	bind_clients(c, has_match(c, IMPORTS_CLIENT_RE));
+	bind_clients(c);
 	bind_urls(nm, s, c->len);
 }
 

@@ -502,6 +502,9 @@ static void test_data_out_names(void **state)
 		{ "urllib.request.build_opener().open(u, data=b)\n", DO },
 		{ "opener = urllib.request.build_opener()\nopener.open(u, b)\n", DO },
 		{ "from requests import Session\ns = Session()\ns.put(u)\n", DO },
+		{ "s = requests . Session()\ns.put(u)\n", DO },
+		{ "from urllib.request import build_opener\no = build_opener()\no.open(u, b)\n", DO },
+		{ "c = urllib3.connection_from_url(u)\nc.put(x)\n", DO },
 		{ "self.http = requests.Session()\nself.http.put(u, data=d)\n", DO },
 		{ "s = requests.Session()\ns.get(u)\n", DO },
 		{ "s = requests.Session()\ns.get(\"https://x\", params={\"q\": q})\n", DO },
@@ -548,6 +551,8 @@ static void test_data_out_names(void **state)
 		{ "s = requests.Session()\nq.put(x)\n", 0 },
 		{ "key = \"a\" + b\nd.get(key)\n", 0 },
 		{ "db = sqlalchemy.orm.Session()\ndb.get(User, 1)\n", 0 },
+		{ "from sqlalchemy.orm import Session\ns = Session()\ns.put(x)\n", 0 },
+		{ "s = foo.Session()\ns.put(x)\n", 0 },
 	};
 
 	(void)state;
