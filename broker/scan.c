@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT
  * The execute_code pre-screen (see docs: "What the grant still re-prompts
  * for").  Seven labels, each a short list of PCRE2 patterns matched once
- * over the snippet's bytes.  This is a denylist over Python source text:
- * it reads the program, it does not analyse it, and every label says in
- * the table below what it deliberately lets through.
+ * over a view of the snippet's bytes: call patterns read the code view
+ * (comments and string contents blanked, f-string fields kept: see
+ * "views"), secret-read and module names the text view (comments blanked).
+ * A few data-out patterns also test what the snippet binds a name to (a
+ * client object, a URL built from a string: see "names").  This is a
+ * denylist over Python source text: it reads the program, it does not
+ * analyse it, and every label says in the table below what it
+ * deliberately lets through.
  *
  * Linear time.  Every quantifier is possessive, so no pattern gives back
  * text it has consumed, and lookarounds read a bounded stretch (at most one
@@ -14,7 +19,9 @@
  * depths, each byte is walked at most six times per rule.  Import lists
  * are walked to the end of their statement.  The PCRE2 limits are a
  * backstop, not the mechanism: a snippet that reaches one is counted as
- * matching (fail closed).
+ * matching (fail closed).  The views are made in one pass; the name tests
+ * read bounded sets and search the text for at most LITERAL_CACHE names,
+ * and a named pattern's refused match costs one more start position.
  *
  * Matching is byte-wise (no UTF mode): the patterns are ASCII, invalid
  * UTF-8 cannot make a match fail, and \w \s \b are the ASCII classes.
@@ -264,9 +271,11 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	 * os as o` / `import subprocess as sp` (os is matched by name, so an
 	 * alias would hide every spelling under it); os or subprocess used as
 	 * a value (`m = os`); getattr/vars on them; os.__dict__; sys.modules.
-	 * Lets through: names built from strings elsewhere, os reached through
-	 * another module under another name, multiprocessing (it starts Python,
-	 * not other programs).
+	 * ctypes, _ctypes, cffi and importlib are read in strings too (a
+	 * module named in a string can be imported by it).  Lets through:
+	 * names built from strings elsewhere, os reached through another
+	 * module under another name, multiprocessing (it starts Python, not
+	 * other programs).
 	 */
 	[SCAN_SHELL_SPAWN] = {
 		"shell-spawn", "starts other programs", PATTERNS(
@@ -310,12 +319,13 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	/*
 	 * dynamic-eval.  Catches eval(, exec(, __import__( and compile( as
 	 * bare names (compile is included: its code object runs without
-	 * eval); `x.eval(` and `re.compile(` are methods and pass.  Also the
-	 * builtins./__builtins__. spellings, __builtins__[...], getattr on
-	 * builtins, their from-imports, eval/exec/compile/__import__ used as a
-	 * value (`map(eval, xs)`), runpy, pickle/marshal/dill loads (a pickle
-	 * can name os.system without spelling it), types.FunctionType/
-	 * CodeType.  Lets through: code reached by names built at run time
+	 * eval); `x.eval(` and `re.compile(` are methods and pass, and so is
+	 * the name a def gives (`def eval(self):`).  Also the builtins./
+	 * __builtins__. spellings, __builtins__[...], getattr on builtins,
+	 * their from-imports, eval/exec/compile/__import__ used as a value
+	 * (`map(eval, xs)`), runpy (in strings too), pickle/marshal/dill loads
+	 * (a pickle can name os.system without spelling it), types.
+	 * FunctionType/CodeType.  Lets through: code reached by names built at run time
 	 * (getattr(mod, "ev" + "al")), other deserialisers that can run code
 	 * (yaml.load with an unsafe loader, jsonpickle).  A bare compile(
 	 * imported from re is flagged, not let through.
@@ -350,10 +360,8 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	 * .chmod calls; os.rename/renames/replace/chmod/chown/truncate/link/
 	 * symlink/utime/mkdir/makedirs/mkfifo/mknod; shutil.copy*, move, chown,
 	 * make_archive, unpack_archive; their from-imports; open used as a
-	 * value (`f = open`).  Lets through: a bracket or comma inside a
-	 * string literal in open()'s arguments (`open("a)b", "w")` is read as
-	 * closing at the first ")"; a comma errs the other way and flags), a
-	 * `#` comment holding brackets inside the call, an `.open(` of another
+	 * value (`f = open`).  Brackets and commas in strings and comments
+	 * are not read (the code view).  Lets through: an `.open(` of another
 	 * library given a variable mode, writes through an fd from elsewhere
 	 * (os.write on a pipe), and library functions that write to a path
 	 * they are given (DataFrame.to_csv, numpy.save, savefig, sqlite3).
@@ -375,21 +383,32 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 		"|(?:write_text|write_bytes|touch|symlink_to|hardlink_to|l?chmod)" CALL ")")
 	},
 	/*
-	 * data-out.  Catches `.post(` on anything; put/patch on an HTTP client
-	 * by name (a word ending requests, http, httpx, urllib3, session, sess
-	 * or client); method="POST"/PUT/PATCH, or such a method given first to
-	 * request/urlopen/stream/fetch/Request; a get/head/delete/options on
-	 * a client whose URL is not one plain string literal (f-string, +, %,
-	 * .format, a variable) or that carries params/data/json/files/content;
-	 * request("GET", url) with such a URL; on any object, a get whose URL
-	 * is an http f-string or a concatenated http literal; urlopen with a
-	 * built URL, positional data or data=; Request with a built URL or a
-	 * body; smtplib, ftplib, paramiko, telnetlib, xmlrpc, websocket(s),
-	 * pysftp, asyncssh; from-imports of post/put/patch; HTTP modules
-	 * imported under another name.  Lets through, by design: a get of one
-	 * literal URL (requests.get("https://example.com")) and its headers/
-	 * cookies.  Also lets through: put/patch on a client whose variable
-	 * is named otherwise, and other network libraries.
+	 * data-out.  Catches `.post(` on anything; put/patch on an HTTP client:
+	 * a word ending requests, http, httpx, urllib3, session, sess or
+	 * client, a name bound to a client constructor (requests/httpx/aiohttp
+	 * Session or Client, httpx.AsyncClient, aiohttp.ClientSession, urllib3
+	 * PoolManager, http.client HTTP(S)Connection, build_opener...: by `=`
+	 * or `with ... as`), or such a constructor's call itself
+	 * (`requests.Session().put(`); method="POST"/PUT/PATCH, or such a
+	 * method given first to request/urlopen/stream/fetch/Request; a
+	 * get/head/delete/options (and an opener's open) on a client whose URL
+	 * is not one plain string literal (f-string, +, %, .format, a name not
+	 * bound only to literals), or that carries params/data/json/files/
+	 * content or a second positional argument; request("GET", url) with
+	 * such a URL; on any object, a get or open whose URL is an http
+	 * f-string or a concatenated http literal, or a name bound to one
+	 * (`url = "https://x/?q=" + s` anywhere in the snippet, `url += s`);
+	 * urlopen with a built URL, positional data or data=; Request with a
+	 * built URL or a body; smtplib, ftplib, paramiko, telnetlib, xmlrpc,
+	 * websocket(s), pysftp, asyncssh, in strings too; from-imports of
+	 * post/put/patch; HTTP modules imported under another name.  Lets
+	 * through, by design: a get of one literal URL, or of a name bound
+	 * only to literals (`URL = "https://x"` and only read as a call's
+	 * first argument), and its headers/cookies.  Also lets through: put/
+	 * patch on a client reached otherwise (a list element, a function's
+	 * result, a parameter), a URL built from a name that is not itself a
+	 * URL literal (`base + q` where base came from elsewhere), and other
+	 * network libraries.
 	 */
 	[SCAN_DATA_OUT] = {
 		"data-out", "sends data out over the network", PATTERNS(
@@ -405,7 +424,8 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 		{ "sess(?:ion)?" CLIENT_USE, NAME_NOT_LITERAL },
 		{ BARE "stream" CALL REQUEST_ARGS, NAME_NOT_LITERAL },
 		{ "client" CLIENT_USE, NAME_NOT_LITERAL },
-		{ "urllib3" CLIENT_USE "|(?<!\\w)" NOTDEF "urlopen" CALL URLOPEN_ARGS, NAME_NOT_LITERAL },
+		{ "urllib3" CLIENT_USE "|(?<!\\w)" NOTDEF "urlopen" CALL URLOPEN_ARGS,
+		  NAME_NOT_LITERAL },
 		{ "\\bRequest" CALL REQUEST_OBJ_ARGS, NAME_NOT_LITERAL },
 		{ BARE "fetch" CALL REQUEST_ARGS, NAME_NOT_LITERAL },
 		{ "\\." WS "(?:post" CALL "|(?:request|stream|fetch)" CALL REQUEST_ARGS
@@ -426,7 +446,7 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	 * self.env and .environment pass.  Lets through: paths assembled from
 	 * pieces (".s" + "sh"), `.env` after a format directive ("%s.env"),
 	 * and every other file the account can read: that is the grant's
-	 * honest statement.
+	 * honest statement.  It reads strings, not comments.
 	 */
 	[SCAN_SECRET_READ] = {
 		"secret-read", "reads secrets such as keys or credentials", TEXT(
@@ -1152,12 +1172,14 @@ static bool is_keyword(const char *s, struct name m)
 {
 #define WORD(w) { w, sizeof(w) - 1 }
 	static const struct { const char *w; size_t n; } kw[] = {
-		WORD("False"), WORD("None"), WORD("True"), WORD("and"), WORD("as"), WORD("assert"),
-		WORD("async"), WORD("await"), WORD("break"), WORD("case"), WORD("class"), WORD("continue"),
-		WORD("def"), WORD("del"), WORD("elif"), WORD("else"), WORD("except"), WORD("finally"),
-		WORD("for"), WORD("from"), WORD("global"), WORD("if"), WORD("import"), WORD("in"), WORD("is"),
-		WORD("lambda"), WORD("match"), WORD("nonlocal"), WORD("not"), WORD("or"), WORD("pass"),
-		WORD("raise"), WORD("return"), WORD("try"), WORD("while"), WORD("with"), WORD("yield"),
+		WORD("False"), WORD("None"), WORD("True"), WORD("and"), WORD("as"),
+		WORD("assert"), WORD("async"), WORD("await"), WORD("break"), WORD("case"),
+		WORD("class"), WORD("continue"), WORD("def"), WORD("del"), WORD("elif"),
+		WORD("else"), WORD("except"), WORD("finally"), WORD("for"), WORD("from"),
+		WORD("global"), WORD("if"), WORD("import"), WORD("in"), WORD("is"),
+		WORD("lambda"), WORD("match"), WORD("nonlocal"), WORD("not"), WORD("or"),
+		WORD("pass"), WORD("raise"), WORD("return"), WORD("try"), WORD("while"),
+		WORD("with"), WORD("yield"),
 	};
 #undef WORD
 
@@ -1359,7 +1381,8 @@ static void bind_ctor(struct scan_ctx *c, enum helper h, int g)
 		bracket = rc > g ? ov[2 * g] : PCRE2_UNSET;
 		as = rc > g + 1 ? ov[2 * g + 2] : PCRE2_UNSET;
 		as_end = rc > g + 1 ? ov[2 * g + 3] : 0;
-		if (h == BIND_DOTTED_RE && rc > 1 && ov[2] != PCRE2_UNSET && !module_before(c, start))
+		if (h == BIND_DOTTED_RE && rc > 1 && ov[2] != PCRE2_UNSET &&
+		    !module_before(c, start))
 			continue;	/* a Session of something else */
 		if (bracket != PCRE2_UNSET)
 			add_call(&nm->calls, bracket);
