@@ -812,6 +812,8 @@ static const struct adversary adversaries[] = {
 	{ "comments", "", "#(\n", 0, true },
 	/* names */
 	{ "put on a non-client", "s = requests.Session()\n", "q.put(1)\n", 0, true },
+	{ "payload gets on a non-client", "s = requests.Session()\n", "d.get(k, data=1)\n", 0, true },
+	{ "nested gets on a non-client", "s = requests.Session()\n", "q.get(a, ", 0, true },
 	{ "get of a non-URL", "u = \"https://x\" + q\n", "d.get(k)\n", 0, true },
 	{ "gets of a literal URL", "U = \"https://x\"\n", "requests.get(U)\n", 0, true },
 	{ "built URLs", "", "u = \"https://x\" + q\n", 0, true },
