@@ -1414,6 +1414,23 @@ static bool has_match(struct scan_ctx *c, enum helper h)
 	return rc != PCRE2_ERROR_NOMATCH;	/* a limit or error counts as found */
 }
 
+/* A byte above 0x7f; in the code view that is in an identifier. */
+static bool has_high_byte(const char *s, size_t len)
+{
+	size_t i = 0;
+	uint64_t w;
+
+	for (; i + sizeof(w) <= len; i += sizeof(w)) {
+		memcpy(&w, s + i, sizeof(w));
+		if (w & 0x8080808080808080u)
+			return true;
+	}
+	for (; i < len; i++)
+		if ((unsigned char)s[i] >= 0x80)
+			return true;
+	return false;
+}
+
 static void read_names(struct scan_ctx *c)
 {
 	struct names *nm = &c->names;
@@ -1421,8 +1438,7 @@ static void read_names(struct scan_ctx *c)
 
 	nm->read = true;
 	nm->runtime = -1;
-	for (size_t i = 0; i < c->len && !nm->exotic; i++)
-		nm->exotic = (unsigned char)s[i] >= 0x80;
+	nm->exotic = has_high_byte(s, c->len);
 	bind_clients(c);
 	bind_urls(nm, s, c->len);
 }
