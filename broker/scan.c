@@ -3,7 +3,8 @@
  * for").  Seven labels, each a short list of PCRE2 patterns matched once
  * over a view of the snippet's bytes: call patterns read the code view
  * (comments and string contents blanked, f-string fields kept: see
- * "views"), secret-read and module names the text view (comments blanked).
+ * "views") unless the snippet can run a string (RUNS_STRINGS), secret-read
+ * and module names the text view (comments blanked).
  * A few data-out patterns also test what the snippet binds a name to (a
  * client object, a URL built from a string: see "names").  This is a
  * denylist over Python source text: it reads the program, it does not
@@ -482,13 +483,25 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 #define BIND_GENERIC "(?<![\\w.])(?:" CTOR_GENERIC ")" CTOR_CALL
 #define CTOR_MODULE_AT "(?:" CTOR_MODULE ")\\b"
 #define IMPORTS_CLIENT "\\bfrom" SPP "(?:" CTOR_MODULE ")" SPP "import\\b"
+/*
+ * RUNS_STRINGS: code that runs a string as Python: eval/exec/compile as
+ * bare names, and the standard library's other runners (timeit, the
+ * profilers and debuggers, code/codeop, doctest, runpy).  In a snippet
+ * that has one, a string may be code, and which one cannot be told from
+ * the text: the plain code patterns then read strings too (the text view),
+ * as if the snippet had none.
+ */
+#define RUNS_STRINGS                                                                     \
+	BARE "(?:eval|exec|compile)\\b"                                                    \
+	"|\\b(?:timeit|Timer|cProfile|profile|pdb|bdb|Trace|runctx|codeop|compile_command"  \
+	"|InteractiveConsole|InteractiveInterpreter|interact|runsource|runcode|doctest|runpy)\\b"
 #define RUNTIME_NAMES                                                                    \
 	"\\b(?:globals|locals|vars|setattr|__dict__|__globals__|__builtins__|builtins"       \
 	"|_getframe|currentframe|f_globals|f_locals|gc)\\b|\\bimport" SPS "\\*"
 
 enum helper {
 	BIND_DOTTED_RE, BIND_CAPS_RE, BIND_FUNCS_RE, BIND_GENERIC_RE, CTOR_MODULE_AT_RE,
-	IMPORTS_CLIENT_RE, RUNTIME_NAMES_RE, HELPER_COUNT
+	IMPORTS_CLIENT_RE, RUNTIME_NAMES_RE, RUNS_STRINGS_RE, HELPER_COUNT
 };
 
 static const char *const helper_src[HELPER_COUNT] = {
@@ -499,6 +512,7 @@ static const char *const helper_src[HELPER_COUNT] = {
 	[CTOR_MODULE_AT_RE] = CTOR_MODULE_AT,
 	[IMPORTS_CLIENT_RE] = IMPORTS_CLIENT,
 	[RUNTIME_NAMES_RE] = RUNTIME_NAMES,
+	[RUNS_STRINGS_RE] = RUNS_STRINGS,
 };
 
 /* One compiled pattern of a label: the view it reads and, for a named
@@ -1280,6 +1294,7 @@ struct scan_ctx {
 	const char *view[2];	/* by enum view */
 	size_t len;
 	struct names names;
+	enum view plain;	/* the view the plain code patterns read */
 };
 
 static void ctx_free(struct scan_ctx *c)
@@ -1527,10 +1542,12 @@ static int match_one(struct scan_ctx *c, const struct compiled *p, PCRE2_SIZE *s
 	size_t at = 0;
 	int rc;
 
+	enum view view = p->view == VIEW_CODE && !p->named ? c->plain : p->view;
+
 	if (p->named && test_vacuous(c, p->test))
 		return PCRE2_ERROR_NOMATCH;
 	do {
-		rc = pcre2_match(p->re, (PCRE2_SPTR)c->view[p->view], c->len, at, 0, c->md,
+		rc = pcre2_match(p->re, (PCRE2_SPTR)c->view[view], c->len, at, 0, c->md,
 				 c->mctx);
 		if (rc < 0)
 			return rc;
@@ -1603,6 +1620,7 @@ int scan_snippet(const char *code, size_t len, size_t max_len, struct scan_resul
 		code = "";	/* PCRE2 10.42 wants a subject pointer even for "" */
 	if ((rc = ctx_init(&c, code, len)) < 0)
 		return rc;
+	c.plain = has_match(&c, RUNS_STRINGS_RE) ? VIEW_TEXT : VIEW_CODE;
 	for (int l = 0; l < SCAN_LABEL_COUNT && rc == 0; l++)
 		rc = match_label(&c, (enum scan_label)l, code, out);
 	ctx_free(&c);

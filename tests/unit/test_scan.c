@@ -438,33 +438,39 @@ static void test_code_view(void **state)
 		{ "log(\"requests.post(u, data=d)\")\n", 0 },
 		{ "x = b'exec(' + rb\"eval(\"\n", 0 },
 		/* replacement fields are code */
-		{ "print(f\"{eval(x)}\")\n", DE },
-		{ "print(f\"{x!r:>{eval(w)}}\")\n", DE },
-		{ "print(t\"{eval(x)}\")\n", DE },
+		{ "print(f\"{os.system(x)}\")\n", SS },
+		{ "print(f\"{x!r:>{os.system(w)}}\")\n", SS },
+		{ "print(t\"{os.system(x)}\")\n", SS },
 		{ "print(Rf'{os.system(\"ls\")}')\n", SS },
-		{ "print(f\"{'{'}{eval(x)}\")\n", DE },
-		{ "print(f\"{f'{eval(x)}'}\")\n", DE },
-		{ "print(f'''{\n  eval(x)}''')\n", DE },
-		{ "print(f\"{{eval(x)}}\")\n", 0 },	/* escaped braces: text */
+		{ "print(f\"{'{'}{os.system(x)}\")\n", SS },
+		{ "print(f\"{f'{os.system(x)}'}\")\n", SS },
+		{ "print(f'''{\n  os.system(x)}''')\n", SS },
+		{ "print(f\"{{os.system(x)}}\")\n", 0 },	/* escaped braces: text */
 		/* a quote in a format spec is text, so what follows is code */
-		{ "print(f\"{x:'}\") ; eval(y) ; z = f\"{x:'}\"\n", DE },
-		{ "print(f\"{x:{y:'}}\") ; eval(z) ; w = f\"{x:{y:'}}\"\n", DE },
-		{ "print(f\"{x:{y:{eval(z)}}}\")\n", DE },
+		{ "print(f\"{x:'}\") ; os.system(y) ; z = f\"{x:'}\"\n", SS },
+		{ "print(f\"{x:{y:'}}\") ; os.system(z) ; w = f\"{x:{y:'}}\"\n", SS },
+		{ "print(f\"{x:{y:{os.system(z)}}}\")\n", SS },
 		/* where strings end */
-		{ "x = \"a\\\\\" ; eval(y) #\"\n", DE },
-		{ "x = \"a\\\r\n\" ; eval(y) #\"\n", DE },
-		{ "s = r\"\\\"\" ; eval(y) #\"\n", DE },
-		{ "x = \"\"\"a\"b\"\"\" ; eval(y)\n", DE },
-		{ "x = ''''''; eval(y)\n", DE },
-		{ "x = \"\" ; eval(y)\n", DE },
-		{ "x = 'a\neval(y)\n", DE },	/* unterminated: the line ends it */
-		{ "x = 1 # c\reval(y)\n", DE },		/* CR ends a comment */
+		{ "x = \"a\\\\\" ; os.system(y) #\"\n", SS },
+		{ "x = \"a\\\r\n\" ; os.system(y) #\"\n", SS },
+		{ "s = r\"\\\"\" ; os.system(y) #\"\n", SS },
+		{ "x = \"\"\"a\"b\"\"\" ; os.system(y)\n", SS },
+		{ "x = ''''''; os.system(y)\n", SS },
+		{ "x = \"\" ; os.system(y)\n", SS },
+		{ "x = 'a\nos.system(y)\n", SS },	/* unterminated: the line ends it */
+		{ "x = 1 # c\ros.system(y)\n", SS },		/* CR ends a comment */
 		{ "f(eval  # c\n  (x))\n", DE },	/* a comment is a blank */
 		/* text Python may decode otherwise is read as it is */
-		{ "# -*- coding: utf-7 -*-\nx = \"+ACI-; eval(y) ;+ACI-\"\n", DE },
-		{ "# coding: utf-8\nx = \"eval(y)\"\n", 0 },
+		{ "# -*- coding: utf-7 -*-\nx = \"+ACI-; os.system(y) ;+ACI-\"\n", SS },
+		{ "# coding: utf-8\nx = \"os.system(y)\"\n", 0 },
 		{ "x = f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{"
-		  "f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{'eval(y)'\n", DE },
+		  "f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{'os.system(y)'\n", SS },
+		/* a snippet that can run a string as code has its strings read as code */
+		{ "import timeit\ntimeit.timeit(\"import os; os.system('id')\", number=1)\n", SS },
+		{ "s = \"os.system('id')\"\nexec(s)\n", SS | DE },
+		{ "code.InteractiveConsole().push(\"os.system('id')\")\n", SS },
+		{ "print(f\"{eval(x)}\")\n", DE },
+		{ "s = \"os.system('id')\"\nprint(s)\n", 0 },
 		/* secret-read and module names still read strings, not comments */
 		{ "p = \"~/.ssh/id_rsa\"\n", SR },
 		{ "open(f\"{home}/.aws/credentials\")\n", SR },
