@@ -483,25 +483,14 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 #define BIND_GENERIC "(?<![\\w.])(?:" CTOR_GENERIC ")" CTOR_CALL
 #define CTOR_MODULE_AT "(?:" CTOR_MODULE ")\\b"
 #define IMPORTS_CLIENT "\\bfrom" SPP "(?:" CTOR_MODULE ")" SPP "import\\b"
-/*
- * RUNS_STRINGS: code that runs a string as Python: eval/exec/compile as
- * bare names, and the standard library's other runners (timeit, the
- * profilers and debuggers, code/codeop, doctest, runpy).  In a snippet
- * that has one, a string may be code, and which one cannot be told from
- * the text: the plain code patterns then read strings too (the text view),
- * as if the snippet had none.
- */
-#define RUNS_STRINGS                                                                     \
-	BARE "(?:eval|exec|compile)\\b"                                                    \
-	"|\\b(?:timeit|Timer|cProfile|profile|pdb|bdb|Trace|runctx|codeop|compile_command"  \
-	"|InteractiveConsole|InteractiveInterpreter|interact|runsource|runcode|doctest|runpy)\\b"
+
 #define RUNTIME_NAMES                                                                    \
 	"\\b(?:globals|locals|vars|setattr|__dict__|__globals__|__builtins__|builtins"       \
 	"|_getframe|currentframe|f_globals|f_locals|gc)\\b|\\bimport" SPS "\\*"
 
 enum helper {
 	BIND_DOTTED_RE, BIND_CAPS_RE, BIND_FUNCS_RE, BIND_GENERIC_RE, CTOR_MODULE_AT_RE,
-	IMPORTS_CLIENT_RE, RUNTIME_NAMES_RE, RUNS_STRINGS_RE, HELPER_COUNT
+	IMPORTS_CLIENT_RE, RUNTIME_NAMES_RE, HELPER_COUNT
 };
 
 static const char *const helper_src[HELPER_COUNT] = {
@@ -512,7 +501,6 @@ static const char *const helper_src[HELPER_COUNT] = {
 	[CTOR_MODULE_AT_RE] = CTOR_MODULE_AT,
 	[IMPORTS_CLIENT_RE] = IMPORTS_CLIENT,
 	[RUNTIME_NAMES_RE] = RUNTIME_NAMES,
-	[RUNS_STRINGS_RE] = RUNS_STRINGS,
 };
 
 /* One compiled pattern of a label: the view it reads and, for a named
@@ -1602,6 +1590,49 @@ static int match_label(struct scan_ctx *c, enum scan_label l, const char *code,
 	return 0;
 }
 
+/*
+ * Code that runs a string as Python: eval, exec or compile called by name
+ * (not a method, not a def), or the standard library's other runners
+ * (timeit, the profilers and debuggers, code and codeop, doctest, runpy).
+ * In a snippet that has one, a string may be code and which one cannot be
+ * told from the text: the plain code patterns then read strings too (the
+ * text view), as they would in a snippet that had no strings.  One walk
+ * over the code view's names.
+ */
+static bool runs_strings(const char *s, size_t len)
+{
+#define WORD(w) { w, sizeof(w) - 1, false }
+	static const struct { const char *w; size_t n; bool bare; } runners[] = {
+		{ "eval", 4, true }, { "exec", 4, true }, { "compile", 7, true },
+		WORD("timeit"), WORD("Timer"), WORD("cProfile"), WORD("profile"), WORD("pdb"),
+		WORD("bdb"), WORD("Trace"), WORD("runctx"), WORD("codeop"),
+		WORD("compile_command"), WORD("InteractiveConsole"),
+		WORD("InteractiveInterpreter"), WORD("interact"), WORD("runsource"),
+		WORD("runcode"), WORD("doctest"), WORD("runpy"),
+	};
+#undef WORD
+	size_t i = 0;
+
+	while (i < len) {
+		struct name w;
+
+		while (i < len && !is_name_byte((unsigned char)s[i]))
+			i++;
+		w = word_at(s, len, i);
+		i += w.len;
+		for (size_t k = 0; k < sizeof(runners) / sizeof(runners[0]); k++) {
+			if (runners[k].n != w.len || memcmp(s + w.at, runners[k].w, w.len))
+				continue;
+			/* eval etc. as a method (model.eval()) or a def's name is not one */
+			if (!runners[k].bare ||
+			    ((w.at == 0 || s[w.at - 1] != '.') &&
+			     !is_word(s, word_back(s, blanks_back(s, w.at)), "def")))
+				return true;
+		}
+	}
+	return false;
+}
+
 int scan_snippet(const char *code, size_t len, size_t max_len, struct scan_result *out)
 {
 	struct scan_ctx c;
@@ -1620,7 +1651,7 @@ int scan_snippet(const char *code, size_t len, size_t max_len, struct scan_resul
 		code = "";	/* PCRE2 10.42 wants a subject pointer even for "" */
 	if ((rc = ctx_init(&c, code, len)) < 0)
 		return rc;
-	c.plain = has_match(&c, RUNS_STRINGS_RE) ? VIEW_TEXT : VIEW_CODE;
+	c.plain = runs_strings(c.view[VIEW_CODE], len) ? VIEW_TEXT : VIEW_CODE;
 	for (int l = 0; l < SCAN_LABEL_COUNT && rc == 0; l++)
 		rc = match_label(&c, (enum scan_label)l, code, out);
 	ctx_free(&c);
