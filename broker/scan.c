@@ -488,12 +488,12 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	"\\b(?:globals|locals|vars|setattr|__dict__|__globals__|__builtins__|builtins"       \
 	"|_getframe|currentframe|f_globals|f_locals|gc)\\b|\\bimport" SPS "\\*"
 
-enum helper {
+enum name_re {
 	BIND_DOTTED_RE, BIND_CAPS_RE, BIND_FUNCS_RE, BIND_GENERIC_RE, CTOR_MODULE_AT_RE,
-	IMPORTS_CLIENT_RE, RUNTIME_NAMES_RE, HELPER_COUNT
+	IMPORTS_CLIENT_RE, RUNTIME_NAMES_RE, NAME_RE_COUNT
 };
 
-static const char *const helper_src[HELPER_COUNT] = {
+static const char *const name_re_src[NAME_RE_COUNT] = {
 	[BIND_DOTTED_RE] = BIND_DOTTED,
 	[BIND_CAPS_RE] = BIND_CAPS,
 	[BIND_FUNCS_RE] = BIND_FUNCS,
@@ -513,7 +513,7 @@ struct compiled {
 };
 
 static struct compiled codes[SCAN_LABEL_COUNT][MAX_PATTERNS];
-static pcre2_code *helpers[HELPER_COUNT];
+static pcre2_code *name_res[NAME_RE_COUNT];
 static bool ready;
 
 void scan_fini(void)
@@ -524,9 +524,9 @@ void scan_fini(void)
 			codes[l][k].re = NULL;
 		}
 	}
-	for (size_t h = 0; h < HELPER_COUNT; h++) {
-		pcre2_code_free(helpers[h]);
-		helpers[h] = NULL;
+	for (size_t h = 0; h < NAME_RE_COUNT; h++) {
+		pcre2_code_free(name_res[h]);
+		name_res[h] = NULL;
 	}
 	ready = false;
 }
@@ -600,9 +600,9 @@ int scan_init(char *err, size_t errlen)
 			return -1;
 		}
 	}
-	for (size_t h = 0; h < HELPER_COUNT; h++) {
-		helpers[h] = compile_re(helper_src[h], "name", h, err, errlen);
-		if (!helpers[h]) {
+	for (size_t h = 0; h < NAME_RE_COUNT; h++) {
+		name_res[h] = compile_re(name_re_src[h], "name", h, err, errlen);
+		if (!name_res[h]) {
 			scan_fini();
 			return -1;
 		}
@@ -1344,7 +1344,7 @@ static bool module_before(struct scan_ctx *c, size_t dot)
 {
 	struct name m = word_back(c->view[VIEW_CODE], space_back(c->view[VIEW_CODE], dot));
 
-	return m.len && pcre2_match(helpers[CTOR_MODULE_AT_RE], (PCRE2_SPTR)c->view[VIEW_CODE],
+	return m.len && pcre2_match(name_res[CTOR_MODULE_AT_RE], (PCRE2_SPTR)c->view[VIEW_CODE],
 				    m.at + m.len, m.at, PCRE2_ANCHORED, c->md, c->mctx) >= 0;
 }
 
@@ -1362,7 +1362,7 @@ static void add_call(struct name_set *calls, size_t at)
  * the group of the bracket (the `as` name is the next); after a dot, group
  * 1 marks a Session/Client.
  */
-static void bind_ctor(struct scan_ctx *c, enum helper h, int g)
+static void bind_ctor(struct scan_ctx *c, enum name_re h, int g)
 {
 	const char *s = c->view[VIEW_CODE];
 	PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
@@ -1372,7 +1372,7 @@ static void bind_ctor(struct scan_ctx *c, enum helper h, int g)
 	int rc;
 
 	while (at <= c->len) {
-		rc = pcre2_match(helpers[h], (PCRE2_SPTR)s, c->len, at, 0, c->md, c->mctx);
+		rc = pcre2_match(name_res[h], (PCRE2_SPTR)s, c->len, at, 0, c->md, c->mctx);
 		if (rc == PCRE2_ERROR_NOMATCH)
 			return;
 		if (rc < 0) {
@@ -1396,7 +1396,7 @@ static void bind_ctor(struct scan_ctx *c, enum helper h, int g)
 	}
 }
 
-static bool has_match(struct scan_ctx *c, enum helper h);
+static bool has_match(struct scan_ctx *c, enum name_re h);
 
 /* Client objects: constructed after a dot, alone, and (when the snippet
  * imports Session or Client from an HTTP module) Session/Client alone. */
@@ -1409,9 +1409,9 @@ static void bind_clients(struct scan_ctx *c)
 		bind_ctor(c, BIND_GENERIC_RE, 1);
 }
 
-static bool has_match(struct scan_ctx *c, enum helper h)
+static bool has_match(struct scan_ctx *c, enum name_re h)
 {
-	int rc = pcre2_match(helpers[h], (PCRE2_SPTR)c->view[VIEW_CODE], c->len, 0, 0, c->md,
+	int rc = pcre2_match(name_res[h], (PCRE2_SPTR)c->view[VIEW_CODE], c->len, 0, 0, c->md,
 			     c->mctx);
 
 	return rc != PCRE2_ERROR_NOMATCH;	/* a limit or error counts as found */
