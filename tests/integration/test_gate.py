@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from conftest import KOTOBA, Client
-from test_system import as_user, ensure_user
+from conftest import KOTOBA, Client, ensure_user
+from test_system import as_user
 
 PLAIN = "print(sum(range(10)))"
 LABELLED = "import shutil\nshutil.rmtree('/nonexistent-kotoba-test')\n"
