@@ -197,9 +197,8 @@ static void take_gate(struct run *r, int fd)
 static void child_exec_done(struct run *r)
 {
 	if (seccomp_has_exec_gate(r->plan->profile) && !r->gate.spent) {
-		child_protocol_error(r, EPROTO, r->gate.fd < 0
-				     ? "the child ended before handing over the exec gate"
-				     : "the child ended before its exec reached the exec gate");
+		child_protocol_error(r, EPROTO,
+				     "the child ended before the exec gate let its exec through");
 		return;
 	}
 	r->ready = true;
