@@ -309,3 +309,46 @@ def test_short_runs_two_users_never_fail(two_user_broker):
     record("runs", {"root_16_at_once": mine, "kotoba-ta_4_at_once": theirs})
     assert mine["failed"] == 0 and mine["ok"] == RUNS, mine
     assert theirs["failed"] == 0 and theirs["ok"] == RUNS // 4, theirs
+
+
+# ---- the broker's own open-file limit -------------------------------------------
+
+def cpu_seconds(pid):
+    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_open_file_limit_refuses_by_name_without_spinning():
+    """At its RLIMIT_NOFILE the broker answers each further connection busy,
+    naming the limit, instead of spinning on a listener it cannot accept
+    from; once connections close it serves again."""
+    d = tempfile.mkdtemp(prefix="kotoba-nofile-")
+    os.chmod(d, 0o755)
+    b = kit.Broker(d)
+    b.args = ["prlimit", "--nofile=48", "--"] + b.args
+    b.start()
+    try:
+        held = [kit.Client(b.socket) for _ in range(80)]
+        t0 = cpu_seconds(b.proc.pid)
+        time.sleep(1)
+        spent = cpu_seconds(b.proc.pid) - t0
+        refusals = []
+        for c in held:
+            c.sock.settimeout(0.05)
+            try:
+                refusals.append(c.recv())
+            except OSError:
+                pass  # accepted and waiting for hello: no frame
+        assert refusals, "no connection was refused at RLIMIT_NOFILE 48"
+        for m in refusals:
+            assert m["type"] == "error" and m["code"] == "busy", m
+            assert "RLIMIT_NOFILE 48" in m["message"], m
+        assert spent < 0.2, "the broker spent %.2f s of CPU in 1 s at its fd limit" % spent
+        for c in held:
+            c.close()
+        time.sleep(0.2)
+        served(b)
+        assert b.read_log().count("refused a connection") == len(refusals)
+    finally:
+        b.stop()
+        shutil.rmtree(d, ignore_errors=True)
