@@ -64,31 +64,66 @@ static void sanitise_stdfd(void)
 struct options {
 	const char *config;
 	bool check_config;
-	struct { const char *section, *key, *value; } set[8];
+	/* One per option that sets a key: each is given at most once. */
+	struct { const char *section, *key, *value; } set[3];
 	size_t n_set;
 };
 
 static struct options opts;
 
+static const struct option longopts[] = {
+	{ "socket", required_argument, NULL, 's' },
+	{ "state-dir", required_argument, NULL, 'd' },
+	{ "config", required_argument, NULL, 'c' },
+	{ "sandbox", required_argument, NULL, 'm' },
+	{ "check-config", no_argument, NULL, 'C' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* Each option at most once, and never with an empty argument: which of
+ * two --socket values counts, or what an empty --config means, should not
+ * be left to guess.  Returns false after saying why. */
+static bool first_and_filled(int c, unsigned *seen)
+{
+	for (unsigned i = 0; longopts[i].name; i++) {
+		if (longopts[i].val != c)
+			continue;
+		if (*seen & 1u << i) {
+			fprintf(stderr, "kotoba-brokerd: --%s given more than once\n",
+				longopts[i].name);
+			return false;
+		}
+		*seen |= 1u << i;
+		if (longopts[i].has_arg && !*optarg) {
+			fprintf(stderr, "kotoba-brokerd: --%s needs a non-empty argument\n",
+				longopts[i].name);
+			return false;
+		}
+	}
+	return true;
+}
+
+static void set_key(struct options *o, const char *key, const char *value)
+{
+	o->set[o->n_set++] = (typeof(o->set[0])){ "broker", key, value };
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	static const struct option longopts[] = {
-		{ "socket", required_argument, NULL, 's' },
-		{ "state-dir", required_argument, NULL, 'd' },
-		{ "config", required_argument, NULL, 'c' },
-		{ "sandbox", required_argument, NULL, 'm' },
-		{ "check-config", no_argument, NULL, 'C' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
+	unsigned seen = 0;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (!first_and_filled(c, &seen)) {
+			usage(stderr);
+			return -1;
+		}
 		switch (c) {
-		case 's': o->set[o->n_set++] = (typeof(o->set[0])){ "broker", "socket", optarg }; break;
-		case 'd': o->set[o->n_set++] = (typeof(o->set[0])){ "broker", "state_dir", optarg }; break;
-		case 'm': o->set[o->n_set++] = (typeof(o->set[0])){ "broker", "sandbox", optarg }; break;
+		case 's': set_key(o, "socket", optarg); break;
+		case 'd': set_key(o, "state_dir", optarg); break;
+		case 'm': set_key(o, "sandbox", optarg); break;
 		case 'c': o->config = optarg; break;
 		case 'C': o->check_config = true; break;
 		case 'v': log_threshold = LOG_LVL_DEBUG; break;

@@ -2,6 +2,7 @@
  * `kotoba approvals ls|rm FAMILY` and `kotoba audit tail|verify`: the
  * caller's own grants and audit rows (the broker answers per peer uid).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -26,15 +27,25 @@ static int parse_admin(int argc, char **argv, struct admin_opts *o)
 		{ "max", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
+	bool seen[256] = { false };
+	char *end;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "n:", lo, NULL)) != -1) {
-		if (c == 'S')
-			o->socket = optarg;
-		else if (c == 'n')
-			o->max = strtoull(optarg, NULL, 10);
-		else
+		if (!cli_option_once(c, lo, seen))
 			return -1;
+		if (c == 'S' && !cli_socket_fits(optarg))
+			return -1;
+		if (c == 'S') {
+			o->socket = optarg;
+		} else if (c == 'n') {
+			errno = 0;
+			o->max = strtoull(optarg, &end, 10);
+			if (errno || *end || *optarg < '0' || *optarg > '9')
+				return cli_error("--max takes a number of rows"), -1;
+		} else {
+			return -1;
+		}
 	}
 	while (optind < argc && o->n_words < 3)
 		o->words[o->n_words++] = argv[optind++];
@@ -117,7 +128,7 @@ int cmd_approvals(int argc, char **argv)
 
 	if (parse_admin(argc, argv, &o) < 0 || o.n_words < 1 ||
 	    (strcmp(o.words[0], "ls") && strcmp(o.words[0], "rm")) ||
-	    (!strcmp(o.words[0], "rm") && o.n_words != 2)) {
+	    o.n_words != (strcmp(o.words[0], "rm") ? 1u : 2u)) {
 		fputs("usage: kotoba approvals ls [--socket PATH]\n"
 		      "       kotoba approvals rm execute_code [--socket PATH]\n", stderr);
 		return KOTOBA_EXIT_USAGE;
