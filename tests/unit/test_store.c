@@ -557,7 +557,9 @@ static void tamper(struct fixture *f, const char *sql, int64_t want)
 	make_chain(f, 50);
 	expect_intact(f, 50);
 	print_message("  tamper: %s\n", sql);
-	assert_int_equal(raw_exec(f->db, "DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete"), SQLITE_OK);
+	assert_int_equal(raw_exec(f->db, "DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete;"
+				  " DROP TRIGGER audit_code_no_update;"
+				  " DROP TRIGGER audit_code_no_delete"), SQLITE_OK);
 	assert_int_equal(raw_exec(f->db, sql), SQLITE_OK);
 	expect_broken(f, want);
 }
@@ -572,6 +574,13 @@ static void test_audit_tamper(void **state)
 	tamper(f, "UPDATE audit SET labels = 'fs-write' WHERE seq = 17", 17);
 	tamper(f, "UPDATE audit SET exit_code = 7 WHERE seq = 3", 3);
 	tamper(f, "UPDATE audit SET code = CAST('print(1)' AS BLOB) WHERE seq = 29", 29);
+	/* The text, stored once for every row that names it: the first of
+	 * them breaks. */
+	tamper(f, "UPDATE audit_code SET code = CAST('print(1)' AS BLOB) WHERE sha256 ="
+		  " (SELECT sha256 FROM audit WHERE seq = 29)", 1);
+	tamper(f, "DELETE FROM audit_code WHERE sha256 = (SELECT sha256 FROM audit WHERE seq = 29)",
+	       1);
+	tamper(f, "UPDATE audit SET code_ref = 0 WHERE seq = 29", 29);
 	tamper(f, "UPDATE audit SET decision = 'denied' WHERE seq = 1", 1);
 	tamper(f, "UPDATE audit SET uid = 1002 WHERE seq = 50", 50);
 	tamper(f, "UPDATE audit SET time_ms = time_ms + 1 WHERE seq = 33", 33);
@@ -587,11 +596,12 @@ static void test_audit_tamper(void **state)
 	/* An inserted row copied from another, at the end and in a gap. */
 	tamper(f, "INSERT INTO audit SELECT 51, time_ms, uid, pid, run_id, event, code, sha256,"
 		  " labels, mode, decision, approver, profile, has_exit, exit_code, signal,"
-		  " timed_out, duration_ms, prev_hash, hash FROM audit WHERE seq = 50", 51);
+		  " timed_out, duration_ms, prev_hash, hash, code_ref FROM audit WHERE seq = 50",
+	       51);
 	tamper(f, "DELETE FROM audit WHERE seq = 20; INSERT INTO audit SELECT 20, time_ms,"
 		  " uid, pid, run_id, event, code, sha256, labels, mode, decision, approver,"
 		  " profile, has_exit, exit_code, signal, timed_out, duration_ms, prev_hash,"
-		  " hash FROM audit WHERE seq = 22", 20);
+		  " hash, code_ref FROM audit WHERE seq = 22", 20);
 	/* The head itself. */
 	tamper(f, "UPDATE audit_head SET hash = (SELECT hash FROM audit WHERE seq = 49)", 50);
 	tamper(f, "DELETE FROM audit_head", 51);
