@@ -751,6 +751,105 @@ static void test_crash_safety(void **state)
 	free(c.uids);
 }
 
+/* One row of uid with code (a decision) or without (an exit). */
+static int append_one(struct store *s, uint32_t uid, const char *code, size_t len, bool follows)
+{
+	struct audit_row r = { .uid = uid, .pid = 1, .run_id = 1, .mode = "local",
+			       .event = code ? "decision" : "exit", .decision = code ? "refused" : "ran",
+			       .code = code, .code_len = len, .follows = follows };
+
+	if (!code)
+		memset(r.sha256, 'a', 64);
+	return store_audit_append(s, &r);
+}
+
+static int64_t raw_int(const char *db, const char *sql)
+{
+	char buf[32];
+
+	raw_text(db, sql, buf, sizeof(buf));
+	return strtoll(buf, NULL, 10);
+}
+
+static int tail_code(const struct audit_row *row, void *arg)
+{
+	size_t *total = arg;
+
+	if (row->code)
+		*total += row->code_len;
+	return 0;
+}
+
+/* The same text in many rows is stored once, reads back whole, and the
+ * chain verifies over it. */
+static void test_audit_text_once(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = must_open(f->dir);
+	size_t len = 200000, total = 0;
+	char *code = malloc(len);
+	uint64_t rows = 0;
+	int64_t bad = 0;
+
+	assert_non_null(code);
+	memset(code, '#', len);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(append_one(s, 1000, code, len, i > 0), 0);
+	assert_int_equal(store_audit_tail(s, 1000, 50, tail_code, &total), 0);
+	assert_int_equal(total, 20 * len);
+	assert_int_equal(store_audit_verify(s, &rows, &bad), 0);
+	assert_int_equal(rows, 20);
+	store_close(s);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM audit_code"), 1);
+	assert_int_equal(raw_int(f->db, "SELECT sum(length(code)) FROM audit_code"), (int64_t)len);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM audit WHERE code IS NOT NULL"), 0);
+	free(code);
+}
+
+/* Over its quota a uid's new rows fail with EDQUOT and write nothing;
+ * rows that follow, and other uids, go on; the count survives a reopen. */
+static void test_audit_quota(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = must_open(f->dir);
+	size_t len = 30000;
+	char *code = malloc(len);
+	int ok = 0, rc = 0;
+	uint64_t rows = 0;
+	int64_t bad = 0;
+
+	assert_non_null(code);
+	store_set_quota(s, 100000, 3600000);
+	for (int i = 0; i < 10 && rc == 0; i++) {
+		memset(code, 'a' + i, len); /* a new text each time */
+		rc = append_one(s, 1000, code, len, false);
+		ok += rc == 0;
+	}
+	assert_int_equal(rc, -EDQUOT);
+	assert_int_equal(ok, 3); /* 3 x (30000 + 512) fit in 100000, a fourth does not */
+	assert_non_null(strstr(store_last_error(s), "[quota] audit_bytes"));
+	/* The same text again costs only its row; still over, still refused. */
+	assert_int_equal(append_one(s, 1000, code, len, false), -EDQUOT);
+	/* What follows a recorded decision is never refused. */
+	assert_int_equal(append_one(s, 1000, NULL, 0, true), 0);
+	/* Another uid has its own quota. */
+	assert_int_equal(append_one(s, 1001, code, len, false), 0);
+	store_close(s);
+	s = must_open(f->dir);
+	store_set_quota(s, 100000, 3600000);
+	memset(code, 'z', len);
+	assert_int_equal(append_one(s, 1000, code, len, false), -EDQUOT);
+	/* A new period starts the count again. */
+	store_set_quota(s, 100000, 1);
+	usleep(5000);
+	assert_int_equal(append_one(s, 1000, code, len, false), 0);
+	assert_int_equal(store_audit_verify(s, &rows, &bad), 0);
+	assert_int_equal(rows, 6);
+	store_close(s);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM audit_code"), 5);
+	free(code);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -762,6 +861,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_two_connections, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_audit_tamper, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_safety, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_audit_text_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_audit_quota, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
