@@ -188,7 +188,8 @@ static void print_report(const char *db, const struct audit_report *r, bool anch
 	else
 		printf("anchors: not checked (no --anchors)\n");
 	for (size_t i = 0; i < r->n; i++) {
-		printf("%s: %s", kind_name(r->problems[i].kind), r->problems[i].why);
+		printf("%s at row %" PRId64 ": %s", kind_name(r->problems[i].kind),
+		       r->problems[i].seq, r->problems[i].why);
 		if (r->problems[i].acked_by)
 			printf(" (recorded by the broker in epoch row %" PRId64 ")",
 			       r->problems[i].acked_by);
