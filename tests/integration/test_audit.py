@@ -48,7 +48,10 @@ def trail(make_broker):
     assert b.run_json("import shutil\nshutil.rmtree('/nonexistent')\n")["_status"] == 126
     b.stop()
     assert key not in b.read_log()
-    return b, key
+    yield b, key
+    # every start of this broker, the tests' own included
+    log = b.read_log()
+    assert "ERROR: AddressSanitizer" not in log and "runtime error:" not in log, log
 
 
 def copy_of(b, tmp, name="copy.db"):
