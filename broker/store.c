@@ -1521,8 +1521,10 @@ int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, voi
 	sqlite3_stmt *st;
 	int rc;
 
+	/* The broker's own epoch rows are no client's decisions. */
 	rc = prep(s, "SELECT " AUDIT_READ_COLS " FROM (SELECT * FROM audit WHERE uid = ?1"
-		  " ORDER BY seq DESC LIMIT ?2) a ORDER BY a.seq", &st, what);
+		  " AND event != '" AUDIT_EPOCH "' ORDER BY seq DESC LIMIT ?2) a ORDER BY a.seq",
+		  &st, what);
 	if (rc)
 		return rc;
 	if (sqlite3_bind_int64(st, 1, uid) != SQLITE_OK ||

@@ -307,3 +307,23 @@ def test_key_init_once(trail):
                         "--socket", b.socket], capture_output=True, timeout=30)
     assert p.returncode == 1 and p.stdout == b""
     assert b"sealed already" in p.stderr, p.stderr
+
+
+def test_anchor_every_interval_in_journal_format(make_broker, tmpdir_k):
+    b = make_broker(config="[audit]\nanchor_interval = 1s\nanchor_rows = 0\n").start()
+    assert b.run_json("print(1)")["_status"] == 0
+    deadline = 50
+    while "(interval)" not in b.read_log() and deadline:
+        subprocess.run(["sleep", "0.1"])
+        deadline -= 1
+    b.stop()
+    log = b.read_log()
+    assert re.search(r"audit-anchor seq=2 hash=[0-9a-f]{64} \(interval\)", log), log
+    assert "(rows)" not in log
+    # journalctl -o cat drops the priority prefix: the same lines still count
+    cat = os.path.join(tmpdir_k, "journal.txt")
+    with open(cat, "w") as f:
+        f.write(re.sub(r"^<\d>", "", log, flags=re.M))
+    path = copy_of(b, tmpdir_k)
+    rc, _, out = verify(path, "--anchors", cat)
+    assert rc == 0 and re.search(r"anchors: every anchor matches; [3-9] match", out), out

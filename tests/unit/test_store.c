@@ -661,6 +661,12 @@ static void append_more(struct store *s, int n)
 	}
 }
 
+static int count_row(const struct audit_row *row, void *arg)
+{
+	(*(size_t *)arg)++;
+	return 0;
+}
+
 static void check_with_key(struct store *s, const char *key_hex, uint64_t *seal_problems)
 {
 	struct audit_check opt = { 0 };
@@ -682,11 +688,15 @@ static void test_seal_lifecycle(void **state)
 	char key[65], again[65], keyfile[128], old[200];
 	struct store *s = must_open(f->dir);
 	uint64_t bad;
+	size_t n = 0;
 	FILE *kf;
 
 	append_rows(s, 3); /* unsealed rows before sealing began are fine */
 	assert_int_equal(store_audit_seal_init(s, key), 0);
 	assert_int_equal(store_audit_seal_init(s, again), -EEXIST);
+	/* The epoch row is the broker's (its uid), and no client's tail. */
+	assert_int_equal(store_audit_tail(s, (uint32_t)geteuid(), 10, count_row, &n), 0);
+	assert_int_equal(n, 0);
 	append_more(s, 5);
 	check_with_key(s, key, &bad);
 	assert_int_equal(bad, 0);
