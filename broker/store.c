@@ -1602,7 +1602,7 @@ static void ack_break(struct audit_report *rep, int64_t bad, int64_t epoch_seq)
 			rep->problems[i].acked_by = epoch_seq;
 }
 
-static void check_link(struct walk *w, sqlite3_stmt *st, int64_t seq, const char *prev)
+static void check_link(struct walk *w, int64_t seq, const char *prev)
 {
 	struct audit_report *rep = w->rep;
 
@@ -1696,19 +1696,12 @@ static void check_anchors_at(struct walk *w, int64_t seq, const char *stored)
 	}
 }
 
-static const char *col_text(sqlite3_stmt *st, int col)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-
-	return t ? (const char *)t : "";
-}
-
 static int check_row(struct walk *w, sqlite3_stmt *st)
 {
 	struct field f[C_NFIELDS];
 	char prev[65] = "", stored[65] = "", calc[65];
 	int64_t seq = sqlite3_column_int64(st, C_SEQ);
-	bool epoch = !strcmp(col_text(st, C_EVENT), AUDIT_EPOCH);
+	bool epoch = !strcmp(col_str(st, C_EVENT), AUDIT_EPOCH);
 	bool ok = true;
 
 	if (col_hash(w->s, st, C_PREV, prev) || col_hash(w->s, st, C_HASH, stored)) {
@@ -1717,16 +1710,16 @@ static int check_row(struct walk *w, sqlite3_stmt *st)
 		ok = false;
 	}
 	if (ok)
-		check_link(w, st, seq, prev);
+		check_link(w, seq, prev);
 	col_fields(st, f);
 	row_hash(w->s, prev[0] ? prev : ZERO_HASH, f, calc);
 	if (ok && strcmp(calc, stored)) {
 		add_problem(w->rep, AUDIT_CHAIN, seq, "row %lld: its contents do not match its hash "
 			    "(the row was edited)", (long long)seq);
 	}
-	if (epoch && !strcmp(col_text(st, C_DECISION), AUDIT_EPOCH_BROKEN))
+	if (epoch && !strcmp(col_str(st, C_DECISION), AUDIT_EPOCH_BROKEN))
 		ack_break(w->rep, sqlite3_column_int64(st, C_RUN), seq);
-	check_sealing(w, st, seq, calc, epoch && !strcmp(col_text(st, C_DECISION),
+	check_sealing(w, st, seq, calc, epoch && !strcmp(col_str(st, C_DECISION),
 							   AUDIT_EPOCH_SEALED));
 	check_anchors_at(w, seq, stored);
 	/* Go on from what is stored, so every later break shows too. */

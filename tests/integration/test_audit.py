@@ -32,6 +32,7 @@ def key_init(b):
     assert p.returncode == 0, p.stderr
     key = p.stdout.decode().strip()
     assert re.fullmatch(r"[0-9a-f]{64}", key), p.stdout
+    assert key.encode() not in p.stderr
     return key, p
 
 
