@@ -49,7 +49,8 @@ static void record_break(const struct audit_problem *p)
 {
 	struct audit_row row;
 
-	log_err("audit chain broken: %s; recording it as an epoch row", p->why);
+	log_err("audit chain broken at row %" PRId64 ": %s; recording it as an epoch row",
+		p->seq, p->why);
 	if (store_audit_mark_break(watch, p->seq, &row) < 0)
 		log_err("audit: cannot record the break: %s; snippets are refused until the "
 			"trail can be written", store_last_error(watch));
@@ -68,8 +69,8 @@ static void report_problems(const struct audit_report *rep)
 		if (p->kind != AUDIT_CHAIN)
 			continue;
 		if (p->acked_by)
-			log_warn("audit chain broken: %s (recorded by epoch row %" PRId64 ")",
-				 p->why, p->acked_by);
+			log_warn("audit chain broken at row %" PRId64 ": %s (recorded by epoch row %"
+				 PRId64 ")", p->seq, p->why, p->acked_by);
 		else if (p->seq != recorded)
 			record_break(p);
 		recorded = p->acked_by ? recorded : p->seq;

@@ -1650,9 +1650,8 @@ static void check_seal(struct walk *w, sqlite3_stmt *st, int64_t seq, const char
 	seal_mac(&w->key, calc, want);
 	if (!mac || sqlite3_column_bytes(st, C_HASH + 2) != 64 ||
 	    !memeql_sec(mac, want, 64))
-		add_problem(rep, AUDIT_SEAL, seq, "row %lld: its seal does not verify under key "
-			    "%lld (the row or its seal was written without that key)",
-			    (long long)seq, (long long)index);
+		add_problem(rep, AUDIT_SEAL, seq, "its seal does not verify under key %lld (the "
+			    "row or its seal was written without that key)", (long long)index);
 }
 
 static void check_sealing(struct walk *w, sqlite3_stmt *st, int64_t seq, const char *calc,
@@ -1705,8 +1704,7 @@ static int check_row(struct walk *w, sqlite3_stmt *st)
 	bool ok = true;
 
 	if (col_hash(w->s, st, C_PREV, prev) || col_hash(w->s, st, C_HASH, stored)) {
-		add_problem(w->rep, AUDIT_CHAIN, seq, "row %lld: its stored hashes are malformed",
-			    (long long)seq);
+		add_problem(w->rep, AUDIT_CHAIN, seq, "its stored hashes are malformed");
 		ok = false;
 	}
 	if (ok)
@@ -1714,8 +1712,8 @@ static int check_row(struct walk *w, sqlite3_stmt *st)
 	col_fields(st, f);
 	row_hash(w->s, prev[0] ? prev : ZERO_HASH, f, calc);
 	if (ok && strcmp(calc, stored)) {
-		add_problem(w->rep, AUDIT_CHAIN, seq, "row %lld: its contents do not match its hash "
-			    "(the row was edited)", (long long)seq);
+		add_problem(w->rep, AUDIT_CHAIN, seq, "its contents do not match its hash (the row "
+			    "was edited)");
 	}
 	if (epoch && !strcmp(col_str(st, C_DECISION), AUDIT_EPOCH_BROKEN))
 		ack_break(w->rep, sqlite3_column_int64(st, C_RUN), seq);
@@ -1790,9 +1788,22 @@ static void check_end(struct walk *w, int64_t head, const char *head_hash)
 
 static int cmp_anchor(const void *a, const void *b)
 {
-	int64_t x = ((const struct audit_anchor *)a)->seq, y = ((const struct audit_anchor *)b)->seq;
+	const struct audit_anchor *x = a, *y = b;
 
-	return x < y ? -1 : x > y;
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return strcmp(x->hash, y->hash);
+}
+
+/* The same anchor logged twice (at a row count and at stop) is one. */
+static size_t unique_anchors(struct audit_anchor *a, size_t n)
+{
+	size_t out = 1;
+
+	for (size_t i = 1; i < n; i++)
+		if (a[i].seq != a[out - 1].seq || strcmp(a[i].hash, a[out - 1].hash))
+			a[out++] = a[i];
+	return out;
 }
 
 int store_audit_check(struct store *s, const struct audit_check *opt, struct audit_report *rep)
@@ -1813,7 +1824,7 @@ int store_audit_check(struct store *s, const struct audit_check *opt, struct aud
 	if (opt->n_anchors) {
 		qsort(opt->anchors, opt->n_anchors, sizeof(*opt->anchors), cmp_anchor);
 		w.anchors = opt->anchors;
-		w.n_anchors = opt->n_anchors;
+		w.n_anchors = unique_anchors(opt->anchors, opt->n_anchors);
 	}
 	/* One read transaction: the rows and the head are one snapshot even
 	 * while another connection appends. */

@@ -145,7 +145,7 @@ struct seal_key;
 struct audit_check {
 	int64_t from_seq;             /* 0 or 1: all; else from here, its link on trust */
 	const struct seal_key *key;   /* key[0] to check the seals, or NULL */
-	struct audit_anchor *anchors; /* sorted here by seq */
+	struct audit_anchor *anchors; /* sorted here by seq, duplicates moved out */
 	size_t n_anchors;
 };
 enum audit_problem_kind { AUDIT_CHAIN, AUDIT_SEAL, AUDIT_ANCHOR };

@@ -100,7 +100,7 @@ SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM audit_head)
 	WHEN h.seq < l.seq THEN 'chain at row ' || (h.seq + 1) || ': rows after the head'
 	WHEN h.hash IS NOT l.hash THEN 'chain at row ' || h.seq || ': the head hash differs'
 	END FROM last l LEFT JOIN audit_head h ON 1 WHERE 1;
-SELECT 'anchor at row ' || n.seq || ': ' ||
+SELECT DISTINCT 'anchor at row ' || n.seq || ': ' ||
 	CASE WHEN a.seq IS NULL THEN 'the row of an anchor is missing'
 	ELSE 'the hash differs from its anchor' END
 	FROM anchor n LEFT JOIN audit a ON a.seq = n.seq, last l

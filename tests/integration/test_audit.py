@@ -272,7 +272,7 @@ def test_broker_records_a_broken_chain_at_start(trail):
     b.start()
     b.stop()
     log = b.read_log()
-    assert re.search(r"<3>kotoba-brokerd: audit chain broken: row 6: its contents do not "
+    assert re.search(r"<3>kotoba-brokerd: audit chain broken at row 6: its contents do not "
                      r"match its hash", log), log
     assert "epoch row %d records the break at row 6" % (n + 1) in log
     assert rows(db_path, "select event || '/' || decision || '/' || run_id from audit "
@@ -327,4 +327,4 @@ def test_anchor_every_interval_in_journal_format(make_broker, tmpdir_k):
         f.write(re.sub(r"^<\d>", "", log, flags=re.M))
     path = copy_of(b, tmpdir_k)
     rc, _, out = verify(path, "--anchors", cat)
-    assert rc == 0 and re.search(r"anchors: every anchor matches; [3-9] match", out), out
+    assert rc == 0 and re.search(r"anchors: every anchor matches; 2 match", out), out
