@@ -52,6 +52,9 @@ struct session {
 	unsigned nruns;
 	TAILQ_HEAD(, run) runs;
 	uint64_t frame_us; /* when the frame being dispatched was read */
+	uint64_t opened_ms;      /* for [quota] hello_timeout */
+	uint64_t frame_start_ms; /* first byte of an unfinished frame; 0: none */
+	bool stalled;            /* seen backlogged: the clocks start again after */
 };
 
 /* Snippet code and what the gate decided, handed to run_start(). */
@@ -110,6 +113,7 @@ struct run {
 	char container[64];       /* its name, for the exit frame */
 	bool engine_only;         /* an engine command (stop a container): no client */
 	struct cgroup_run cg;     /* its memory and process limits, all processes together */
+	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
 	void (*on_end)(const struct run *r);
 };
 
@@ -134,6 +138,9 @@ void session_send_error(struct session *s, bool has_id, uint64_t id, const char 
 			const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 bool session_backlogged(const struct session *s);
 void session_close(struct session *s);
+/* Closes the connections past [quota] hello_timeout or frame_timeout. */
+void sessions_tick(struct broker *b, uint64_t now);
+int sessions_next_deadline(struct broker *b, uint64_t now);
 
 /* run.c */
 /* -EBUSY: a limit; -EPERM: no identity for the peer; -EINVAL: the working
@@ -165,5 +172,10 @@ struct identity;
 int env_build(const struct identity *id, const struct env_pair *req, size_t n_req, char **out,
 	      size_t *n_out, char *err, size_t errlen);
 bool env_name_allowed(const char *name, size_t len);
+/* A name that decides which code runs (PYTHON*, LD_*...): never passed. */
+bool env_name_refused(const char *name, size_t len);
+/* 0, or -EPERM with a sentence when the request carries a refused name or
+ * a value that imports code: checked before any card. */
+int env_check_request(const struct env_pair *req, size_t n_req, char *err, size_t errlen);
 void env_free(char **env, size_t n);
 #endif

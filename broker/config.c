@@ -65,6 +65,7 @@ enum key_type {
 #define K_NAME 0x4	/* one user or group name */
 #define K_NAMES 0x8	/* names separated by commas or spaces */
 #define K_WORD 0x10	/* no whitespace (a command, an image) */
+#define K_SECRETS 0x20	/* secret places, separated by commas or blanks */
 
 struct key {
 	const char *section;
@@ -193,6 +194,22 @@ static const struct key keys[] = {
 	     "it; no: seccomp argument filters only, which cannot tell paths\n"
 	     "apart, so TMPDIR and /dev/null become read-only too."),
 
+	BOOL("sandbox", "secrets", secrets, "yes",
+	     "Unattended snippets (a grant, no approval channel, docker mode)\n"
+	     "cannot read the secret set: ~/.ssh, ~/.aws, ~/.gnupg, ~/.netrc,\n"
+	     ".env files in the working directory and its parents, /etc/shadow,\n"
+	     "the broker's state and more (kotoba-broker.conf(5) lists them).\n"
+	     "The worker masks them in a user and mount namespace of the run's\n"
+	     "own; where the kernel refuses user namespaces, unattended runs\n"
+	     "fail at step 'secrets'.  no: nothing is masked, which every\n"
+	     "unattended run's exit reports (secrets: off) and the log says."),
+	STR("sandbox", "secret_paths", secret_paths, K_EMPTY_OK | K_SECRETS, "",
+	    "More secret places, added to the set, separated by commas or\n"
+	    "blanks: an absolute path (/srv/app/credentials), a path in the\n"
+	    "snippet user's home (~/.vault-token), or a file name looked for\n"
+	    "in the working directory and each of its parents (.secrets.toml;\n"
+	    "a final * matches any rest of the name: .env.*)."),
+
 	STR("docker", "cli", container_cli, K_WORD, "docker",
 	    "The engine's command-line client, docker or podman: a name looked\n"
 	    "up in /usr/local/bin, /usr/bin and /bin, or an absolute path.  It\n"
@@ -227,6 +244,40 @@ static const struct key keys[] = {
 	NUM("docker", "idle", KEY_DURATION, container_idle_ms, SEC, 24 * HOUR, "300s",
 	    "A warm container unused this long is stopped; all are stopped when\n"
 	    "the broker stops."),
+
+	NUM("quota", "connections", KEY_COUNT, conns_per_uid, 1, 32768, "32",
+	    "Client connections one user may hold open at once; at most half of\n"
+	    "[broker] max_connections, so that one user can never take them all\n"
+	    "(with the defaults, 32 users at their cap still fit)."),
+	NUM("quota", "hello_timeout", KEY_DURATION, hello_timeout_ms, 100, 10 * MINUTE,
+	    "5s",
+	    "A connection that has not sent hello this long after connecting is\n"
+	    "answered too-slow and closed."),
+	NUM("quota", "frame_timeout", KEY_DURATION, frame_timeout_ms, 100, 10 * MINUTE,
+	    "10s",
+	    "A frame must arrive whole within this time of its first byte; a\n"
+	    "client that trickles one is answered too-slow and closed."),
+	NUM("quota", "cards", KEY_COUNT, cards_per_uid, 1, 65536, "16",
+	    "Approval cards one user may have waiting at once, over all of that\n"
+	    "user's connections."),
+	NUM("quota", "card_bytes", KEY_SIZE, card_bytes_per_uid, KIB, 64 * GIB, "8M",
+	    "Total size of the snippets one user has waiting on cards and in\n"
+	    "the queue, which the broker holds in memory."),
+	NUM("quota", "audit_bytes", KEY_SIZE, audit_bytes, 64 * KIB, 1024 * GIB, "64M",
+	    "Audit trail one user may add per audit_period (snippet text, stored\n"
+	    "once per content hash, and a fixed cost per row).  Over it, that\n"
+	    "user's new snippets are refused with the error quota until the\n"
+	    "period ends; other users are not affected."),
+	NUM("quota", "audit_period", KEY_DURATION, audit_period_ms, SEC, 31 * 24 * HOUR,
+	    "60m", "The period audit_bytes is counted over."),
+	NUM("quota", "queue", KEY_COUNT, queue, 0, 4096, "64",
+	    "Snippets of one user that wait for a free slot when max_runs or\n"
+	    "max_runs_per_uid is reached (the client is sent queued); they run\n"
+	    "in order.  Beyond it, busy.  0: no queue, busy at once."),
+	NUM("quota", "queue_timeout", KEY_DURATION, queue_timeout_ms, 100, 24 * HOUR,
+	    "60s",
+	    "A queued snippet that has not started within this time is not run;\n"
+	    "the client is answered busy."),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -546,6 +597,71 @@ static int check_names(const struct key *k, const char *s, char *msg,
 	return 0;
 }
 
+/* One secret_paths entry: "/abs", "~/rel" or a bare file name, without
+ * empty, "." or ".." components (the worker masks the place the text
+ * names; a spelling with ".." would name another).  NULL when fine. */
+static const char *secret_entry_problem(const char *s, size_t n)
+{
+	size_t i = 0;
+
+	if (s[0] == '~') {
+		if (n < 3 || s[1] != '/')
+			return "must be an absolute path, ~/ and a path in the home "
+			       "directory, or a file name";
+		i = 2;
+	} else if (s[0] == '/') {
+		if (n == 1)
+			return "would mask every file ('/')";
+		i = 1;
+	}
+	if (s[0] != '/' && s[0] != '~' && memchr(s, '/', n))
+		return "is a relative path; write /abs/path, ~/path or a file name";
+	while (i < n) {
+		size_t k = i;
+
+		while (k < n && s[k] != '/')
+			k++;
+		if (k == i || (k - i == 1 && s[i] == '.') ||
+		    (k - i == 2 && s[i] == '.' && s[i + 1] == '.'))
+			return "has an empty, '.' or '..' component";
+		i = k + 1;
+	}
+	if (s[n - 1] == '/')
+		return "ends in '/'; name the directory without it";
+	if (memchr(s, '*', n) && (s[n - 1] != '*' || memchr(s, '*', n - 1) || s[0] == '/' ||
+				  s[0] == '~'))
+		return "may hold '*' only at the end of a file name (.env.*)";
+	return NULL;
+}
+
+static int check_secrets(const struct key *k, const char *s, char *msg, size_t len)
+{
+	const char *sep = ", \t";
+	char q[48], word[300];
+	unsigned count = 0;
+
+	while (*s) {
+		const char *why;
+		size_t n;
+
+		s += strspn(s, sep);
+		n = strcspn(s, sep);
+		if (!n)
+			break;
+		snprintf(word, sizeof(word), "%.*s", (int)n, s);
+		why = secret_entry_problem(s, n);
+		if (!why && ++count > CONFIG_SECRET_PATHS_MAX)
+			why = "is one entry too many (at most " CONFIG_SECRET_PATHS_MAX_TEXT ")";
+		if (why) {
+			snprintf(msg, len, "[%s] %s: '%s' %s", k->section, k->name,
+				 clip(word, q, sizeof(q)), why);
+			return -1;
+		}
+		s += n;
+	}
+	return 0;
+}
+
 static bool has_control(const char *s)
 {
 	for (; *s; s++)
@@ -612,6 +728,8 @@ static int set_string(struct config *c, const struct key *k, const char *s,
 		return -1;
 	}
 	if ((k->flags & K_NAMES) && check_names(k, s, msg, len))
+		return -1;
+	if ((k->flags & K_SECRETS) && check_secrets(k, s, msg, len))
 		return -1;
 	/* Zero the tail too, so equal configs are equal bytes. */
 	memset(field(c, k), 0, k->size);
@@ -1116,6 +1234,19 @@ static int validate_docker(const struct config *c, struct config_error *err)
 	return 0;
 }
 
+/* One user's connections may never fill the broker's table: at most half
+ * of it, so at least one other user always gets in. */
+static int validate_quota(const struct config *c, struct config_error *err)
+{
+	if (c->conns_per_uid > c->max_connections / 2) {
+		set_error(err, "", 0, "[quota] connections = %u is over half of "
+			  "[broker] max_connections = %u: one user could lock every "
+			  "other out", c->conns_per_uid, c->max_connections);
+		return -1;
+	}
+	return 0;
+}
+
 int config_validate(const struct config *c, struct config_error *err)
 {
 	char a[32], b[32];
@@ -1140,6 +1271,8 @@ int config_validate(const struct config *c, struct config_error *err)
 			  "for the rest of a message", a, b);
 		return -1;
 	}
+	if (validate_quota(c, err) < 0)
+		return -1;
 	if (c->max_runs_per_uid > c->max_runs) {
 		set_error(err, "", 0, "[broker] max_runs_per_uid = %u exceeds "
 			  "[broker] max_runs = %u", c->max_runs_per_uid,

@@ -21,6 +21,10 @@
 #include <stdio.h>
 
 enum sandbox_mode { SANDBOX_LOCAL, SANDBOX_DOCKER, SANDBOX_NONE };
+
+/* Entries [sandbox] secret_paths may hold, besides the built-in set. */
+#define CONFIG_SECRET_PATHS_MAX 32
+#define CONFIG_SECRET_PATHS_MAX_TEXT "32"
 enum unattended_policy { UNATTENDED_DOCUMENTED, UNATTENDED_REFUSE };
 
 struct config {
@@ -57,6 +61,8 @@ struct config {
 	uint64_t audit_anchor_ms;      /* [audit] anchor_interval, default 10m */
 	uint64_t audit_verify_rows;    /* [audit] verify_rows at start, default 100000 */
 	bool landlock;                 /* [sandbox] landlock = yes|no, default yes */
+	bool secrets;                  /* [sandbox] secrets = yes|no: mask the secret set, default yes */
+	char secret_paths[2048];       /* [sandbox] secret_paths: more secrets, comma/space list */
 	char container_cli[64];        /* [docker] cli, default "docker" */
 	char container_image[128];     /* [docker] image, default "" */
 	char container_url[256];       /* [docker] url, engine API; "" = the CLI's own default */
@@ -68,6 +74,16 @@ struct config {
 	uint64_t container_nofile;     /* [docker] open_files (--ulimit nofile), default 1024 */
 	uint64_t container_tmpfs;      /* [docker] tmpfs, size of /tmp, default 64M */
 	uint64_t container_idle_ms;    /* [docker] idle, default 300s */
+	/* [quota]: what one user may hold, so no user takes what others need */
+	unsigned conns_per_uid;        /* [quota] connections, default 32 */
+	uint64_t hello_timeout_ms;     /* [quota] hello_timeout, default 5s */
+	uint64_t frame_timeout_ms;     /* [quota] frame_timeout, default 10s */
+	unsigned cards_per_uid;        /* [quota] cards, default 16 */
+	uint64_t card_bytes_per_uid;   /* [quota] card_bytes, default 8M */
+	uint64_t audit_bytes;          /* [quota] audit_bytes per audit_period, default 64M */
+	uint64_t audit_period_ms;      /* [quota] audit_period, default 60m */
+	unsigned queue;                /* [quota] queue, execs waiting per user, default 64 */
+	uint64_t queue_timeout_ms;     /* [quota] queue_timeout, default 60s */
 };
 
 /* file is "" and line 0 when the error is not tied to a file or a line

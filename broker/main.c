@@ -366,6 +366,9 @@ static int open_socket(struct broker *b)
 	}
 	log_info("listening on %s, sandbox=%s", activated ? "the socket systemd passed" :
 		 b->socket_path, sandbox_mode_name(b->cfg.sandbox));
+	if (!b->cfg.secrets)
+		log_warn("[sandbox] secrets = off: unattended snippets can read the user's "
+			 "secrets (~/.ssh, .env files, the broker's state)");
 	return loop_add(&b->listen, fd, EPOLLIN, session_accept, b);
 }
 
@@ -373,7 +376,8 @@ static int next_timeout(struct broker *b)
 {
 	uint64_t now = now_ms();
 	int t[] = { runs_next_deadline(b, now), gate_next_deadline(b, now),
-		    containers_tick(b, now), audit_watch_next_deadline(now) };
+		    containers_tick(b, now), sessions_next_deadline(b, now),
+		    audit_watch_next_deadline(now) };
 	int next = -1;
 
 	if (b->stopping)
@@ -416,6 +420,7 @@ static int serve(struct broker *b)
 			return -1;
 		runs_tick(b, now_ms());
 		gate_tick(b, now_ms());
+		sessions_tick(b, now_ms());
 		audit_watch_tick(now_ms());
 	}
 	shut_down(b);

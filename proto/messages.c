@@ -31,6 +31,7 @@ static const char *const modes[] = { "local", "docker", "none", NULL };
 static const char *const limits[] = { "", "cpu", "wall", "file-size", "memory", NULL };
 static const char *const statuses[] = { "exited", "signaled", NULL };
 static const char *const wheres[] = { "host", "container", NULL };
+static const char *const secret_states[] = { "masked", "off", "unmasked", NULL };
 const char *const proto_labels[] = { "fs-destroy", "shell-spawn", "raw-socket", "dynamic-eval",
 				     "fs-write",   "data-out",	  "secret-read", NULL };
 
@@ -45,7 +46,7 @@ static const char *const type_names[MSG_TYPE_COUNT] = {
 	[MSG_AUDIT_ROWS] = "audit_rows", [MSG_OK] = "ok",
 	[MSG_ERROR] = "error",	       [MSG_JOB] = "job",
 	[MSG_READY] = "ready",	       [MSG_SETUP_ERROR] = "setup_error",
-	[MSG_FINISHED] = "finished",
+	[MSG_FINISHED] = "finished",   [MSG_QUEUED] = "queued",
 };
 
 const char *msg_type_name(enum msg_type t)
@@ -142,6 +143,17 @@ int enc_started(struct frame *f, const struct msg_started *m)
 	return enc_end(&e, f);
 }
 
+int enc_queued(struct frame *f, const struct msg_queued *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "queued", 3);
+	put_uint(&e, "id", m->id);
+	put_uint(&e, "position", m->position);
+	put_uint(&e, "timeout_ms", m->timeout_ms);
+	return enc_end(&e, f);
+}
+
 int enc_output(struct frame *f, const struct msg_output *m)
 {
 	struct enc e;
@@ -175,7 +187,7 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	bool in_container = !strcmp(where, "container");
 	struct enc e;
 
-	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container);
+	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container + (m->secrets != NULL));
 	put_uint(&e, "id", m->id);
 	put_result(&e, &m->r);
 	put_bool(&e, "truncated", m->truncated);
@@ -189,6 +201,8 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	put_str(&e, "where", where);
 	if (in_container)
 		put_pstr(&e, "container", m->container);
+	if (m->secrets)
+		put_str(&e, "secrets", m->secrets);
 	return enc_end(&e, f);
 }
 
@@ -271,7 +285,9 @@ int enc_job(struct frame *f, const struct msg_job *m)
 	 * something to read beyond the struct for. */
 	if (m->has_engine && !engine_fits(&m->engine))
 		return -E2BIG;
-	enc_begin(&e, "job", 9 + m->set_ids + m->has_engine);
+	if (m->n_secrets > PROTO_SECRETS_MAX)
+		return -E2BIG;
+	enc_begin(&e, "job", 9 + m->set_ids + m->has_engine + m->has_secrets);
 	put_pstr(&e, "profile", m->profile);
 	put_pstr(&e, "python", m->python);
 	put_pstr(&e, "cwd", m->cwd);
@@ -303,6 +319,12 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		raw_str(&e, m->env[i].ptr, m->env[i].len);
 	if (m->has_engine)
 		put_engine(&e, &m->engine);
+	if (m->has_secrets) {
+		put_key(&e, "secrets");
+		raw_array(&e, m->n_secrets);
+		for (size_t i = 0; i < m->n_secrets; i++)
+			raw_str(&e, m->secrets[i].ptr, m->secrets[i].len);
+	}
 	return enc_end(&e, f);
 }
 
@@ -341,7 +363,11 @@ int enc_card(struct frame *f, const struct msg_card *m)
 	static const char *const options[] = { "once", "always", "deny" };
 	struct enc e;
 
-	enc_begin(&e, "card", 9);
+	/* An encoder never reads past the fixed arrays. */
+	if (m->n_labels > PROTO_LABELS_MAX || m->n_env > PROTO_ENV_MAX ||
+	    m->n_limits > PROTO_CARD_LIMITS_MAX)
+		return -E2BIG;
+	enc_begin(&e, "card", 13);
 	put_uint(&e, "id", m->id);
 	put_pstr(&e, "card", m->card);
 	put_pstr(&e, "snippet", m->snippet);
@@ -371,6 +397,15 @@ int enc_card(struct frame *f, const struct msg_card *m)
 	raw_str(&e, CARD_FAMILY_DETAIL, strlen(CARD_FAMILY_DETAIL));
 	put_uint(&e, "expires_ms", m->expires_ms);
 	put_pstr(&e, "reason", m->reason);
+	put_pstr(&e, "cwd", m->cwd);
+	put_uint(&e, "timeout_ms", m->timeout_ms);
+	put_env_map(&e, m->env, m->n_env);
+	put_key(&e, "limits");
+	raw_map(&e, m->n_limits);
+	for (size_t i = 0; i < m->n_limits; i++) {
+		raw_str(&e, m->limits[i].name.ptr, m->limits[i].name.len);
+		raw_uint(&e, m->limits[i].value);
+	}
 	return enc_end(&e, f);
 }
 
@@ -557,13 +592,13 @@ static bool env_name_ok(const msgpack_object *k)
 	return true;
 }
 
-static int dec_env_map(struct dec *d, struct msg_exec *m)
+static int dec_env_map(struct dec *d, const char *type, struct env_pair *env, size_t *n_env)
 {
 	const msgpack_object *o = dec_find(d, "env");
-	struct dec sub = { .err = d->err, .type = "exec.env" };
+	struct dec sub = { .err = d->err, .type = type };
 	int rc;
 
-	m->n_env = 0;
+	*n_env = 0;
 	if (!o)
 		return 0;
 	if ((rc = dec_map(&sub, o, PROTO_ENV_MAX)) < 0)
@@ -579,9 +614,9 @@ static int dec_env_map(struct dec *d, struct msg_exec *m)
 			return dec_fail(d, PERR_BAD_FIELD, "env value of '%.*s' must be a str "
 					"without NUL of at most %d bytes",
 					(int)k->via.str.size, k->via.str.ptr, TEXT_FIELD_MAX);
-		m->env[m->n_env].name = (struct pstr){ k->via.str.ptr, k->via.str.size };
-		m->env[m->n_env].value = (struct pstr){ v->via.str.ptr, v->via.str.size };
-		m->n_env++;
+		env[*n_env].name = (struct pstr){ k->via.str.ptr, k->via.str.size };
+		env[*n_env].value = (struct pstr){ v->via.str.ptr, v->via.str.size };
+		(*n_env)++;
 	}
 	return 0;
 }
@@ -606,7 +641,7 @@ static int dec_exec(struct dec *d, struct msg_exec *m, size_t max_snippet)
 		return dec_fail(d, PERR_BAD_FIELD, "field 'code' contains a NUL byte");
 	if (m->cwd.len && (m->cwd.ptr[0] != '/' || memchr(m->cwd.ptr, '\0', m->cwd.len)))
 		return dec_fail(d, PERR_BAD_CWD, "field 'cwd' must be an absolute path");
-	return dec_env_map(d, m);
+	return dec_env_map(d, "exec.env", m->env, &m->n_env);
 }
 
 static int dec_cancel(struct dec *d, struct msg_cancel *m)
@@ -621,6 +656,17 @@ static int dec_started(struct dec *d, struct msg_started *m)
 	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
 	    (rc = dec_enum(d, "profile", true, profiles, &m->profile)) < 0 ||
 	    (rc = dec_enum(d, "approver", true, approvers, &m->approver)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_queued(struct dec *d, struct msg_queued *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
+	    (rc = dec_uint(d, "position", true, &m->position)) < 0 ||
+	    (rc = dec_uint(d, "timeout_ms", true, &m->timeout_ms)) < 0)
 		return rc;
 	return 0;
 }
@@ -711,6 +757,9 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 	    (rc = dec_enum(d, "decision", true, decisions, &m->decision)) < 0 ||
 	    (rc = dec_enum(d, "approver", true, approvers, &m->approver)) < 0 ||
 	    (rc = dec_labels(d, "labels", m->labels, &m->n_labels)) < 0)
+		return rc;
+	m->secrets = NULL;
+	if ((rc = dec_enum(d, "secrets", false, secret_states, &m->secrets)) < 0)
 		return rc;
 	return dec_where(d, m);
 }
@@ -870,6 +919,39 @@ static int dec_job_engine(struct dec *d, struct msg_job *m)
 	return 0;
 }
 
+/* Each entry an absolute path, or a file name without '/' (looked for
+ * in the working directory and each of its parents; a final '*' matches
+ * any rest of the name).  The unattended profile masks them on the host;
+ * with "engine", the container's command line masks the working
+ * directory's (PROTO_SECRET_MASKS_ARG). */
+static int dec_job_secrets(struct dec *d, struct msg_job *m)
+{
+	const msgpack_object *o = dec_find(d, "secrets");
+
+	m->n_secrets = 0;
+	m->has_secrets = o != NULL;
+	if (!o)
+		return 0;
+	if (!pstr_eq(m->profile, "unattended") && !pstr_eq(m->profile, "engine"))
+		return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' is for profiles 'unattended' "
+				"and 'engine' only");
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > PROTO_SECRETS_MAX)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' must be an array of at most %d",
+				PROTO_SECRETS_MAX);
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *s = &o->via.array.ptr[i];
+		const char *p = s->via.str.ptr;
+		size_t n = s->via.str.size;
+
+		if (s->type != MSGPACK_OBJECT_STR || n == 0 || n > PATH_FIELD_MAX ||
+		    memchr(p, '\0', n) || (p[0] != '/' && memchr(p, '/', n)))
+			return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' holds an entry that is "
+					"neither an absolute path nor a file name");
+		m->secrets[m->n_secrets++] = (struct pstr){ p, n };
+	}
+	return 0;
+}
+
 static int dec_job(struct dec *d, struct msg_job *m)
 {
 	const char *profile;
@@ -885,7 +967,7 @@ static int dec_job(struct dec *d, struct msg_job *m)
 		return rc;
 	m->profile = pstr_c(profile);
 	if ((rc = dec_job_limits(d, m)) < 0 || (rc = dec_job_identity(d, m)) < 0 ||
-	    (rc = dec_job_env(d, m)) < 0)
+	    (rc = dec_job_env(d, m)) < 0 || (rc = dec_job_secrets(d, m)) < 0)
 		return rc;
 	return dec_job_engine(d, m);
 }
@@ -941,6 +1023,32 @@ static int dec_card_label(struct dec *d, const msgpack_object *o, struct card_la
 	return 0;
 }
 
+/* `limits`: a map of names to uints; the names are the broker's to choose
+ * (a client shows them as they come), so only their shape is checked. */
+static int dec_card_limits(struct dec *d, struct msg_card *m)
+{
+	const msgpack_object *o = dec_find(d, "limits");
+	struct dec sub = { .err = d->err, .type = "card.limits" };
+	int rc;
+
+	m->n_limits = 0;
+	if (!o)
+		return 0;
+	if ((rc = dec_map(&sub, o, PROTO_CARD_LIMITS_MAX)) < 0)
+		return rc;
+	for (uint32_t i = 0; i < sub.m->size; i++) {
+		const msgpack_object *k = &sub.m->ptr[i].key, *v = &sub.m->ptr[i].val;
+
+		if (!env_name_ok(k) || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+			return dec_fail(d, PERR_BAD_FIELD, "card limit '%.*s' must be a name and a uint",
+					(int)k->via.str.size, k->via.str.ptr);
+		m->limits[i] = (struct card_limit){ { k->via.str.ptr, k->via.str.size },
+						    v->via.u64 };
+		m->n_limits++;
+	}
+	return 0;
+}
+
 static int dec_card(struct dec *d, struct msg_card *m, size_t max_snippet)
 {
 	const msgpack_object_array *a = NULL;
@@ -957,7 +1065,11 @@ static int dec_card(struct dec *d, struct msg_card *m, size_t max_snippet)
 		if ((rc = dec_card_label(d, &a->ptr[i], &m->labels[i])) < 0)
 			return rc;
 	m->n_labels = a->size;
-	return 0;
+	if ((rc = dec_str(d, "cwd", false, PATH_FIELD_MAX, &m->cwd)) < 0 ||
+	    (rc = dec_uint(d, "timeout_ms", false, &m->timeout_ms)) < 0 ||
+	    (rc = dec_env_map(d, "card.env", m->env, &m->n_env)) < 0)
+		return rc;
+	return dec_card_limits(d, m);
 }
 
 static int dec_answer(struct dec *d, struct msg_answer *m)
@@ -1105,6 +1217,7 @@ static int dec_body(struct dec *d, struct msg *out, size_t max_snippet)
 	case MSG_WELCOME: return dec_welcome(d, &out->u.welcome);
 	case MSG_STARTED: return dec_started(d, &out->u.started);
 	case MSG_OUTPUT: return dec_output(d, &out->u.output);
+	case MSG_QUEUED: return dec_queued(d, &out->u.queued);
 	case MSG_EXIT: return dec_exit(d, &out->u.exit);
 	case MSG_ERROR: return dec_error(d, &out->u.error);
 	case MSG_JOB: return dec_job(d, &out->u.job);

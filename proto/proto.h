@@ -23,9 +23,14 @@
 #define PROTO_ENV_MAX 64                     /* env entries in exec/job */
 #define PROTO_GROUPS_MAX 64                  /* supplementary groups */
 #define PROTO_LABELS_MAX 16
+#define PROTO_CARD_LIMITS_MAX 8              /* limits named on a card */
 #define PROTO_ROWS_MAX 256                   /* rows in a list answer */
 #define PROTO_ARGV_MAX 96                    /* arguments of one engine command */
 #define PROTO_STEPS_MAX 4                    /* engine commands before the snippet */
+#define PROTO_SECRETS_MAX 64                 /* entries of job.secrets */
+/* An engine step's argument the worker replaces with one mask argument
+ * per secret of the working directory (PROTOCOL.md, "job"). */
+#define PROTO_SECRET_MASKS_ARG "{secret-masks}"
 
 /* Error codes carried by `error` frames (PROTOCOL.md, "Error codes"). */
 #define PERR_TOO_LARGE "too-large"         /* frame over the limit: closed */
@@ -40,6 +45,7 @@
 #define PERR_BUSY "busy"
 #define PERR_NOT_OFFERED "not-offered"
 #define PERR_REFUSED "refused"
+#define PERR_FROM_A_RUN "from-a-run"       /* the connection comes from inside a run: closed */
 #define PERR_NO_SUCH_RUN "no-such-run"
 #define PERR_NO_SUCH_CARD "no-such-card"
 #define PERR_SETUP_FAILED "setup-failed"
@@ -49,6 +55,8 @@
 #define PERR_AUDIT "audit-unavailable"     /* cannot record: nothing runs */
 #define PERR_AUDIT_BROKEN "audit-broken"   /* the hash chain does not verify */
 #define PERR_WORKER_LOST "worker-lost"     /* the worker died without a result */
+#define PERR_TOO_SLOW "too-slow"           /* no hello, or a frame unfinished, in time: closed */
+#define PERR_QUOTA "quota"                 /* the user's audit quota for the period is spent */
 #define PERR_INTERNAL "internal"
 
 /* A length-counted byte string; for msgpack str it is valid UTF-8 but not
@@ -129,6 +137,7 @@ enum msg_type {
 	MSG_AUDIT_ROWS,
 	MSG_OK,
 	MSG_ERROR,
+	MSG_QUEUED,
 	/* broker -> worker */
 	MSG_JOB,
 	/* worker -> broker */
@@ -206,6 +215,7 @@ struct msg_exit {
 	const char *labels[PROTO_LABELS_MAX];
 	const char *where;       /* "host" | "container" */
 	struct pstr container;   /* with "container": the container's name */
+	const char *secrets;     /* "masked" | "off" | "unmasked"; NULL: not said */
 };
 
 struct msg_error {
@@ -219,6 +229,13 @@ struct msg_error {
 
 struct msg_cancel {
 	uint64_t id;
+};
+
+/* broker -> client: the exec waits for a free slot ([quota] queue). */
+struct msg_queued {
+	uint64_t id;
+	uint64_t position;    /* 1 = next of this user's to start */
+	uint64_t timeout_ms;  /* how long it may wait before it is not run */
 };
 
 /* The family option's wording, exactly as the spec gives it. */
@@ -235,6 +252,11 @@ struct card_label {
 };
 
 /* broker -> client: a person must decide.  The snippet is the label. */
+struct card_limit {
+	struct pstr name;   /* ends in _bytes, _s, or counts things */
+	uint64_t value;
+};
+
 struct msg_card {
 	uint64_t id;          /* the exec it belongs to */
 	struct pstr card;     /* card id, answered by `answer` */
@@ -243,6 +265,14 @@ struct msg_card {
 	struct card_label labels[PROTO_LABELS_MAX];
 	uint64_t expires_ms;  /* how long the broker waits for an answer */
 	struct pstr reason;   /* why a card: "no saved grant", "labels" ... */
+	/* What else decides what runs, as the run will get it (all optional
+	 * for a receiver: a broker before them sent none). */
+	struct pstr cwd;      /* the working directory */
+	uint64_t timeout_ms;  /* the wall-clock limit in force */
+	size_t n_env;         /* the client's env entries the run keeps */
+	struct env_pair env[PROTO_ENV_MAX];
+	size_t n_limits;      /* the other limits: name ("memory_bytes"...) and value */
+	struct card_limit limits[PROTO_CARD_LIMITS_MAX];
 };
 
 struct msg_answer {
@@ -332,6 +362,15 @@ struct job_engine {
 	struct job_argv oom;     /* after an exit of 137: prints the OOM-kill count */
 };
 
+/* python3's arguments after its name, for every snippet, on the host and
+ * in a container.  -I (isolated): no PYTHON* variable is read, no user
+ * site directory, and neither the working directory nor a script's is on
+ * sys.path, so nothing the card does not show (a sitecustomize.py, a .pth
+ * file, a json.py in the working directory) runs before or around the
+ * code.  -B: no .pyc written.  -u: output streams as it is written (the
+ * flag, since -I ignores PYTHONUNBUFFERED).  "-": the code is stdin. */
+#define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-"
+
 struct msg_job {
 	struct pstr profile;     /* "approved" | "unattended" | "engine" */
 	struct pstr python;      /* absolute path of the interpreter */
@@ -348,6 +387,11 @@ struct msg_job {
 	struct pstr env[PROTO_ENV_MAX];
 	bool has_engine;         /* profile "engine" */
 	struct job_engine engine;
+	/* Profile "unattended" only: the secret set to mask (PROTOCOL.md,
+	 * "job"); absent when the administrator turned masking off. */
+	bool has_secrets;
+	size_t n_secrets;
+	struct pstr secrets[PROTO_SECRETS_MAX];
 };
 
 struct msg_ready {
@@ -388,6 +432,7 @@ struct msg {
 		struct msg_audit_rows audit_rows;
 		struct msg_ok ok;
 		struct msg_error error;
+		struct msg_queued queued;
 		struct msg_welcome welcome;
 		struct msg_started started;
 		struct msg_output output;
@@ -416,6 +461,7 @@ int enc_ok(struct frame *f, const struct msg_ok *m);
 int enc_output(struct frame *f, const struct msg_output *m);
 int enc_exit(struct frame *f, const struct msg_exit *m);
 int enc_error(struct frame *f, const struct msg_error *m);
+int enc_queued(struct frame *f, const struct msg_queued *m);
 int enc_job(struct frame *f, const struct msg_job *m);
 int enc_ready(struct frame *f, const struct msg_ready *m);
 int enc_setup_error(struct frame *f, const struct msg_setup_error *m);

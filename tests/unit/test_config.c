@@ -85,6 +85,8 @@ static void assert_config_equal(const struct config *a, const struct config *b)
 	EQ_STR(state_dir);
 	EQ_STR(user);
 	EQ_STR(allow_users);
+	EQ_NUM(secrets);
+	EQ_STR(secret_paths);
 	EQ_STR(allow_groups);
 	EQ_STR(worker_path);
 	EQ_NUM(max_connections);
@@ -203,7 +205,17 @@ static const char full_file[] =
 	"nproc = 2048\n"
 	"open_files = 512\n"
 	"tmpfs = 16M\n"
-	"idle = 2m\n";
+	"idle = 2m\n"
+	"[quota]\n"
+	"connections = 5\n"
+	"hello_timeout = 2s\n"
+	"frame_timeout = 1500ms\n"
+	"cards = 3\n"
+	"card_bytes = 2M\n"
+	"audit_bytes = 16M\n"
+	"audit_period = 10m\n"
+	"queue = 0\n"
+	"queue_timeout = 30\n";
 
 static void check_full(const struct config *c)
 {
@@ -247,6 +259,15 @@ static void check_full(const struct config *c)
 	assert_true(c->container_nofile == 512);
 	assert_true(c->container_tmpfs == 16 * MIB);
 	assert_true(c->container_idle_ms == 120000);
+	assert_int_equal(c->conns_per_uid, 5);
+	assert_true(c->hello_timeout_ms == 2000);
+	assert_true(c->frame_timeout_ms == 1500);
+	assert_int_equal(c->cards_per_uid, 3);
+	assert_true(c->card_bytes_per_uid == 2 * MIB);
+	assert_true(c->audit_bytes == 16 * MIB);
+	assert_true(c->audit_period_ms == 600000);
+	assert_int_equal(c->queue, 0);
+	assert_true(c->queue_timeout_ms == 30000);
 }
 
 static void test_full_file(void **state UNUSED)
@@ -306,6 +327,32 @@ static void test_errors(void **state UNUSED)
 	expect_error("[broker]\nuser = bad user\n", 2, "must not contain spaces");
 	expect_error("[broker]\nallow_users = alice, b@d\n", 2,
 		     "'b@d' is not a user or group name");
+	/* Secret places: absolute, ~/, or a file name; no '..', no lone '/'. */
+	expect_error("[sandbox]\n\nsecret_paths = ~/.vault-token, conf/x\n", 3,
+		     "[sandbox] secret_paths: 'conf/x' is a relative path");
+	expect_error("[sandbox]\nsecret_paths = /srv/../etc/x\n", 2,
+		     "'/srv/../etc/x' has an empty, '.' or '..' component");
+	expect_error("[sandbox]\nsecret_paths = /\n", 2, "would mask every file");
+	expect_error("[sandbox]\nsecret_paths = ~x\n", 2, "'~x' must be an absolute path");
+	expect_error("[sandbox]\nsecret_paths = /srv//x\n", 2, "empty, '.' or '..'");
+	expect_error("[sandbox]\nsecret_paths = ~/.cfg/\n", 2, "ends in '/'");
+	expect_error("[sandbox]\nsecret_paths = *.pem\n", 2, "'*' only at the end");
+	expect_error("[sandbox]\nsecret_paths = /srv/*\n", 2, "'*' only at the end");
+	expect_error("[sandbox]\nsecrets = maybe\n", 2, "accepted: yes, no");
+	{
+		struct config c;
+		struct config_error err;
+
+		config_defaults(&c);
+		assert_true(c.secrets);
+		assert_int_equal(config_load(&c, write_file("[sandbox]\nsecrets = off\n"
+							    "secret_paths = ~/.vault-token, "
+							    "/srv/app/creds .secrets.toml,"
+							    ".env.*\n"), &err), 0);
+		assert_false(c.secrets);
+		assert_string_equal(c.secret_paths,
+				    "~/.vault-token, /srv/app/creds .secrets.toml,.env.*");
+	}
 	/* An indented word is not a continuation of the value above. */
 	expect_error("[broker]\nuser = x\n   y\n", 3, "expected '[section]'");
 	/* The first error in the file wins, whichever side found it. */
@@ -547,6 +594,14 @@ static void test_validate(void **state UNUSED)
 	config_defaults(&c);
 	c.max_runs_per_uid = c.max_runs + 1;
 	assert_int_equal(config_validate(&c, &err), -1);
+
+	/* One user's connections may never be more than half of them all. */
+	config_defaults(&c);
+	assert_int_equal(set1(&c, "broker", "max_connections", "64"), 0);
+	assert_int_equal(config_validate(&c, &err), 0);
+	assert_int_equal(set1(&c, "quota", "connections", "33"), 0);
+	assert_int_equal(config_validate(&c, &err), -1);
+	assert_non_null(strstr(err.message, "[quota] connections = 33 is over half"));
 
 	/* A struct built by hand gets the file's checks too. */
 	config_defaults(&c);
