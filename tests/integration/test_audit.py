@@ -361,3 +361,22 @@ def test_kill9_while_sealing_leaves_every_seal_valid(trail, tmpdir_k):
     p = subprocess.run([KOTOBA, "audit", "verify", "--db", path, "--key-file", "-"],
                        input=key.encode(), capture_output=True, timeout=60)
     assert p.returncode == 0 and b"every seal verifies" in p.stdout, p.stdout
+
+
+def test_rows_before_sealing_are_held_by_the_seals_after(make_broker, tmpdir_k):
+    b = make_broker(config=CONFIG).start()
+    assert b.run_json("print(1)")["_status"] == 0
+    b.stop()
+    key, _ = key_init(b)
+    b.start()
+    assert b.run_json("print(2)")["_status"] == 0
+    b.stop()
+    path = copy_of(b, tmpdir_k)
+    # rows 1-2 unsealed, 3 began sealing, 4-5 sealed
+    assert rows(path, "select min(seq) from audit_seal") == 3
+    assert verify(path, "--key", key)[0] == 0
+    owner_edit(path, "update audit set pid = pid + 1 where seq = 1")
+    rechain(path, 1)
+    assert verify(path)[0] == 0
+    rc, found, _ = verify(path, "--key", key)
+    assert rc == 1 and found == {("seal", "3"), ("seal", "4"), ("seal", "5")}
