@@ -18,6 +18,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "broker/auditlog.h"
 #include "broker/broker.h"
 #include "broker/cgroup.h"
 #include "broker/container.h"
@@ -36,6 +37,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: kotoba-brokerd [--socket PATH] [--state-dir DIR] [--config FILE]\n"
 		"                      [--sandbox local|docker|none] [--check-config] [--verbose]\n"
+		"       kotoba-brokerd --audit-key-init [--state-dir DIR] [--config FILE]\n"
 		"\n"
 		"Runs the kotoba broker in the foreground, logging to stderr.\n"
 		"  --socket PATH     listen here (default: $XDG_RUNTIME_DIR/kotoba/broker.sock,\n"
@@ -46,7 +48,9 @@ static void usage(FILE *out)
 		"                    ~/.config/kotoba/broker.conf otherwise, when present)\n"
 		"  --sandbox MODE    overrides the config file and KOTOBA_SANDBOX\n"
 		"  --check-config    validate, print the effective configuration, exit\n"
-		"  --verbose         log each connection\n");
+		"  --verbose         log each connection\n"
+		"  --audit-key-init  start sealing the audit trail and print its verification\n"
+		"                    key, once (AUDIT.md); as root, or as the service user\n");
 }
 
 /* OpenSSH's sanitise_stdfd: a daemon started with 0-2 closed would
@@ -66,6 +70,7 @@ struct options {
 	bool check_config;
 	/* One per option that sets a key: each is given at most once. */
 	struct { const char *section, *key, *value; } set[3];
+	bool audit_key_init;
 	size_t n_set;
 };
 
@@ -78,6 +83,7 @@ static const struct option longopts[] = {
 	{ "sandbox", required_argument, NULL, 'm' },
 	{ "check-config", no_argument, NULL, 'C' },
 	{ "verbose", no_argument, NULL, 'v' },
+	{ "audit-key-init", no_argument, NULL, 'K' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -127,6 +133,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'c': o->config = optarg; break;
 		case 'C': o->check_config = true; break;
 		case 'v': log_threshold = LOG_LVL_DEBUG; break;
+		case 'K': o->audit_key_init = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -404,7 +411,8 @@ static int next_timeout(struct broker *b)
 {
 	uint64_t now = now_ms();
 	int t[] = { runs_next_deadline(b, now), gate_next_deadline(b, now),
-		    containers_tick(b, now), sessions_next_deadline(b, now) };
+		    containers_tick(b, now), sessions_next_deadline(b, now),
+		    audit_watch_next_deadline(now) };
 	int next = -1;
 
 	if (b->stopping)
@@ -448,6 +456,7 @@ static int serve(struct broker *b)
 		runs_tick(b, now_ms());
 		gate_tick(b, now_ms());
 		sessions_tick(b, now_ms());
+		audit_watch_tick(now_ms());
 	}
 	shut_down(b);
 	return 0;
@@ -463,6 +472,21 @@ static void setup_cgroups(void)
 	if (privsep_system_mode())
 		privsep_service_ids(&uid, &gid);
 	cgroup_setup(uid, gid, privsep_system_mode());
+}
+
+/* --audit-key-init: in the state directory, as the service user, as the
+ * broker itself would write there; then it exits. */
+static int key_init(struct broker *b)
+{
+	char err[400] = "";
+
+	if (privsep_resolve(&b->cfg, err, sizeof(err)) < 0 || prepare_state_dir(b) < 0 ||
+	    (privsep_system_mode() && privsep_drop(err, sizeof(err)) < 0)) {
+		if (err[0])
+			log_err("%s", err);
+		return 1;
+	}
+	return audit_key_init(b->state_dir);
 }
 
 /* Everything that needs root happens here, then root is given up for
@@ -502,6 +526,10 @@ static int start_up(struct broker *b)
 		log_err("%s", err);
 		return -1;
 	}
+	if (audit_watch_start(b, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -1;
+	}
 	if (b->cfg.sandbox == SANDBOX_DOCKER)
 		container_check_image(b);
 	sd_notifyf(0, "READY=1\nSTATUS=serving, sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
@@ -523,9 +551,12 @@ int main(int argc, char **argv)
 		config_print(stdout, &b.cfg);
 		return 0;
 	}
+	if (opts.audit_key_init)
+		return key_init(&b);
 	if (start_up(&b) < 0)
 		return 1;
 	serve(&b);
+	audit_watch_stop();
 	cgroup_teardown();
 	gate_fini();
 	loop_fini();

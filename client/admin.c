@@ -195,7 +195,8 @@ static int audit_verify(struct kotoba_client *c)
 	if (kotoba_audit_verify(c, message, sizeof(message), &err))
 		return failed(&err);
 	cell(message, 0);
-	putchar('\n');
+	printf("\nseals: not checked (the broker checks the chain; check a copy with --db "
+	       "and --key, see AUDIT.md)\n");
 	return 0;
 }
 
@@ -205,10 +206,15 @@ int cmd_audit(int argc, char **argv)
 	struct kotoba_client *c;
 	int rc;
 
+	/* A copy of the database, offline: its own options, no broker. */
+	if (audit_verify_offline(argc, argv))
+		return cmd_audit_verify_copy(argc, argv);
 	if (parse_admin(argc, argv, &o) < 0 || o.n_words != 1 ||
 	    (strcmp(o.words[0], "tail") && strcmp(o.words[0], "verify"))) {
 		fputs("usage: kotoba audit tail [-n N] [--socket PATH]\n"
-		      "       kotoba audit verify [--socket PATH]\n", stderr);
+		      "       kotoba audit verify [--socket PATH]\n"
+		      "       kotoba audit verify --db FILE [--key KEY | --key-file FILE|-]"
+		      " [--anchors FILE]\n", stderr);
 		return KOTOBA_EXIT_USAGE;
 	}
 	if ((rc = cli_open(&c, o.socket, false)) != 0)

@@ -19,6 +19,9 @@ int cmd_run(int argc, char **argv);
 int cmd_scan(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+/* client/verify.c: `kotoba audit verify --db FILE ...`, offline. */
+bool audit_verify_offline(int argc, char **argv);
+int cmd_audit_verify_copy(int argc, char **argv);
 
 /* JSON output helpers (client/json.c). */
 void json_string(FILE *out, const char *s, size_t len);
