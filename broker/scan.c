@@ -27,6 +27,7 @@
  * Matching is byte-wise (no UTF mode): the patterns are ASCII, invalid
  * UTF-8 cannot make a match fail, and \w \s \b are the ASCII classes.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -873,33 +874,91 @@ static bool lex_literal(struct lexer *lx)
 	return true;
 }
 
-/* A coding declaration on the first two lines naming anything but UTF-8. */
-static bool foreign_encoding(const char *s, size_t n)
+/* Where the line starting at i ends: at LF, CR or CR LF, as python3's
+ * tokenizer reads lines while it looks for a coding declaration. */
+static size_t line_end(const char *s, size_t n, size_t i)
 {
-	size_t end = 0;
+	while (i < n && !is_line_end(s[i]))
+		i++;
+	return i;
+}
 
-	for (int line = 0; line < 2 && end < n; line++) {
-		const char *nl = memchr(s + end, '\n', n - end);
+static size_t after_line_end(const char *s, size_t n, size_t e)
+{
+	if (e < n && s[e] == '\r')
+		e++;
+	if (e < n && s[e] == '\n')
+		e++;
+	return e;
+}
 
-		end = nl ? (size_t)(nl - s) + 1 : n;
-	}
-	for (const char *p = s; (p = memchr(p, 'c', end - (size_t)(p - s))); p++) {
-		const char *q = p + 6, *e = s + end;
-		char name[16];
-		size_t k = 0;
+/* The declaration on the line [b, e), if it is one; *comment_only says
+ * whether the line holds nothing but blanks or a comment. */
+static bool coding_on_line(const char *s, size_t b, size_t e, const char **name,
+			   size_t *len, bool *comment_only)
+{
+	size_t i = b;
 
-		if (q >= e || memcmp(p, "coding", 6) || (*q != ':' && *q != '='))
+	while (i < e && (s[i] == ' ' || s[i] == '\t' || s[i] == '\f'))
+		i++;
+	*comment_only = i == e || s[i] == '#';
+	if (i == e || s[i] != '#')
+		return false;
+	for (; i + 7 <= e; i++) {
+		size_t k;
+
+		if (memcmp(s + i, "coding", 6) || (s[i + 6] != ':' && s[i + 6] != '='))
 			continue;
-		for (q++; q < e && (*q == ' ' || *q == '\t'); q++)
+		for (k = i + 7; k < e && (s[k] == ' ' || s[k] == '\t'); k++)
 			;
-		while (q < e && k < sizeof(name) - 1 && (is_name_byte((unsigned char)*q) ||
-							   *q == '-' || *q == '.'))
-			name[k++] = (char)(*q++ | 0x20);
-		name[k] = '\0';
-		if (strcmp(name, "utf-8") && strcmp(name, "utf8") && strcmp(name, "utf_8"))
+		*name = s + k;
+		while (k < e && (isalnum((unsigned char)s[k]) || s[k] == '-' || s[k] == '_' ||
+				 s[k] == '.'))
+			k++;
+		*len = (size_t)(s + k - *name);
+		if (*len)
 			return true;
 	}
 	return false;
+}
+
+bool scan_declared_encoding(const char *s, size_t n, const char **name, size_t *len)
+{
+	size_t b = 0, e;
+	bool comment_only;
+
+	if (n >= 3 && !memcmp(s, "\xef\xbb\xbf", 3))
+		b = 3;
+	e = line_end(s, n, b);
+	if (coding_on_line(s, b, e, name, len, &comment_only))
+		return true;
+	if (!comment_only || e == n)
+		return false;
+	b = after_line_end(s, n, e);
+	return coding_on_line(s, b, line_end(s, n, b), name, len, &comment_only);
+}
+
+bool scan_encoding_is_utf8(const char *name, size_t len)
+{
+	char low[16];
+
+	if (len >= sizeof(low))
+		len = sizeof(low) - 1; /* "utf-8-" and anything: python3 reads UTF-8 */
+	for (size_t i = 0; i < len; i++)
+		low[i] = name[i] == '_' ? '-' : (char)tolower((unsigned char)name[i]);
+	low[len] = '\0';
+	return !strcmp(low, "utf-8") || !strncmp(low, "utf-8-", 6) || !strcmp(low, "utf8") ||
+	       !strcmp(low, "ascii") || !strcmp(low, "us-ascii");
+}
+
+/* A declared encoding python3 would decode the bytes with other than as
+ * UTF-8 (ASCII reads the same, or not at all). */
+static bool foreign_encoding(const char *s, size_t n)
+{
+	const char *name;
+	size_t len;
+
+	return scan_declared_encoding(s, n, &name, &len) && !scan_encoding_is_utf8(name, len);
 }
 
 /* Fills code and text (each len bytes) with the views of the snippet. */

@@ -44,6 +44,21 @@ void scan_fini(void);
  */
 int scan_snippet(const char *code, size_t len, size_t max_len, struct scan_result *out);
 
+/*
+ * The source encoding a declaration on the snippet's first two lines names,
+ * found as python3's tokenizer finds it (PEP 263): a line of blanks (space,
+ * tab, form feed) then '#', holding "coding", ':' or '=', blanks and a name
+ * of letters, digits, '-', '_' and '.'; the second line counts only after
+ * a first that holds nothing but blanks or a comment; a line ends at LF,
+ * CR or CR LF; a UTF-8 byte-order mark first is skipped.  Points name at
+ * the name in s; false when there is no declaration.
+ */
+bool scan_declared_encoding(const char *s, size_t n, const char **name, size_t *len);
+
+/* Whether python3 reads a snippet declaring this encoding as UTF-8 (or as
+ * ASCII, which reads UTF-8's ASCII the same and refuses the rest). */
+bool scan_encoding_is_utf8(const char *name, size_t len);
+
 const char *scan_label_name(enum scan_label l);		/* "fs-destroy", ... */
 const char *scan_label_summary(enum scan_label l);	/* "deletes files", ... */
 

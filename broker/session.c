@@ -20,6 +20,7 @@
 #include "broker/log.h"
 #include "broker/peer.h"
 #include "broker/privsep.h"
+#include "broker/scan.h"
 #include "proto/limits.h"
 
 #define BROKER_NAME "kotoba-brokerd/0.1"
@@ -191,6 +192,25 @@ static bool id_in_use(struct session *s, uint64_t id)
 	return gate_card_for_id(s, id);
 }
 
+/* A card shows the code as UTF-8; python3 decodes it as its coding line
+ * says.  With UTF-7 a comment on the card ("# +AAo-...") is a new line of
+ * code to python3, so such a snippet is refused before any card. */
+static bool code_declares_foreign_encoding(struct session *s, const struct msg_exec *e)
+{
+	const char *name;
+	size_t len;
+
+	if (!scan_declared_encoding(e->code.ptr, e->code.len, &name, &len) ||
+	    scan_encoding_is_utf8(name, len))
+		return false;
+	session_send_error(s, true, e->id, PERR_BAD_FIELD,
+			   "exec: code declares the source encoding '%.*s' on its first lines: "
+			   "python3 would decode it otherwise than the card shows it (UTF-8); "
+			   "declare utf-8 or remove the declaration",
+			   (int)(len > 32 ? 32 : len), name);
+	return true;
+}
+
 static int on_exec(struct session *s, const struct msg *m)
 {
 	const struct msg_exec *e = &m->u.exec;
@@ -212,6 +232,8 @@ static int on_exec(struct session *s, const struct msg *m)
 		session_send_error(s, true, e->id, PERR_BAD_FIELD, "%s", why);
 		return 0;
 	}
+	if (code_declares_foreign_encoding(s, e))
+		return 0;
 	gate_exec(s, e);
 	return 0;
 }

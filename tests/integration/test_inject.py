@@ -189,3 +189,63 @@ def test_mplbackend_may_not_import_a_module(broker, planted):
     cards, end, text = through_broker(broker, planted, SNIPPET, False,
                                       env={"MPLBACKEND": "Agg", "TZ": "UTC"})
     assert end["type"] == "exit" and "snippet-ran" in text, (end, text)
+
+
+def utf7_line(code):
+    """code as UTF-7 does it in a comment: every character base64, so the
+    card shows one '+...-' word and python3 a new line of code."""
+    import base64
+    return "+" + base64.b64encode(("\n" + code + "\n").encode("utf-16-be")).decode().rstrip("=") + "-"
+
+
+HIDDEN_UTF7 = utf7_line('print("HIDDEN-utf7")')
+# A coding line makes python3 decode the bytes otherwise than the card
+# shows them (as UTF-8).
+ENCODING_VARIANTS = {
+    "utf-7": "# -*- coding: utf-7 -*-\n%s  # %s\n" % (SNIPPET, HIDDEN_UTF7),
+    "utf-7 on line 2 after a CR": "#!/usr/bin/python3\r# coding=UTF_7\n%s  # %s\n"
+                                  % (SNIPPET, HIDDEN_UTF7),
+    "latin-1": "# vim: set fileencoding=latin-1 :\n%s\n" % SNIPPET,
+}
+
+
+def control_from_file(d, code):
+    """python3 -I reads a coding line from a file on its stdin (as the
+    worker gives it the code); from a pipe it cannot switch decoders."""
+    path = os.path.join(d, "control-src.py")
+    with open(path, "w") as f:
+        f.write(code)
+    with open(path, "rb") as src:
+        p = subprocess.run([PYTHON, "-I", "-B", "-"], stdin=src, cwd=d, capture_output=True,
+                           timeout=30)
+    os.unlink(path)
+    return p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+
+
+def test_control_encoding_payloads_are_real(planted):
+    for name in ("utf-7", "utf-7 on line 2 after a CR"):
+        text = control_from_file(planted, ENCODING_VARIANTS[name])
+        assert "HIDDEN-utf7" in text and "snippet-ran" in text, (name, text)
+
+
+@pytest.mark.parametrize("channel", PROFILES)
+@pytest.mark.parametrize("variant", sorted(ENCODING_VARIANTS))
+def test_foreign_source_encoding_is_refused_before_any_card(broker, planted, variant, channel):
+    cards, end, text = through_broker(broker, planted, ENCODING_VARIANTS[variant], channel)
+    assert cards == [], "a card was shown for a snippet declaring %s" % variant
+    assert end["type"] == "error" and end["code"] == "bad-field", end
+    assert "source encoding" in end["message"], end
+    assert "HIDDEN" not in text and "snippet-ran" not in text
+
+
+@pytest.mark.parametrize("channel", PROFILES)
+def test_utf8_declarations_and_look_alikes_run(broker, planted, channel):
+    """What python3 reads as UTF-8, or not as a declaration at all, runs."""
+    for code in ("# -*- coding: utf-8 -*-\n" + SNIPPET,
+                 "#!/usr/bin/python3\n# coding=UTF_8\n" + SNIPPET,
+                 SNIPPET + "  # coding: utf-7\n",
+                 "x = 1\n# coding: utf-7\n" + SNIPPET,
+                 "open('data.txt', encoding='utf-7').close()\n" + SNIPPET):
+        cards, end, text = through_broker(broker, planted, code, channel)
+        assert end["type"] == "exit" and end["code"] == 0, (code, end, text)
+        assert "snippet-ran" in text, (code, text)

@@ -488,6 +488,52 @@ static void test_code_view(void **state)
 	CHECK(c);
 }
 
+/* ---- the coding declaration python3 reads --------------------------------- */
+
+static void test_declared_encoding(void **state)
+{
+	static const struct {
+		const char *code, *name; /* NULL: no declaration */
+		bool utf8;
+	} c[] = {
+		{ "# -*- coding: utf-7 -*-\nprint(1)\n", "utf-7", false },
+		{ "#!/usr/bin/python3\n# coding=UTF_7\n", "UTF_7", false },
+		{ "#x\r# coding: utf-7\n", "utf-7", false },	/* CR ends line 1 */
+		{ "#x\r\n  \f# vim: set fileencoding=latin-1 :\n", "latin-1", false },
+		{ "\xef\xbb\xbf# coding: utf-7\n", "utf-7", false },
+		{ "\n# coding: u7\n", "u7", false },
+		{ "# coding: \n# coding: utf-7\n", "utf-7", false },
+		{ "# coding:  utf-8\n", "utf-8", true },
+		{ "# -*- coding: UTF_8-sig -*-\n", "UTF_8-sig", true },
+		{ "# coding=utf8\n", "utf8", true },
+		{ "# coding: ascii\n", "ascii", true },
+		/* not a declaration to python3 */
+		{ "x = 1  # coding: utf-7\n", NULL, false },
+		{ "print(2)\n# coding: utf-7\n", NULL, false },
+		{ "#\n#\n# coding: utf-7\n", NULL, false },
+		{ "open(p, encoding=\"utf-7\")\n", NULL, false },
+		{ "# coding: +AAo-\n", NULL, false },
+		{ "# codingutf-7\n", NULL, false },
+		{ "", NULL, false },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		const char *name = NULL;
+		size_t len = 0;
+		bool found = scan_declared_encoding(c[i].code, strlen(c[i].code), &name, &len);
+
+		if (!c[i].name) {
+			if (found)
+				fail_msg("case %zu: found '%.*s'", i, (int)len, name);
+			continue;
+		}
+		if (!found || len != strlen(c[i].name) || memcmp(name, c[i].name, len))
+			fail_msg("case %zu: expected '%s'", i, c[i].name);
+		assert_int_equal(scan_encoding_is_utf8(name, len), c[i].utf8);
+	}
+}
+
 /* ---- data-out through the names a snippet binds ------------------------- */
 
 static void test_data_out_names(void **state)
@@ -942,6 +988,7 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_print),
 		cmocka_unit_test(test_linear_time),
+		cmocka_unit_test(test_declared_encoding),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
