@@ -71,11 +71,27 @@ static bool user_cannot_read(const char *path, const struct stat *st)
 	return access(path, S_ISDIR(st->st_mode) ? X_OK : R_OK) < 0 && errno == EACCES;
 }
 
+/* A symlink another user made (a `.env.x` in /tmp or in a shared
+ * directory above the working directory) would aim a mask at any file the
+ * snippet's user can read: python3's standard library, say, so that no
+ * unattended run of that user there could start.  Only the user's own and
+ * root's are followed; another's leads to nothing of the user's that the
+ * set's other entries do not already mask. */
+static bool foreign_symlink(const char *path)
+{
+	struct stat lst;
+
+	return lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && lst.st_uid != geteuid() &&
+	       lst.st_uid != 0;
+}
+
 static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 {
 	struct stat st;
 	char *copy;
 
+	if (foreign_symlink(path))
+		return 0;
 	if (stat(path, &st) < 0) {
 		if (nothing_there(errno))
 			return 0;

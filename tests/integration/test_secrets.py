@@ -5,6 +5,8 @@ hostile spellings are the escape suite's (tests/escape/cases/secret_*)."""
 import os
 import pwd
 
+import pytest
+
 from conftest import Broker
 
 PLANTED = "kotoba-integration-secret\n"
@@ -120,3 +122,33 @@ def test_a_mask_over_the_directory_holding_the_first_one_leaves_the_rest_masked(
     for path in (token, key):
         out, end = run(b, READ, path, False, tmpdir_k)
         assert out == "PermissionError 13\n", (path, out)
+
+
+def test_another_users_symlink_above_the_working_directory_masks_nothing(
+        make_broker, tmpdir_k):
+    """A `.env.*` symlink another user made in a shared directory above the
+    working directory (/tmp, say) would aim a mask at any file the snippet
+    user reads (python3's standard library: no run could start).  Made by
+    the snippet's user, the same link is followed and its target masked,
+    which proves it is the link's owner that decides."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a symlink owned by another user")
+    u = snippet_user()
+    other = pwd.getpwnam("daemon")
+    shared = os.path.join(tmpdir_k, "shared")
+    work = os.path.join(shared, "work")
+    os.makedirs(work)
+    os.chmod(shared, 0o1777)
+    notes = os.path.join(work, "notes.txt")
+    with open(notes, "w") as f:
+        f.write("notes\n")
+    for p in (work, notes):
+        os.chown(p, u.pw_uid, u.pw_gid)
+    link = os.path.join(shared, ".env.planted")
+    os.symlink(notes, link)
+    b = make_broker(config="").start()
+    for owner, expect in ((other, "notes\n"), (u, "PermissionError 13\n")):
+        os.lchown(link, owner.pw_uid, owner.pw_gid)
+        out, end = run(b, READ, notes, False, work)
+        assert end["type"] == "exit" and end["code"] == 0, (owner.pw_name, out, end)
+        assert out == expect, (owner.pw_name, out)
