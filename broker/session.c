@@ -211,6 +211,31 @@ static bool code_declares_foreign_encoding(struct session *s, const struct msg_e
 	return true;
 }
 
+/* python3 reads a carriage return not followed by a line feed as a line
+ * break; a card shows it as \x0d inside one numbered line, so the code
+ * after it ("# note\rimport os...") would read as part of a comment.  A
+ * CR LF is one line break to both. */
+static bool code_has_lone_cr(struct session *s, const struct msg_exec *e)
+{
+	const char *p = e->code.ptr, *end = p + e->code.len;
+	unsigned line = 1;
+
+	for (; p + 1 < end; p++) {
+		if (*p == '\n')
+			line++;
+		else if (*p == '\r' && p[1] != '\n')
+			break;
+	}
+	if (p + 1 >= end)
+		return false;
+	session_send_error(s, true, e->id, PERR_BAD_FIELD,
+			   "exec: code has a carriage return without a line feed on line %u: "
+			   "python3 starts a new line there, which a card would show inside "
+			   "that line; end lines with LF or CR LF",
+			   line);
+	return true;
+}
+
 static int on_exec(struct session *s, const struct msg *m)
 {
 	const struct msg_exec *e = &m->u.exec;
@@ -233,6 +258,8 @@ static int on_exec(struct session *s, const struct msg *m)
 		return 0;
 	}
 	if (code_declares_foreign_encoding(s, e))
+		return 0;
+	if (code_has_lone_cr(s, e))
 		return 0;
 	gate_exec(s, e);
 	return 0;

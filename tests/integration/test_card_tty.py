@@ -57,9 +57,9 @@ HOSTILE = [
      '    ' + PWN + "\n",
      ["<U+202E>", "<U+2066>", "<U+2069>"]),
     ("zero-width", 'import os; os.system("id > card_pwned" + "\u200b"[1:])\n', ["<U+200B>"]),
-    # A carriage return: the raw line would show only what follows it, and
-    # Python takes it as a line break.
-    ("carriage-return", PWN + '\rprint("hello")' + " " * 40 + "\n", ["\\x0d"]),
+    # A carriage return alone: Python takes it as a line break, so the
+    # broker refuses it before any card (test_inject.py); a CR LF is shown.
+    ("crlf", PWN + '\r\nprint("hello")' + " " * 40 + "\r\n", ["\\x0d"]),
     # The call far to the right of the screen.
     ("long-line", "x = 1" + " " * 300 + "; " + PWN + "\n", []),
     # Taller than the screen: line 150 must be on it too.

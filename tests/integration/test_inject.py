@@ -249,3 +249,31 @@ def test_utf8_declarations_and_look_alikes_run(broker, planted, channel):
         cards, end, text = through_broker(broker, planted, code, channel)
         assert end["type"] == "exit" and end["code"] == 0, (code, end, text)
         assert "snippet-ran" in text, (code, text)
+
+
+# A lone carriage return is a line break to python3, shown inside one
+# numbered line by a card: here the hidden line reads as the comment's rest.
+LONE_CR = "%s  # say hello\rprint('HIDDEN-cr')\n" % SNIPPET
+
+
+def test_control_lone_cr_payload_is_real(planted):
+    text = control(planted, {}, LONE_CR)
+    assert "HIDDEN-cr" in text and "snippet-ran" in text, text
+
+
+@pytest.mark.parametrize("channel", PROFILES)
+def test_a_lone_carriage_return_is_refused_before_any_card(broker, planted, channel):
+    cards, end, text = through_broker(broker, planted, LONE_CR, channel)
+    assert cards == [], "a card was shown for a snippet with a lone CR"
+    assert end["type"] == "error" and end["code"] == "bad-field", end
+    assert "carriage return" in end["message"] and "line 1" in end["message"], end
+    assert "HIDDEN" not in text and "snippet-ran" not in text
+
+
+@pytest.mark.parametrize("channel", PROFILES)
+def test_crlf_line_ends_run(broker, planted, channel):
+    """CR LF is one line break to python3 and to the card; a CR last is none."""
+    for code in ("x = 1\r\n" + SNIPPET + "\r\n", SNIPPET + "\r"):
+        cards, end, text = through_broker(broker, planted, code, channel)
+        assert end["type"] == "exit" and end["code"] == 0, (code, end, text)
+        assert "snippet-ran" in text, (code, text)
