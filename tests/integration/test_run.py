@@ -133,8 +133,9 @@ def test_only_standard_fds(broker):
 def test_code_not_in_argv(broker):
     r = broker.run_json("MARKER_8f3a = 1\nprint(open('/proc/self/cmdline').read())")
     assert "MARKER_8f3a" not in r["stdout"]
-    # exactly the worker's argv: the code comes on stdin, never as an argument
-    assert r["stdout"] == "python3\0-B\0-\0\n", r["stdout"]
+    # exactly the worker's argv (PYTHON_SNIPPET_ARGV in proto/proto.h): the
+    # code comes on stdin, never as an argument
+    assert r["stdout"] == "python3\0-I\0-B\0-u\0-\0\n", r["stdout"]
 
 
 # Each process reports with one write(2), so lines from several processes
