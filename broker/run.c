@@ -163,7 +163,7 @@ static int engine_section(struct run *r, const struct run_request *rq, char *con
 			return rc;
 		j = &ej;
 	}
-	job->profile = pstr_c("engine");
+	job->profile = PROFILE_ENGINE;
 	job->has_engine = true;
 	job->engine = j->e;
 	for (size_t i = 0; i < sizeof(engine_env) / sizeof(engine_env[0]); i++)
@@ -186,7 +186,7 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 	if (rc < 0)
 		return rc;
 	memset(&job, 0, sizeof(job));
-	job.profile = pstr_c(rq->profile);
+	job.profile = rq->profile;
 	job.python = pstr_c(c->python);
 	job.cwd = pstr_c(rq->cwd);
 	job.scratch_base = pstr_c(c->scratch_dir);
@@ -326,9 +326,12 @@ static void run_release(struct run *r)
 		r->ct = NULL;
 	}
 	if (r->s) {
-		TAILQ_REMOVE(&r->s->runs, r, slink);
-		r->s->nruns--;
+		struct session *s = r->s;
+
+		TAILQ_REMOVE(&s->runs, r, slink);
+		s->nruns--;
 		r->s = NULL;
+		session_run_gone(s);
 	}
 	if (!r->reaped) {
 		/* not spawned, or not reaped yet: runs_reap frees it later */
@@ -436,7 +439,7 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 	}
 	log_info("uid=%u run=%" PRIu64 " started worker pid=%d as %s, profile=%s%s%s",
 		 (unsigned)r->uid, r->run_id, (int)r->worker, id.name,
-		 r->engine_only ? "engine" : r->profile, r->ct ? ", container " : "",
+		 profile_name(r->engine_only ? PROFILE_ENGINE : r->profile), r->ct ? ", container " : "",
 		 r->ct ? r->ct->name : "");
 	return 0;
 }
@@ -445,7 +448,7 @@ int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
 		     void (*on_end)(const struct run *r), char *err, size_t errlen)
 {
 	struct run_request rq = { .code = "", .cwd = "/", .timeout_ms = ENGINE_CMD_TIMEOUT_MS,
-				  .profile = "engine", .approver = "", .peer_uid = peer,
+				  .profile = PROFILE_ENGINE, .approver = APPROVER_NONE, .peer_uid = peer,
 				  .engine = j, .on_end = on_end };
 
 	return run_start(b, NULL, &rq, err, errlen);
@@ -479,7 +482,7 @@ static void report_setup_error(struct run *r)
 static void report_exit(struct run *r)
 {
 	struct msg_exit m = { .id = r->id, .r = r->result, .truncated = r->truncated,
-			      .profile = r->profile, .decision = "ran", .approver = r->approver,
+			      .profile = r->profile, .decision = DECISION_RAN, .approver = r->approver,
 			      .n_labels = r->n_labels, .where = "host" };
 	struct frame f;
 
@@ -558,7 +561,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		r->t_ready = now_us();
 		log_info("uid=%u run=%" PRIu64 " snippet pid=%" PRIu64 " running, profile=%s, "
 			 "landlock ABI %" PRIu64 "%s", (unsigned)r->uid, r->run_id, m->u.ready.pid,
-			 r->profile, m->u.ready.landlock_abi,
+			 profile_name(r->profile), m->u.ready.landlock_abi,
 			 m->u.ready.landlock_abi ? "" : " (not in force)");
 		if (r->s && enc_started(&f, &st) == 0)
 			session_send(r->s, &f);

@@ -203,7 +203,7 @@ static void landlock_step(const struct plan *p)
  * below ABI 6).  No allocation. */
 static void pick_seccomp(const struct plan *p, struct sock_fprog *prog)
 {
-	struct seccomp_opts o = { p->profile, p->landlock_abi, getpid() };
+	struct seccomp_opts o = { profile_name(p->profile), p->landlock_abi, getpid() };
 	char err[160];
 	int rc = seccomp_program_for(&o, prog, err, sizeof(err));
 
@@ -238,7 +238,7 @@ static void set_rlimits(const struct plan *p)
 	/* The engine CLI is a Go program: it reserves far more address
 	 * space than it uses, and its threads count against the user's
 	 * processes.  Its snippet's limits are the container's. */
-	bool engine = !strcmp(p->profile, "engine");
+	bool engine = p->profile == PROFILE_ENGINE;
 
 	/* CPU: SIGXCPU at the soft limit names the cause (S reports "cpu");
 	 * the hard limit a second later is SIGKILL for a snippet that
@@ -285,7 +285,7 @@ static void hand_over_gate(int listener)
 
 static void load_seccomp(const struct plan *p, struct sock_fprog *prog)
 {
-	bool gate = seccomp_has_exec_gate(p->profile);
+	bool gate = seccomp_has_exec_gate(profile_name(p->profile));
 	int rc = seccomp_load_prog(prog, gate);
 
 	if (rc < 0)
@@ -362,7 +362,7 @@ static void exec_program(const struct plan *p, const struct sandbox_exec *x)
 {
 	/* Unattended, this is the exec the gate lets through. */
 	execve(x->path, x->argv, x->envp);
-	if (errno == EOPNOTSUPP && seccomp_has_exec_gate(p->profile))
+	if (errno == EOPNOTSUPP && seccomp_has_exec_gate(profile_name(p->profile)))
 		die_step("exec-gate", errno, "the exec gate needs Linux 5.5 "
 			 "(SECCOMP_USER_NOTIF_FLAG_CONTINUE)");
 	die_step("exec", errno, "cannot execute %s", x->path);

@@ -176,7 +176,7 @@ static void take_gate(struct run *r, int fd)
 {
 	int rc;
 
-	if (fd < 0 || r->gate.fd >= 0 || !seccomp_has_exec_gate(r->plan->profile)) {
+	if (fd < 0 || r->gate.fd >= 0 || !seccomp_has_exec_gate(profile_name(r->plan->profile))) {
 		if (fd >= 0)
 			close(fd);
 		child_protocol_error(r, EPROTO, "unexpected exec gate from the child");
@@ -192,7 +192,7 @@ static void take_gate(struct run *r, int fd)
  * the snippet ran, and it is reported as a failed setup. */
 static void child_exec_done(struct run *r)
 {
-	if (seccomp_has_exec_gate(r->plan->profile) && r->gate.fd < 0) {
+	if (seccomp_has_exec_gate(profile_name(r->plan->profile)) && r->gate.fd < 0) {
 		child_protocol_error(r, EPROTO,
 				     "the child ended before handing over the exec gate");
 		return;

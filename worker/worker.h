@@ -89,7 +89,7 @@ struct plan {
 	const struct msg_job *job; /* strings point into the job frame */
 	char python[PATH_MAX];     /* "" for "engine", which runs no python3 */
 	char cwd[PATH_MAX];
-	char profile[16];
+	enum proto_profile profile; /* one of PROFILES_JOB */
 	char scratch[PATH_MAX];    /* "" until created */
 	char **envp;               /* NULL-terminated, malloc'd */
 	struct engine_plan engine; /* profile "engine" only */

@@ -1,4 +1,4 @@
-// link: proto/frame.c proto/check.c proto/decode_util.c proto/encode_util.c proto/messages.c
+// link: proto/frame.c proto/check.c proto/decode_util.c proto/names.c proto/encode_util.c proto/messages.c
 /* The codec against the test vectors in proto/PROTOCOL.md, and the framing
  * and structural limits. */
 #include <errno.h>
@@ -292,7 +292,7 @@ static void test_engine_is_checked(void **state)
 	m.u.job.has_engine = false;
 	expect_bad_field(&m, "'engine'");
 	vector_msg("job (engine)", &m);
-	m.u.job.profile = pstr_c("approved");
+	m.u.job.profile = PROFILE_APPROVED;
 	expect_bad_field(&m, "'engine'");
 	/* kill and oom may be empty: then there is nothing to run. */
 	vector_msg("job (engine)", &m);

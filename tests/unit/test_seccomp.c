@@ -991,7 +991,7 @@ static void unattended_at_abi(void)
 	const char *what;
 	int rc;
 
-	snprintf(p.profile, sizeof(p.profile), "unattended");
+	p.profile = PROFILE_UNATTENDED;
 	snprintf(p.scratch, sizeof(p.scratch), "%s", ll_scratch);
 	path_in(in_f, sizeof(in_f), ll_scratch, "f");
 	path_in(in_g, sizeof(in_g), ll_scratch, "g");
@@ -1076,7 +1076,7 @@ static void engine_at_abi(void)
 	const char *what;
 	int rc, srv, cli, status;
 
-	snprintf(p.profile, sizeof(p.profile), "engine");
+	p.profile = PROFILE_ENGINE;
 	snprintf(p.scratch, sizeof(p.scratch), "%s", ll_scratch);
 	path_in(in_f, sizeof(in_f), ll_scratch, "containers.conf");
 	path_in(out_f, sizeof(out_f), ll_outside, "new");
