@@ -26,6 +26,7 @@
 #include "broker/log.h"
 #include "broker/privsep.h"
 #include "proto/paths.h"
+#include "proto/status.h"
 
 #define SHUTDOWN_WAIT_MS 5000
 
@@ -477,19 +478,19 @@ int main(int argc, char **argv)
 	TAILQ_INIT(&b.sessions);
 	TAILQ_INIT(&b.runs);
 	if (parse_args(argc, argv, &opts) < 0)
-		return 64;
+		return BROKERD_EXIT_USAGE;
 	if (load_config(&b, &opts) < 0)
-		return 78; /* EX_CONFIG */
+		return BROKERD_EXIT_CONFIG;
 	if (opts.check_config) {
 		config_print(stdout, &b.cfg);
-		return 0;
+		return BROKERD_EXIT_OK;
 	}
 	if (start_up(&b) < 0)
-		return 1;
+		return BROKERD_EXIT_START;
 	serve(&b);
 	cgroup_teardown();
 	gate_fini();
 	loop_fini();
 	log_info("stopped");
-	return 0;
+	return BROKERD_EXIT_OK;
 }

@@ -24,6 +24,7 @@
 #include "broker/gate.h"
 #include "broker/log.h"
 #include "broker/privsep.h"
+#include "proto/status.h"
 
 /* A worker that has not finished this long after its own deadline is
  * killed, and this long after that the run is given up on. */
@@ -103,7 +104,7 @@ static __attribute__((noreturn)) void child_fail(const char *step, int err, cons
 
 	if (enc_setup_error(&f, &m) == 0)
 		(void)!write(3, f.data, f.len);
-	_exit(127);
+	_exit(WORKER_CHILD_DIED);
 }
 
 /* posix_spawn cannot change identity, so a worker for another user is
@@ -129,7 +130,7 @@ static int spawn_as_peer(struct broker *b, const int *fd, const struct identity 
 	cg_rc = cgroup_run_join(cg);
 	for (int i = 0; i < 4; i++)
 		if (dup2(fd[i], i) < 0)
-			_exit(127);
+			_exit(WORKER_CHILD_DIED);
 	close_range(4, ~0U, 0);
 	/* The broker installs no handlers (signals come through a signalfd),
 	 * so only what it ignores would survive the exec. */

@@ -39,6 +39,7 @@
 #include <sys/types.h>
 
 #include "proto/proto.h"
+#include "proto/status.h"
 
 enum {
 	FD_CODE = 0,
@@ -47,9 +48,6 @@ enum {
 	FD_BROKER = 3,
 };
 
-#define WORKER_EXIT_OK 0
-#define WORKER_EXIT_FAIL 1     /* setup failed, or the broker went away */
-#define WORKER_CHILD_DIED 127  /* C could not be set up (it reported why) */
 
 /* What C sends over the report channel when a step fails: one fixed-size
  * SOCK_SEQPACKET message, so it arrives whole or not at all. */
