@@ -1189,6 +1189,37 @@ static int dec_type(struct dec *d, enum msg_type *out)
 	return 0;
 }
 
+/* Whether any str in o (keys included, at any depth) holds a NUL byte.
+ * The decoders refuse one in each field they read, naming it; this finds
+ * one in a field they skip, so that no str on the wire carries a NUL. */
+static bool holds_nul(const msgpack_object *o)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_STR:
+		return o->via.str.size && memchr(o->via.str.ptr, '\0', o->via.str.size);
+	case MSGPACK_OBJECT_ARRAY:
+		for (uint32_t i = 0; i < o->via.array.size; i++)
+			if (holds_nul(&o->via.array.ptr[i]))
+				return true;
+		return false;
+	case MSGPACK_OBJECT_MAP:
+		for (uint32_t i = 0; i < o->via.map.size; i++)
+			if (holds_nul(&o->via.map.ptr[i].key) || holds_nul(&o->via.map.ptr[i].val))
+				return true;
+		return false;
+	case MSGPACK_OBJECT_NIL:
+	case MSGPACK_OBJECT_BOOLEAN:
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64:
+	case MSGPACK_OBJECT_BIN:
+	case MSGPACK_OBJECT_EXT:
+	default:
+		return false;
+	}
+}
+
 enum msg_type proto_decode(const uint8_t *payload, size_t len, size_t max_snippet,
 			   struct msg *out, struct proto_error *err)
 {
@@ -1218,6 +1249,11 @@ enum msg_type proto_decode(const uint8_t *payload, size_t len, size_t max_snippe
 	d.type = type_names[out->type];
 	if (dec_body(&d, out, max_snippet) < 0)
 		goto fail;
+	if (holds_nul(&up.data)) {
+		dec_fail(&d, PERR_BAD_FIELD, "a field this receiver does not read holds a str "
+			 "with a NUL byte");
+		goto fail;
+	}
 	out->has_id = err->has_id;
 	out->id = err->id;
 	/* Decoded strings point into `payload`, never into the zone. */
