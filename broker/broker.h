@@ -53,6 +53,9 @@ struct session {
 	unsigned nruns;
 	TAILQ_HEAD(, run) runs;
 	uint64_t frame_us; /* when the frame being dispatched was read */
+	uint64_t opened_ms;      /* for [quota] hello_timeout */
+	uint64_t frame_start_ms; /* first byte of an unfinished frame; 0: none */
+	bool stalled;            /* seen backlogged: the clocks start again after */
 };
 
 /* Snippet code and what the gate decided, handed to run_start(). */
@@ -138,6 +141,9 @@ bool session_backlogged(const struct session *s);
 /* A run left s->runs: a half-closed session may now be done. */
 void session_run_gone(struct session *s);
 void session_close(struct session *s);
+/* Closes the connections past [quota] hello_timeout or frame_timeout. */
+void sessions_tick(struct broker *b, uint64_t now);
+int sessions_next_deadline(struct broker *b, uint64_t now);
 
 /* run.c */
 /* -EBUSY: a limit; -EPERM: no identity for the peer; -EINVAL: the working

@@ -216,6 +216,40 @@ static const struct key keys[] = {
 	NUM("docker", "idle", KEY_DURATION, container_idle_ms, SEC, 24 * HOUR, "300s",
 	    "A warm container unused this long is stopped; all are stopped when\n"
 	    "the broker stops."),
+
+	NUM("quota", "connections", KEY_COUNT, conns_per_uid, 1, 32768, "32",
+	    "Client connections one user may hold open at once; at most half of\n"
+	    "[broker] max_connections, so that one user can never take them all\n"
+	    "(with the defaults, 32 users at their cap still fit)."),
+	NUM("quota", "hello_timeout", KEY_DURATION, hello_timeout_ms, 100, 10 * MINUTE,
+	    "5s",
+	    "A connection that has not sent hello this long after connecting is\n"
+	    "answered too-slow and closed."),
+	NUM("quota", "frame_timeout", KEY_DURATION, frame_timeout_ms, 100, 10 * MINUTE,
+	    "10s",
+	    "A frame must arrive whole within this time of its first byte; a\n"
+	    "client that trickles one is answered too-slow and closed."),
+	NUM("quota", "cards", KEY_COUNT, cards_per_uid, 1, 65536, "16",
+	    "Approval cards one user may have waiting at once, over all of that\n"
+	    "user's connections."),
+	NUM("quota", "card_bytes", KEY_SIZE, card_bytes_per_uid, KIB, 64 * GIB, "8M",
+	    "Total size of the snippets one user has waiting on cards and in\n"
+	    "the queue, which the broker holds in memory."),
+	NUM("quota", "audit_bytes", KEY_SIZE, audit_bytes, 64 * KIB, 1024 * GIB, "64M",
+	    "Audit trail one user may add per audit_period (snippet text, stored\n"
+	    "once per content hash, and a fixed cost per row).  Over it, that\n"
+	    "user's new snippets are refused with the error quota until the\n"
+	    "period ends; other users are not affected."),
+	NUM("quota", "audit_period", KEY_DURATION, audit_period_ms, SEC, 31 * 24 * HOUR,
+	    "60m", "The period audit_bytes is counted over."),
+	NUM("quota", "queue", KEY_COUNT, queue, 0, 4096, "64",
+	    "Snippets of one user that wait for a free slot when max_runs or\n"
+	    "max_runs_per_uid is reached (the client is sent queued); they run\n"
+	    "in order.  Beyond it, busy.  0: no queue, busy at once."),
+	NUM("quota", "queue_timeout", KEY_DURATION, queue_timeout_ms, 100, 24 * HOUR,
+	    "60s",
+	    "A queued snippet that has not started within this time is not run;\n"
+	    "the client is answered busy."),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -1105,6 +1139,19 @@ static int validate_docker(const struct config *c, struct config_error *err)
 	return 0;
 }
 
+/* One user's connections may never fill the broker's table: at most half
+ * of it, so at least one other user always gets in. */
+static int validate_quota(const struct config *c, struct config_error *err)
+{
+	if (c->conns_per_uid > c->max_connections / 2) {
+		set_error(err, "", 0, "[quota] connections = %u is over half of "
+			  "[broker] max_connections = %u: one user could lock every "
+			  "other out", c->conns_per_uid, c->max_connections);
+		return -1;
+	}
+	return 0;
+}
+
 int config_validate(const struct config *c, struct config_error *err)
 {
 	char a[32], b[32];
@@ -1129,6 +1176,8 @@ int config_validate(const struct config *c, struct config_error *err)
 			  "for the rest of a message", a, b);
 		return -1;
 	}
+	if (validate_quota(c, err) < 0)
+		return -1;
 	if (c->max_runs_per_uid > c->max_runs) {
 		set_error(err, "", 0, "[broker] max_runs_per_uid = %u exceeds "
 			  "[broker] max_runs = %u", c->max_runs_per_uid,

@@ -65,6 +65,16 @@ struct config {
 	uint64_t container_nofile;     /* [docker] open_files (--ulimit nofile), default 1024 */
 	uint64_t container_tmpfs;      /* [docker] tmpfs, size of /tmp, default 64M */
 	uint64_t container_idle_ms;    /* [docker] idle, default 300s */
+	/* [quota]: what one user may hold, so no user takes what others need */
+	unsigned conns_per_uid;        /* [quota] connections, default 32 */
+	uint64_t hello_timeout_ms;     /* [quota] hello_timeout, default 5s */
+	uint64_t frame_timeout_ms;     /* [quota] frame_timeout, default 10s */
+	unsigned cards_per_uid;        /* [quota] cards, default 16 */
+	uint64_t card_bytes_per_uid;   /* [quota] card_bytes, default 8M */
+	uint64_t audit_bytes;          /* [quota] audit_bytes per audit_period, default 64M */
+	uint64_t audit_period_ms;      /* [quota] audit_period, default 60m */
+	unsigned queue;                /* [quota] queue, execs waiting per user, default 64 */
+	uint64_t queue_timeout_ms;     /* [quota] queue_timeout, default 60s */
 };
 
 /* file is "" and line 0 when the error is not tied to a file or a line

@@ -23,8 +23,9 @@
 
 #define FAMILY CARD_FAMILY
 
-/* A snippet waiting for a person.  It owns copies of everything the run
- * will need, because the frame it came in is gone by then. */
+/* A snippet waiting for a person, or for a free slot ([quota] queue).  It
+ * owns copies of everything the run will need, because the frame it came
+ * in is gone by then. */
 struct card {
 	TAILQ_ENTRY(card) link;
 	struct session *s;
@@ -40,11 +41,20 @@ struct card {
 	struct scan_result scan;
 	char sha256[65];
 	uint64_t expires_at;
+	/* in the queue: how the gate decided, and when the exec arrived */
+	enum proto_profile profile;
+	enum proto_approver approver;
+	uint64_t arrived_us;
 };
 
 static struct broker *gb;
 static struct store *store;
-static TAILQ_HEAD(, card) cards = TAILQ_HEAD_INITIALIZER(cards);
+static TAILQ_HEAD(card_list, card) cards = TAILQ_HEAD_INITIALIZER(cards);
+/* Execs that wait for a slot, oldest first; run in this order. */
+static struct card_list waiting = TAILQ_HEAD_INITIALIZER(waiting);
+/* A run ended or the run count moved since the queue last found no room. */
+static bool queue_kick;
+static unsigned queue_tried_nruns;
 
 /* The words of the decision table, for the audit trail and the wire. */
 struct verdict {
@@ -61,12 +71,15 @@ int gate_init(struct broker *b, char *err, size_t errlen)
 		return -1;
 	if (store_open(b->state_dir, &store, err, errlen) < 0)
 		return -1;
+	store_set_quota(store, b->cfg.audit_bytes, b->cfg.audit_period_ms);
 	log_info("grants and audit trail in %s/kotoba.db", b->state_dir);
 	return 0;
 }
 
 static void card_free(struct card *c)
 {
+	if (c->code_len > 65536)
+		loop_trim_later();
 	free(c->code);
 	free(c->cwd);
 	free(c->env_buf);
@@ -79,6 +92,10 @@ void gate_fini(void)
 
 	while ((c = TAILQ_FIRST(&cards))) {
 		TAILQ_REMOVE(&cards, c, link);
+		card_free(c);
+	}
+	while ((c = TAILQ_FIRST(&waiting))) {
+		TAILQ_REMOVE(&waiting, c, link);
 		card_free(c);
 	}
 	store_close(store);
@@ -99,10 +116,12 @@ static void labels_csv(const struct scan_result *sr, char *out, size_t len)
 }
 
 /* Records one decision; returns 0, or -1 after telling the client that
- * nothing runs because nothing could be recorded. */
+ * nothing runs because nothing could be recorded.  A row that follows one
+ * already recorded (how a card or a queued exec ended) is never refused for
+ * the user's audit quota; a new exec is, and then nothing runs. */
 static int audit_decision(struct session *s, uint64_t id, const char *code, size_t code_len,
 			  const struct scan_result *sr, enum proto_decision decision,
-			  const struct verdict *v, char sha256_out[65])
+			  const struct verdict *v, bool follows, char sha256_out[65])
 {
 	char labels[256];
 	struct audit_row row = { .uid = s->peer.uid, .pid = s->peer.pid, .run_id = id,
@@ -110,11 +129,18 @@ static int audit_decision(struct session *s, uint64_t id, const char *code, size
 				 .labels = labels, .mode = sandbox_mode_name(gb->cfg.sandbox),
 				 .decision = decision_name(decision),
 				 .approver = approver_name(v ? v->approver : APPROVER_NONE),
-				 .profile = profile_name(v ? v->profile : PROFILE_NONE) };
+				 .profile = profile_name(v ? v->profile : PROFILE_NONE),
+				 .follows = follows };
 	int rc;
 
 	labels_csv(sr, labels, sizeof(labels));
 	rc = store_audit_append(store, &row);
+	if (rc == -EDQUOT) {
+		log_warn("uid=%u refused: %s", (unsigned)s->peer.uid, store_last_error(store));
+		session_send_error(s, true, id, PERR_QUOTA,
+				   "the snippet did not run: %s", store_last_error(store));
+		return -1;
+	}
 	if (rc < 0) {
 		log_err("uid=%u audit write failed: %s", (unsigned)s->peer.uid,
 			store_last_error(store));
@@ -152,6 +178,8 @@ void gate_run_ended(struct run *r)
 	} else {
 		row.decision = decision_name(r->cancelled ? DECISION_CANCELLED : DECISION_FAILED);
 	}
+	row.follows = true;
+	queue_kick = true; /* its slot is free */
 	if (store_audit_append(store, &row) < 0)
 		log_err("uid=%u run=%" PRIu64 " audit write of the exit failed: %s",
 			(unsigned)r->uid, r->run_id, store_last_error(store));
@@ -237,7 +265,9 @@ static void fill_request(struct run_request *rq, const struct scan_result *sr,
 	memcpy(rq->sha256, sha256, 65);
 }
 
-static void start_run(struct session *s, struct run_request *rq)
+/* Starts the run, or tells the client why not; except at a limit
+ * (-EBUSY, nothing sent, the sentence in busy), where the caller queues it. */
+static int try_start(struct session *s, struct run_request *rq, char *busy, size_t busylen)
 {
 	char err[300] = "";
 	int rc;
@@ -249,7 +279,7 @@ static void start_run(struct session *s, struct run_request *rq)
 	case 0:
 		break;
 	case -EBUSY:
-		session_send_error(s, true, rq->id, PERR_BUSY, "%s", err);
+		snprintf(busy, busylen, "%s", err);
 		break;
 	case -EPERM:
 		session_send_error(s, true, rq->id, PERR_REFUSED, "%s", err);
@@ -264,6 +294,7 @@ static void start_run(struct session *s, struct run_request *rq)
 		session_send_error(s, true, rq->id, PERR_INTERNAL, "%s", err);
 		break;
 	}
+	return rc;
 }
 
 /* Whether the user id could enter dir, from its mode bits (ACLs aside;
@@ -298,6 +329,25 @@ static void default_cwd(uid_t peer, char *out, size_t len)
 		snprintf(out, len, "/");
 }
 
+static struct card *card_new(struct session *s, const struct msg_exec *e,
+			     const struct scan_result *sr);
+static int audit_card_end(struct card *c, enum proto_decision decision,
+			  const struct verdict *v);
+static void enqueue(struct card *c, const struct verdict *v, const char *why);
+static unsigned waiting_of_uid(const struct card_list *l, uid_t uid, uint64_t *bytes);
+
+/* Starts the run unless it must wait: at a limit, or behind older execs of
+ * the same user already waiting (a slot that frees is theirs first).
+ * -EBUSY with the reason in why: the caller queues it. */
+static int start_or_wait(struct session *s, struct run_request *rq, char *why, size_t len)
+{
+	if (waiting_of_uid(&waiting, s->peer.uid, NULL) > 0) {
+		snprintf(why, len, "older snippets of yours are waiting for a slot");
+		return -EBUSY;
+	}
+	return try_start(s, rq, why, len);
+}
+
 static void run_now(struct session *s, const struct msg_exec *e, const struct scan_result *sr,
 		    const struct verdict *v, const char *sha256)
 {
@@ -310,13 +360,25 @@ static void run_now(struct session *s, const struct msg_exec *e, const struct sc
 		snprintf(cwd, sizeof(cwd), "%.*s", (int)e->cwd.len, e->cwd.ptr);
 	else
 		default_cwd(s->peer.uid, cwd, sizeof(cwd));
+	char busy[300];
+	struct card *c;
+
 	rq.cwd = cwd;
 	rq.arrived_us = s->frame_us;
 	fill_request(&rq, sr, v, sha256);
 	if (v->approver == APPROVER_GRANT && store_grant_touch(store, s->peer.uid, FAMILY) < 0)
 		log_warn("uid=%u could not count a grant use: %s", (unsigned)s->peer.uid,
 			 store_last_error(store));
-	start_run(s, &rq);
+	if (start_or_wait(s, &rq, busy, sizeof(busy)) != -EBUSY)
+		return;
+	c = card_new(s, e, sr);
+	if (!c) {
+		session_send_error(s, true, e->id, PERR_INTERNAL, "out of memory");
+		return;
+	}
+	memcpy(c->sha256, sha256, 65);
+	c->arrived_us = s->frame_us;
+	enqueue(c, v, busy);
 }
 
 static unsigned cards_of(const struct session *s)
@@ -327,6 +389,39 @@ static unsigned cards_of(const struct session *s)
 	TAILQ_FOREACH(c, &cards, link)
 		n += c->s == s;
 	return n;
+}
+
+/* How many snippets of this user wait on a list, and their total size. */
+static unsigned waiting_of_uid(const struct card_list *l, uid_t uid, uint64_t *bytes)
+{
+	unsigned n = 0;
+	struct card *c;
+
+	TAILQ_FOREACH(c, l, link)
+		if (c->s->peer.uid == uid) {
+			n++;
+			if (bytes)
+				*bytes += c->code_len;
+		}
+	return n;
+}
+
+/* [quota] card_bytes: snippets waiting on cards and in the queue are held
+ * in the broker's memory, so one user's total is bounded. */
+static bool over_card_bytes(struct session *s, uint64_t id, size_t more)
+{
+	uint64_t bytes = 0;
+
+	waiting_of_uid(&cards, s->peer.uid, &bytes);
+	waiting_of_uid(&waiting, s->peer.uid, &bytes);
+	if (bytes + more <= gb->cfg.card_bytes_per_uid)
+		return false;
+	session_send_error(s, true, id, PERR_BUSY,
+			   "your snippets waiting on cards and in the queue already hold %" PRIu64
+			   " bytes; with this one that is over the %" PRIu64 " bytes one user may "
+			   "have waiting ([quota] card_bytes); answer or cancel some first",
+			   bytes, gb->cfg.card_bytes_per_uid);
+	return true;
 }
 
 /* Copies the request so it outlives its frame. */
@@ -377,11 +472,41 @@ fail:
 	return NULL;
 }
 
-static void send_card(struct session *s, const struct card *c, const char *reason)
+/* The limits the run will get, named with their unit, as the worker (or
+ * the container engine, in mode docker) applies them. */
+static void card_limits(struct msg_card *m)
+{
+	const struct config *c = &gb->cfg;
+	struct card_limit *l = m->limits;
+
+	if (c->sandbox == SANDBOX_DOCKER) {
+		*l++ = (struct card_limit){ pstr_c("memory_bytes"), c->container_memory };
+		*l++ = (struct card_limit){ pstr_c("processes"), c->container_pids };
+		*l++ = (struct card_limit){ pstr_c("open_files"), c->container_nofile };
+	} else {
+		*l++ = (struct card_limit){ pstr_c("cpu_s"), c->cpu_s };
+		*l++ = (struct card_limit){ pstr_c("memory_bytes"), c->memory };
+		*l++ = (struct card_limit){ pstr_c("processes"), c->processes };
+		*l++ = (struct card_limit){ pstr_c("file_size_bytes"), c->file_size };
+		*l++ = (struct card_limit){ pstr_c("open_files"), c->open_files };
+	}
+	*l++ = (struct card_limit){ pstr_c("output_bytes"), c->output_cap };
+	m->n_limits = (size_t)(l - m->limits);
+}
+
+/* The card shows everything the client chose that changes what runs: the
+ * working directory, the timeout, and each env entry the run keeps (by the
+ * same rule env_build() applies, so the card cannot show less than runs).
+ * Returns false, having sent nothing, when it could not be built or would
+ * be over the frame limit (an exec just under the limit, with many env
+ * entries), which a client could not read: the card is then not asked.
+ * Once sent, the session may be gone (a failed send closes it). */
+static bool send_card(struct session *s, const struct card *c, const char *reason)
 {
 	struct msg_card m = { .id = c->id, .card = pstr_c(c->card_id),
 			      .snippet = { c->code, c->code_len }, .n_labels = c->scan.n,
-			      .expires_ms = gb->cfg.card_timeout_ms, .reason = pstr_c(reason) };
+			      .expires_ms = gb->cfg.card_timeout_ms, .reason = pstr_c(reason),
+			      .cwd = pstr_c(c->cwd), .timeout_ms = c->timeout_ms };
 	struct frame f;
 
 	for (size_t i = 0; i < c->scan.n; i++) {
@@ -390,8 +515,39 @@ static void send_card(struct session *s, const struct card *c, const char *reaso
 		m.labels[i] = (struct card_label){ scan_label_name(h->label), h->start, h->end,
 						   h->line };
 	}
-	if (enc_card(&f, &m) == 0)
-		session_send(s, &f);
+	for (size_t i = 0; i < c->n_env; i++)
+		if (env_name_allowed(c->env[i].name.ptr, c->env[i].name.len))
+			m.env[m.n_env++] = c->env[i];
+	card_limits(&m);
+	if (enc_card(&f, &m) < 0)
+		return false;
+	if (f.len - 4 > gb->cfg.frame_max) {
+		frame_free(&f);
+		return false;
+	}
+	session_send(s, &f);
+	return true;
+}
+
+/* Whether one more card may wait; if not, the client is told (busy)
+ * before anything is recorded: no card was shown, nothing ran. */
+static bool card_room(struct session *s, const struct msg_exec *e)
+{
+	unsigned mine = waiting_of_uid(&cards, s->peer.uid, NULL);
+
+	if (cards_of(s) >= gb->cfg.max_cards_per_conn) {
+		session_send_error(s, true, e->id, PERR_BUSY,
+				   "%u cards are already waiting on this connection; answer them "
+				   "first", cards_of(s));
+		return false;
+	}
+	if (mine >= gb->cfg.cards_per_uid) {
+		session_send_error(s, true, e->id, PERR_BUSY,
+				   "%u of your cards are already waiting, the most one user may have "
+				   "([quota] cards); answer them first", mine);
+		return false;
+	}
+	return !over_card_bytes(s, e->id, e->code.len);
 }
 
 static void ask(struct session *s, const struct msg_exec *e, const struct scan_result *sr,
@@ -399,22 +555,163 @@ static void ask(struct session *s, const struct msg_exec *e, const struct scan_r
 {
 	struct card *c;
 
-	if (cards_of(s) >= gb->cfg.max_cards_per_conn) {
-		session_send_error(s, true, e->id, PERR_BUSY,
-				   "%u cards are already waiting on this connection; answer them "
-				   "first", cards_of(s));
-		return;
-	}
 	c = card_new(s, e, sr);
 	if (!c) {
 		session_send_error(s, true, e->id, PERR_INTERNAL, "out of memory");
 		return;
 	}
 	memcpy(c->sha256, sha256, 65);
+	/* In the list before it is sent: a send that fails closes the session,
+	 * which frees its cards, this one with them. */
 	TAILQ_INSERT_TAIL(&cards, c, link);
 	log_info("uid=%u card %s for request %" PRIu64 ": %s", (unsigned)s->peer.uid, c->card_id,
 		 e->id, v->reason);
-	send_card(s, c, v->reason);
+	if (send_card(s, c, v->reason))
+		return;
+	TAILQ_REMOVE(&cards, c, link);
+	if (audit_decision(s, c->id, c->code, c->code_len, &c->scan, DECISION_FAILED, NULL, true,
+			   NULL) == 0)
+		session_send_error(s, true, e->id, PERR_BAD_FIELD,
+				   "the approval card for this snippet, with its %zu env entries, "
+				   "would be over the %" PRIu64 "-byte frame limit; send fewer or "
+				   "shorter env entries", e->n_env, gb->cfg.frame_max);
+	card_free(c);
+}
+
+/* ---- the queue ([quota] queue) ------------------------------------------------ */
+
+/* Takes c: at a limit the exec waits for a slot, in order, and the client
+ * hears `queued`; busy only when the user's queue is full. */
+static void enqueue(struct card *c, const struct verdict *v, const char *why)
+{
+	struct session *s = c->s;
+	unsigned ahead = waiting_of_uid(&waiting, s->peer.uid, NULL);
+	struct msg_queued q = { .id = c->id, .position = ahead + 1,
+				.timeout_ms = gb->cfg.queue_timeout_ms };
+	struct frame f;
+
+	if (ahead >= gb->cfg.queue) {
+		session_send_error(s, true, c->id, PERR_BUSY,
+				   "%s, and %u more of yours already wait ([quota] queue); try again "
+				   "when one has ended", why, ahead);
+		card_free(c);
+		return;
+	}
+	if (over_card_bytes(s, c->id, c->code_len)) {
+		card_free(c);
+		return;
+	}
+	c->profile = v->profile;
+	c->approver = v->approver;
+	c->expires_at = now_ms() + gb->cfg.queue_timeout_ms;
+	TAILQ_INSERT_TAIL(&waiting, c, link);
+	queue_kick = true;
+	log_info("uid=%u request %" PRIu64 " queued at %" PRIu64 ": %s", (unsigned)s->peer.uid,
+		 c->id, q.position, why);
+	if (enc_queued(&f, &q) == 0)
+		session_send(s, &f);
+}
+
+/* One queued exec, started; -EBUSY (nothing said, still queued) when its
+ * user or the broker is still at a limit. */
+static int start_queued(struct card *c)
+{
+	const struct verdict v = { V_RUN, c->approver, c->profile, "" };
+	struct run_request rq = { .id = c->id, .code = c->code, .code_len = c->code_len,
+				  .cwd = c->cwd, .timeout_ms = c->timeout_ms, .env = c->env,
+				  .n_env = c->n_env, .arrived_us = c->arrived_us };
+	struct card *prev = TAILQ_PREV(c, card_list, link);
+	char busy[300];
+	int rc;
+
+	fill_request(&rq, &c->scan, &v, c->sha256);
+	/* Off the queue while it is tried: an error sent to a client that has
+	 * gone closes its session, which empties its part of the queue.  At a
+	 * limit nothing is sent, so its neighbours are still there. */
+	TAILQ_REMOVE(&waiting, c, link);
+	rc = try_start(c->s, &rq, busy, sizeof(busy));
+	if (rc != -EBUSY) {
+		card_free(c);
+		return 0;
+	}
+	if (prev)
+		TAILQ_INSERT_AFTER(&waiting, prev, c, link);
+	else
+		TAILQ_INSERT_HEAD(&waiting, c, link);
+	return rc;
+}
+
+static bool uid_in(const uid_t *set, size_t n, uid_t uid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (set[i] == uid)
+			return true;
+	return false;
+}
+
+/* Oldest first; a user whose first waiting exec finds no room keeps the
+ * rest waiting too, so each user's execs start in the order they came. */
+static void queue_run(struct broker *b)
+{
+	uid_t full[64];
+	size_t n_full = 0;
+	struct card *c;
+	bool again = true;
+
+	if (TAILQ_EMPTY(&waiting) || (!queue_kick && b->nruns == queue_tried_nruns))
+		return;
+	queue_kick = false;
+	/* A start may have closed sessions and freed what came after it:
+	 * after each, look again from the start. */
+	while (again && b->nruns < b->cfg.max_runs && n_full < sizeof(full) / sizeof(full[0])) {
+		again = false;
+		TAILQ_FOREACH(c, &waiting, link) {
+			uid_t uid = c->s->peer.uid;
+
+			if (uid_in(full, n_full, uid))
+				continue;
+			if (b->nruns >= b->cfg.max_runs)
+				break;
+			if (start_queued(c) == 0) {
+				again = true;
+				break;
+			}
+			full[n_full++] = uid;
+			if (n_full == sizeof(full) / sizeof(full[0]))
+				break;
+		}
+	}
+	queue_tried_nruns = b->nruns;
+}
+
+/* Takes c off the queue; records that it never ran and says why. */
+static void unqueue(struct card *c, enum proto_decision decision, const char *code,
+		    const char *why)
+{
+	TAILQ_REMOVE(&waiting, c, link);
+	if (audit_card_end(c, decision, NULL) == 0 && code)
+		session_send_error(c->s, true, c->id, code, "%s", why);
+	card_free(c);
+}
+
+static void queue_expire(uint64_t now)
+{
+	struct card *c;
+	char why[200];
+
+	do {
+		TAILQ_FOREACH(c, &waiting, link)
+			if (now >= c->expires_at)
+				break;
+		if (!c)
+			return;
+		log_info("uid=%u request %" PRIu64 " left the queue unrun", (unsigned)c->s->peer.uid,
+			 c->id);
+		snprintf(why, sizeof(why), "the snippet waited %.1f s in the queue without a free "
+			 "slot ([quota] queue_timeout); it did not run",
+			 (double)gb->cfg.queue_timeout_ms / 1000);
+		unqueue(c, DECISION_FAILED, PERR_BUSY, why);
+	} while (c);
 }
 
 static enum proto_decision decision_of(const struct verdict *v)
@@ -449,8 +746,10 @@ void gate_exec(struct session *s, const struct msg_exec *e)
 		return;
 	}
 	v = decide(s, has_grant, sr.n > 0);
+	if (v.what == V_CARD && !card_room(s, e))
+		return;
 	if (audit_decision(s, e->id, e->code.ptr, e->code.len, &sr, decision_of(&v), &v,
-			   sha256) < 0)
+			   false, sha256) < 0)
 		return;
 	switch (v.what) {
 	case V_NOT_OFFERED:
@@ -487,9 +786,11 @@ static struct card *card_find(const struct session *s, struct pstr id)
 static int audit_card_end(struct card *c, enum proto_decision decision,
 			  const struct verdict *v)
 {
-	return audit_decision(c->s, c->id, c->code, c->code_len, &c->scan, decision, v, NULL);
+	return audit_decision(c->s, c->id, c->code, c->code_len, &c->scan, decision, v, true,
+			      NULL);
 }
 
+/* Takes c: runs it, queues it, or frees it. */
 static void run_card(struct card *c)
 {
 	const struct verdict approved = { V_RUN, APPROVER_USER,
@@ -497,12 +798,20 @@ static void run_card(struct card *c)
 	struct run_request rq = { .id = c->id, .code = c->code, .code_len = c->code_len,
 				  .cwd = c->cwd, .timeout_ms = c->timeout_ms, .env = c->env,
 				  .n_env = c->n_env };
+	char busy[300];
 
-	if (audit_card_end(c, DECISION_RAN, &approved) < 0)
+	if (audit_card_end(c, DECISION_RAN, &approved) < 0) {
+		card_free(c);
 		return;
+	}
 	fill_request(&rq, &c->scan, &approved, c->sha256);
 	rq.arrived_us = c->s->frame_us; /* the answer's frame: the person's time is not ours */
-	start_run(c->s, &rq);
+	if (start_or_wait(c->s, &rq, busy, sizeof(busy)) != -EBUSY) {
+		card_free(c);
+		return;
+	}
+	c->arrived_us = rq.arrived_us;
+	enqueue(c, &approved, busy);
 }
 
 static void answer_taken(struct session *s, const struct msg_answer *a, const struct card *c)
@@ -552,6 +861,7 @@ int gate_on_answer(struct session *s, const struct msg *m)
 				   store_last_error(store));
 	} else {
 		run_card(c);
+		return 0;
 	}
 	card_free(c);
 	return 0;
@@ -572,6 +882,8 @@ void gate_tick(struct broker *b, uint64_t now)
 {
 	struct card *c;
 
+	queue_expire(now);
+	queue_run(b);
 	/* Telling a client its card expired may fail and close its session,
 	 * which frees that session's other cards: after each expiry, look
 	 * again from the start rather than trust a saved next pointer. */
@@ -592,6 +904,9 @@ int gate_next_deadline(struct broker *b, uint64_t now)
 	TAILQ_FOREACH(c, &cards, link)
 		if (c->expires_at < next)
 			next = c->expires_at;
+	TAILQ_FOREACH(c, &waiting, link)
+		if (c->expires_at < next)
+			next = c->expires_at;
 	if (next == UINT64_MAX)
 		return -1;
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
@@ -603,6 +918,19 @@ bool gate_card_for_id(struct session *s, uint64_t id)
 
 	TAILQ_FOREACH(c, &cards, link)
 		if (c->s == s && c->id == id)
+			return true;
+	TAILQ_FOREACH(c, &waiting, link)
+		if (c->s == s && c->id == id)
+			return true;
+	return false;
+}
+
+bool gate_has_queued(const struct session *s)
+{
+	struct card *c;
+
+	TAILQ_FOREACH(c, &waiting, link)
+		if (c->s == s)
 			return true;
 	return false;
 }
@@ -621,6 +949,12 @@ bool gate_cancel_card(struct session *s, uint64_t id)
 		card_free(c);
 		return true;
 	}
+	TAILQ_FOREACH(c, &waiting, link)
+		if (c->s == s && c->id == id) {
+			unqueue(c, DECISION_CANCELLED, PERR_CANCELLED,
+				"the queued snippet was withdrawn; it did not run");
+			return true;
+		}
 	return false;
 }
 
@@ -649,10 +983,13 @@ void gate_session_closed(struct session *s)
 		if (c->s != s)
 			continue;
 		TAILQ_REMOVE(&cards, c, link);
-		audit_decision(s, c->id, c->code, c->code_len, &c->scan, DECISION_EXPIRED, NULL,
+		audit_decision(s, c->id, c->code, c->code_len, &c->scan, DECISION_EXPIRED, NULL, true,
 			       NULL);
 		card_free(c);
 	}
+	TAILQ_FOREACH_SAFE(c, &waiting, link, tmp)
+		if (c->s == s)
+			unqueue(c, DECISION_CANCELLED, NULL, NULL);
 }
 
 /* ---- grants and audit, each caller's own ---------------------------------------- */
@@ -687,6 +1024,18 @@ int gate_on_revoke(struct session *s, const struct msg *m)
 	struct frame f;
 	bool existed = false;
 
+	/* A family is a name: nothing a client sends here reaches the broker's
+	 * log or the answer's sentence as a terminal control. */
+	for (size_t i = 0; i < r->family.len; i++) {
+		char ch = r->family.ptr[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-')) {
+			session_send_error(s, true, r->id, PERR_BAD_FIELD,
+					   "revoke: a family is a name such as execute_code");
+			return 0;
+		}
+	}
 	snprintf(family, sizeof(family), "%.*s", (int)r->family.len, r->family.ptr);
 	if (r->family.len >= sizeof(family) ||
 	    store_grant_revoke(store, s->peer.uid, family, &existed) < 0) {

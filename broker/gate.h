@@ -18,6 +18,8 @@ bool gate_cancel_card(struct session *s, uint64_t id);
 void gate_session_closed(struct session *s);
 /* The client shut its sending side: its cards are withdrawn (cancelled). */
 void gate_withdraw_cards(struct session *s);
+/* Whether an exec of s waits in the queue for a slot. */
+bool gate_has_queued(const struct session *s);
 void gate_tick(struct broker *b, uint64_t now);
 int gate_next_deadline(struct broker *b, uint64_t now);
 /* Called by run.c when a run it started ends, for the audit trail. */

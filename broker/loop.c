@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <malloc.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -16,6 +18,28 @@ struct deferred {
 	struct deferred *next;
 };
 static struct deferred *graveyard;
+static bool trim_wanted;
+
+/* Buffers this large (a snippet, a frame) are mapped on their own and
+ * unmapped when freed.  glibc would otherwise raise the threshold after
+ * the first such free and carve later ones from the heap, which it keeps:
+ * 160 cards of 1 MiB left 133 MiB resident after they closed. */
+#define MMAP_THRESHOLD (128 << 10)
+
+void loop_trim_later(void)
+{
+	trim_wanted = true;
+}
+
+/* Between batches nothing is half-done, so this is the idle point where
+ * the heap's free tail and free whole pages go back to the kernel. */
+static void trim(void)
+{
+	if (!trim_wanted)
+		return;
+	trim_wanted = false;
+	malloc_trim(0);
+}
 
 void loop_defer_free(void (*fn)(void *), void *p)
 {
@@ -45,6 +69,7 @@ static void bury(void)
 
 int loop_init(void)
 {
+	mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	return epfd < 0 ? -errno : 0;
 }
@@ -106,6 +131,7 @@ int loop_run_once(int timeout_ms)
 			w->fn(w, evs[i].events);
 	}
 	bury();
+	trim();
 	return 0;
 }
 

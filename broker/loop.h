@@ -28,6 +28,9 @@ int loop_run_once(int timeout_ms);
 /* Frees an object after the current batch of events is dispatched, so an
  * event still queued for one of its watches never touches freed memory. */
 void loop_defer_free(void (*fn)(void *), void *p);
+/* Asks for freed heap to go back to the kernel (malloc_trim) once the
+ * current batch of events is done: call it after freeing something big. */
+void loop_trim_later(void);
 /* Monotonic milliseconds. */
 uint64_t now_ms(void);
 uint64_t now_us(void);

@@ -367,7 +367,7 @@ static int next_timeout(struct broker *b)
 {
 	uint64_t now = now_ms();
 	int t[] = { runs_next_deadline(b, now), gate_next_deadline(b, now),
-		    containers_tick(b, now) };
+		    containers_tick(b, now), sessions_next_deadline(b, now) };
 	int next = -1;
 
 	if (b->stopping)
@@ -410,6 +410,7 @@ static int serve(struct broker *b)
 			return -1;
 		runs_tick(b, now_ms());
 		gate_tick(b, now_ms());
+		sessions_tick(b, now_ms());
 	}
 	shut_down(b);
 	return 0;

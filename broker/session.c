@@ -20,6 +20,8 @@
 #include "broker/privsep.h"
 
 #define BROKER_NAME "kotoba-brokerd/0.1"
+/* A reader buffer larger than this is freed once no frame is half-read. */
+#define READER_KEEP (64u << 10)
 
 static void on_client(struct watch *w, uint32_t events);
 static void read_frames(struct session *s);
@@ -135,7 +137,8 @@ static void refuse_reused_id(struct session *s, const struct msg *m)
  * and everything queued is written. */
 static void maybe_finish(struct session *s)
 {
-	if (s->w.fd < 0 || !s->read_eof || !TAILQ_EMPTY(&s->runs) || !TAILQ_EMPTY(&s->outq))
+	if (s->w.fd < 0 || !s->read_eof || !TAILQ_EMPTY(&s->runs) || !TAILQ_EMPTY(&s->outq) ||
+	    gate_has_queued(s))
 		return;
 	session_close(s);
 }
@@ -163,6 +166,7 @@ static void session_fail(struct session *s, const char *code, const char *text)
 	if (s->w.fd < 0)
 		return;
 	s->state = SESSION_CLOSING;
+	s->frame_start_ms = now_ms(); /* [quota] frame_timeout to take the answer */
 	flush(s);
 }
 
@@ -170,6 +174,8 @@ static void session_free(void *p)
 {
 	struct session *s = p;
 
+	if (s->rd.cap > READER_KEEP)
+		loop_trim_later();
 	frame_reader_free(&s->rd);
 	free(s);
 }
@@ -365,6 +371,27 @@ out:
 	return rc;
 }
 
+/* Starts the clock of [quota] frame_timeout at the first byte of a frame.
+ * A connection with nothing half-read gives back a reader buffer that a
+ * large frame grew (up to twice the frame limit), so a thousand idle
+ * connections that each once sent a 1 MiB snippet do not keep 2 GiB. */
+static void note_partial(struct session *s)
+{
+	if (frame_reader_partial(&s->rd)) {
+		if (!s->frame_start_ms)
+			s->frame_start_ms = now_ms();
+		return;
+	}
+	s->frame_start_ms = 0;
+	if (s->rd.cap > READER_KEEP) {
+		size_t max = s->rd.max;
+
+		frame_reader_free(&s->rd);
+		frame_reader_init(&s->rd, max);
+		loop_trim_later();
+	}
+}
+
 /* Dispatches the complete frames already read, until the answers queued
  * for this client reach the high mark; flush() resumes below the low one. */
 static void read_frames(struct session *s)
@@ -385,10 +412,13 @@ static void read_frames(struct session *s)
 			session_fail(s, PERR_TOO_LARGE, text);
 			break;
 		}
+		s->frame_start_ms = 0;
 		if (dispatch(s, p, len) < 0 && s->w.fd >= 0 && s->state != SESSION_CLOSING)
 			session_fail(s, PERR_INTERNAL, "the broker could not handle that message");
 	}
 	s->dispatching = false;
+	if (s->w.fd >= 0 && s->state != SESSION_CLOSING)
+		note_partial(s);
 }
 
 static void on_client(struct watch *w, uint32_t events)
@@ -443,6 +473,16 @@ static void refuse(int fd, const char *code, const char *why)
 	close(fd);
 }
 
+static unsigned sessions_of_uid(struct broker *b, uid_t uid)
+{
+	struct session *s;
+	unsigned n = 0;
+
+	TAILQ_FOREACH(s, &b->sessions, link)
+		n += s->peer.uid == uid;
+	return n;
+}
+
 static struct session *session_new(struct broker *b, int fd, const struct ucred *cr)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -453,6 +493,7 @@ static struct session *session_new(struct broker *b, int fd, const struct ucred 
 	s->sid = ++b->next_sid;
 	s->peer = *cr;
 	s->state = SESSION_NEW;
+	s->opened_ms = now_ms();
 	TAILQ_INIT(&s->outq);
 	TAILQ_INIT(&s->runs);
 	frame_reader_init(&s->rd, b->cfg.frame_max);
@@ -489,6 +530,15 @@ void session_accept(struct watch *w, uint32_t events)
 		refuse(fd, PERR_BUSY, "the broker has too many connections; try again later");
 		return;
 	}
+	if (sessions_of_uid(b, cr.uid) >= b->cfg.conns_per_uid) {
+		log_warn("uid=%u refused: it holds %u connections ([quota] connections)",
+			 (unsigned)cr.uid, b->cfg.conns_per_uid);
+		snprintf(why, sizeof(why), "you have %u connections open to the broker, the most one "
+			 "user may hold ([quota] connections); close one and try again",
+			 b->cfg.conns_per_uid);
+		refuse(fd, PERR_BUSY, why);
+		return;
+	}
 	if (!privsep_peer_allowed(&b->cfg, cr.uid, cr.gid, why, sizeof(why))) {
 		log_warn("uid=%u pid=%d refused: %s", (unsigned)cr.uid, (int)cr.pid, why);
 		refuse(fd, PERR_REFUSED, why);
@@ -499,4 +549,86 @@ void session_accept(struct watch *w, uint32_t events)
 		return;
 	}
 	log_debug("uid=%u pid=%d connected", (unsigned)cr.uid, (int)cr.pid);
+}
+
+/* ---- deadlines ------------------------------------------------------------ */
+
+/* When this connection's time is up: [quota] hello_timeout from connecting
+ * until hello, [quota] frame_timeout from a frame's first byte to its last.
+ * UINT64_MAX: no deadline.  A connection the broker is not reading (its
+ * answers are backlogged) is not the one that is slow: both clocks start
+ * again once the broker reads it. */
+static uint64_t session_deadline(struct session *s, uint64_t now)
+{
+	const struct config *c = &s->b->cfg;
+	uint64_t at = UINT64_MAX;
+
+	if (s->state == SESSION_CLOSING)
+		return s->frame_start_ms + c->frame_timeout_ms;
+	if (session_backlogged(s)) {
+		s->stalled = true;
+		return at;
+	}
+	if (s->stalled) {
+		s->stalled = false;
+		s->opened_ms = now;
+		if (s->frame_start_ms)
+			s->frame_start_ms = now;
+	}
+	if (s->state == SESSION_NEW)
+		at = s->opened_ms + c->hello_timeout_ms;
+	if (s->frame_start_ms && s->frame_start_ms + c->frame_timeout_ms < at)
+		at = s->frame_start_ms + c->frame_timeout_ms;
+	return at;
+}
+
+/* The answer goes out if the socket takes it at once; the connection is
+ * closed either way, since a client this slow may not be reading. */
+static void time_out(struct session *s, uint64_t now)
+{
+	const struct config *c = &s->b->cfg;
+	bool hello = s->state == SESSION_NEW &&
+		     now >= s->opened_ms + c->hello_timeout_ms;
+
+	if (s->state == SESSION_CLOSING) {
+		/* It was told why it is closed and did not read that either. */
+		session_close(s);
+		return;
+	}
+	log_warn("uid=%u pid=%d session=%" PRIu64 " closed: %s", (unsigned)s->peer.uid,
+		 (int)s->peer.pid, s->sid, hello ? "no hello in time" : "a frame took too long");
+	if (hello)
+		session_send_error(s, false, 0, PERR_TOO_SLOW,
+				   "no hello within %" PRIu64 " ms of connecting ([quota] "
+				   "hello_timeout); closing", c->hello_timeout_ms);
+	else
+		session_send_error(s, false, 0, PERR_TOO_SLOW,
+				   "a frame was not finished within %" PRIu64 " ms of its first "
+				   "byte ([quota] frame_timeout); closing", c->frame_timeout_ms);
+	session_close(s);
+}
+
+void sessions_tick(struct broker *b, uint64_t now)
+{
+	struct session *s, *tmp;
+
+	TAILQ_FOREACH_SAFE(s, &b->sessions, link, tmp)
+		if (now >= session_deadline(s, now))
+			time_out(s, now);
+}
+
+int sessions_next_deadline(struct broker *b, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+	struct session *s;
+
+	TAILQ_FOREACH(s, &b->sessions, link) {
+		uint64_t at = session_deadline(s, now);
+
+		if (at < next)
+			next = at;
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
 }

@@ -43,6 +43,7 @@
 
 struct store {
 	sqlite3 *db;
+	uint64_t quota_bytes, quota_period_ms;
 	char path[PATH_MAX];
 	char err[768];
 };
@@ -83,6 +84,24 @@ static const char *const migrations[] = {
 	"  seq INTEGER NOT NULL, hash TEXT NOT NULL"
 	") STRICT;"
 	"INSERT INTO audit_head VALUES (1, 0, '" ZERO_HASH "');",
+
+	/* Snippet text once per content hash: a row with code_ref = 1 holds
+	 * NULL in code and its text is audit_code's under its sha256.  The
+	 * row hash is over the text either way, so editing or deleting it
+	 * here breaks the chain like editing the row. */
+	"CREATE TABLE audit_code ("
+	"  sha256 TEXT PRIMARY KEY, code BLOB NOT NULL"
+	") STRICT;"
+	"CREATE TRIGGER audit_code_no_update BEFORE UPDATE ON audit_code"
+	"  BEGIN SELECT RAISE(ABORT, 'audit rows are append-only'); END;"
+	"CREATE TRIGGER audit_code_no_delete BEFORE DELETE ON audit_code"
+	"  BEGIN SELECT RAISE(ABORT, 'audit rows are append-only'); END;"
+	"ALTER TABLE audit ADD COLUMN code_ref INTEGER NOT NULL DEFAULT 0;"
+	/* What each uid added in its current quota period. */
+	"CREATE TABLE audit_usage ("
+	"  uid INTEGER PRIMARY KEY, period_start_ms INTEGER NOT NULL,"
+	"  bytes INTEGER NOT NULL"
+	") STRICT;",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -90,6 +109,17 @@ static const char *const migrations[] = {
 #define AUDIT_COLS "seq, time_ms, uid, pid, run_id, event, code, sha256, " \
 	"labels, mode, decision, approver, profile, has_exit, exit_code, " \
 	"signal, timed_out, duration_ms, prev_hash, hash"
+/* The same columns read back from `audit a`, the text from audit_code
+ * where the row refers to it.  A referring row whose own code is not NULL
+ * was edited: it reads as NULL, which its hash does not match. */
+#define AUDIT_READ_COLS "a.seq, a.time_ms, a.uid, a.pid, a.run_id, a.event, " \
+	"CASE WHEN NOT a.code_ref THEN a.code WHEN a.code IS NULL THEN (SELECT c.code " \
+	"FROM audit_code c WHERE c.sha256 = a.sha256) END, a.sha256, a.labels, a.mode, " \
+	"a.decision, a.approver, a.profile, a.has_exit, a.exit_code, a.signal, " \
+	"a.timed_out, a.duration_ms, a.prev_hash, a.hash"
+/* What a row costs the quota besides new snippet text: its fields, its
+ * index entry and page overhead, rounded up. */
+#define ROW_COST 512
 enum {
 	C_SEQ, C_TIME, C_UID, C_PID, C_RUN, C_EVENT, C_CODE, C_SHA, C_LABELS,
 	C_MODE, C_DECISION, C_APPROVER, C_PROFILE, C_HAS_EXIT, C_EXIT_CODE,
@@ -438,9 +468,11 @@ static int configure(struct store *s)
 	sqlite3_db_config(s->db, SQLITE_DBCONFIG_DQS_DML, 0, NULL);
 	sqlite3_db_config(s->db, SQLITE_DBCONFIG_DQS_DDL, 0, NULL);
 	rc = set_journal_wal(s);
+	/* journal_size_limit: the WAL is cut back to 4 MiB after a
+	 * checkpoint, so a burst of large rows does not leave it large. */
 	if (!rc)
-		rc = exec(s, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON",
-			  "cannot configure the database");
+		rc = exec(s, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
+			  " PRAGMA journal_size_limit=4194304", "cannot configure the database");
 	return rc;
 }
 
@@ -878,13 +910,17 @@ static void row_fields(const struct audit_row *r, int64_t seq, struct field f[C_
 	f[C_CODE] = (struct field){ .type = r->code ? 's' : 'n', .p = r->code, .len = r->code_len };
 }
 
-/* Binds fields as ?1..?18, prev as ?19 and hash as ?20. */
-static int bind_row(sqlite3_stmt *st, const struct field *f, const char *prev, const char *hash)
+/* Binds fields as ?1..?18, prev as ?19, hash as ?20 and code_ref as ?21;
+ * by reference, the code itself is NULL here (it is in audit_code). */
+static int bind_row(sqlite3_stmt *st, const struct field *f, const char *prev, const char *hash,
+		    bool code_ref)
 {
 	int i, rc = SQLITE_OK;
 
 	for (i = 0; rc == SQLITE_OK && i < C_NFIELDS; i++) {
-		if (f[i].type == 'i')
+		if (i == C_CODE && code_ref)
+			rc = sqlite3_bind_null(st, i + 1);
+		else if (f[i].type == 'i')
 			rc = sqlite3_bind_int64(st, i + 1, f[i].v);
 		else if (f[i].type == 'n')
 			rc = sqlite3_bind_null(st, i + 1);
@@ -898,6 +934,8 @@ static int bind_row(sqlite3_stmt *st, const struct field *f, const char *prev, c
 		rc = sqlite3_bind_text(st, C_PREV + 1, prev, 64, SQLITE_STATIC);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_text(st, C_HASH + 1, hash, 64, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int(st, C_HASH + 2, code_ref);
 	return rc;
 }
 
@@ -925,17 +963,17 @@ static int read_head(struct store *s, int64_t *seq, char hash[65], const char *w
 }
 
 static int insert_row(struct store *s, const struct field *f, int64_t seq,
-		      const char *prev, const char *hash, const char *what)
+		      const char *prev, const char *hash, bool code_ref, const char *what)
 {
 	sqlite3_stmt *st;
 	int rc;
 
-	rc = prep(s, "INSERT INTO audit (" AUDIT_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
-		  " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
-		  &st, what);
+	rc = prep(s, "INSERT INTO audit (" AUDIT_COLS ", code_ref) VALUES (?1, ?2, ?3, ?4,"
+		  " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,"
+		  " ?21)", &st, what);
 	if (rc)
 		return rc;
-	if (bind_row(st, f, prev, hash) != SQLITE_OK) {
+	if (bind_row(st, f, prev, hash, code_ref) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
 		sqlite3_finalize(st);
 		return rc;
@@ -955,21 +993,154 @@ static int insert_row(struct store *s, const struct field *f, int64_t seq,
 	return step_done(s, st, what);
 }
 
+/* ---- audit: snippet text once, and the quota ---------------------------- */
+
+void store_set_quota(struct store *s, uint64_t max_bytes, uint64_t period_ms)
+{
+	s->quota_bytes = max_bytes;
+	s->quota_period_ms = period_ms ? period_ms : 1;
+}
+
+/* Stores the row's text under its hash unless it is there; *added is the
+ * number of bytes that took (0 when it was already stored). */
+static int store_code(struct store *s, const struct audit_row *r, uint64_t *added,
+		      const char *what)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*added = 0;
+	rc = prep(s, "INSERT INTO audit_code (sha256, code) VALUES (?1, ?2)"
+		  " ON CONFLICT (sha256) DO NOTHING", &st, what);
+	if (rc)
+		return rc;
+	if (sqlite3_bind_text(st, 1, r->sha256, 64, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_blob64(st, 2, r->code, r->code_len, SQLITE_STATIC) != SQLITE_OK) {
+		rc = sql_fail(s, sqlite3_errcode(s->db), what);
+		sqlite3_finalize(st);
+		return rc;
+	}
+	rc = step_done(s, st, what);
+	if (!rc && sqlite3_changes(s->db) > 0)
+		*added = r->code_len;
+	return rc;
+}
+
+/* The uid's use in its current period, which starts again once
+ * period_ms has passed since it began. */
+static int read_usage(struct store *s, uint32_t uid, int64_t now, int64_t *start,
+		      uint64_t *bytes, const char *what)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*start = now;
+	*bytes = 0;
+	rc = prep(s, "SELECT period_start_ms, bytes FROM audit_usage WHERE uid = ?1", &st, what);
+	if (rc)
+		return rc;
+	if (sqlite3_bind_int64(st, 1, uid) != SQLITE_OK) {
+		rc = sql_fail(s, sqlite3_errcode(s->db), what);
+		sqlite3_finalize(st);
+		return rc;
+	}
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		int64_t began = sqlite3_column_int64(st, 0);
+
+		if (began <= now && (uint64_t)(now - began) < s->quota_period_ms) {
+			*start = began;
+			*bytes = (uint64_t)sqlite3_column_int64(st, 1);
+		}
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? 0 : sql_fail(s, rc, what);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static void size_text(uint64_t n, char *out, size_t len)
+{
+	if (n >= (1u << 20))
+		snprintf(out, len, "%.1f MiB", (double)n / (1u << 20));
+	else
+		snprintf(out, len, "%.1f KiB", (double)n / (1u << 10));
+}
+
+/* Charges cost to the row's uid, or -EDQUOT for a row that may be refused
+ * and would go over. */
+static int charge(struct store *s, const struct audit_row *r, uint64_t cost, const char *what)
+{
+	char used[32], max[32];
+	sqlite3_stmt *st;
+	int64_t start;
+	uint64_t bytes;
+	int rc;
+
+	if (!s->quota_bytes)
+		return 0;
+	rc = read_usage(s, r->uid, r->time_ms, &start, &bytes, what);
+	if (rc)
+		return rc;
+	if (!r->follows && bytes + cost > s->quota_bytes) {
+		size_text(bytes, used, sizeof(used));
+		size_text(s->quota_bytes, max, sizeof(max));
+		return set_err(s, -EDQUOT, "uid %u has added %s to the audit trail in this period, "
+			       "and %s is the most one user may ([quota] audit_bytes); new "
+			       "snippets are refused for up to %lld more minutes",
+			       (unsigned)r->uid, used, max,
+			       (long long)((start + (int64_t)s->quota_period_ms - r->time_ms) /
+					   60000 + 1));
+	}
+	rc = prep(s, "INSERT INTO audit_usage (uid, period_start_ms, bytes) VALUES (?1, ?2, ?3)"
+		  " ON CONFLICT (uid) DO UPDATE SET period_start_ms = ?2, bytes = ?3", &st, what);
+	if (rc)
+		return rc;
+	if (sqlite3_bind_int64(st, 1, r->uid) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 2, start) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 3, (int64_t)(bytes + cost)) != SQLITE_OK) {
+		rc = sql_fail(s, sqlite3_errcode(s->db), what);
+		sqlite3_finalize(st);
+		return rc;
+	}
+	return step_done(s, st, what);
+}
+
+/* Text first, then the charge: in one transaction, so a refused row
+ * leaves neither. */
+static int store_text_and_charge(struct store *s, const struct audit_row *r, bool *code_ref,
+				 const char *what)
+{
+	uint64_t added = 0;
+	int rc = 0;
+
+	*code_ref = r->code && r->code_len > 0;
+	if (*code_ref)
+		rc = store_code(s, r, &added, what);
+	if (!rc)
+		rc = charge(s, r, ROW_COST + added, what);
+	return rc;
+}
+
 static int append_locked(struct store *s, struct audit_row *row, const char *what)
 {
 	struct field f[C_NFIELDS];
 	char prev[65], hash[65];
+	bool code_ref;
 	int64_t seq;
 	int rc;
 
 	rc = read_head(s, &seq, prev, what);
+	if (!rc)
+		rc = store_text_and_charge(s, row, &code_ref, what);
 	if (rc)
 		return rc;
 	seq++;
 	row_fields(row, seq, f);
 	rc = row_hash(s, prev, f, hash);
 	if (!rc)
-		rc = insert_row(s, f, seq, prev, hash, what);
+		rc = insert_row(s, f, seq, prev, hash, code_ref, what);
 	if (rc)
 		return rc;
 	row->seq = seq;
@@ -1085,8 +1256,8 @@ int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, voi
 	sqlite3_stmt *st;
 	int rc;
 
-	rc = prep(s, "SELECT " AUDIT_COLS " FROM (SELECT * FROM audit WHERE uid = ?1"
-		  " ORDER BY seq DESC LIMIT ?2) ORDER BY seq", &st, what);
+	rc = prep(s, "SELECT " AUDIT_READ_COLS " FROM (SELECT * FROM audit WHERE uid = ?1"
+		  " ORDER BY seq DESC LIMIT ?2) a ORDER BY a.seq", &st, what);
 	if (rc)
 		return rc;
 	if (sqlite3_bind_int64(st, 1, uid) != SQLITE_OK ||
@@ -1183,7 +1354,7 @@ static int walk_chain(struct store *s, struct walk *w, const char *what)
 	sqlite3_stmt *st;
 	int rc;
 
-	rc = prep(s, "SELECT " AUDIT_COLS " FROM audit ORDER BY seq", &st, what);
+	rc = prep(s, "SELECT " AUDIT_READ_COLS " FROM audit a ORDER BY a.seq", &st, what);
 	if (rc)
 		return rc;
 	for (rc = 0; !rc;) {

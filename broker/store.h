@@ -12,6 +12,7 @@
  *   -ENOSPC   disk full;  -EROFS / -EACCES  cannot write
  *   -EUCLEAN  the database is corrupt or was edited by hand
  *   -EBADMSG  store_audit_verify: the hash chain is broken
+ *   -EDQUOT   store_audit_append: the uid's audit quota for the period is spent
  *   -ENOMEM, -EIO  as usual
  * A struct store is used by one thread at a time.
  */
@@ -75,11 +76,24 @@ struct audit_row {
 	int64_t signal;
 	bool timed_out;
 	int64_t duration_ms;
+	/* Closes something already recorded (how a card or a queued exec
+	 * ended, a run's exit): counted against the quota, never refused. */
+	bool follows;
 	/* filled by store_audit_append and when read back: */
 	int64_t seq;
 	char prev_hash[65];
 	char hash[65];
 };
+/* Each snippet's text is stored once per SHA-256 (table audit_code), however
+ * many rows name it; the row hash is over the text all the same.
+ *
+ * Quota: every append charges the row's uid a fixed cost per row plus the
+ * bytes of a snippet text not stored before, per period of period_ms (kept
+ * in the database, so a restart does not reset it).  A row that does not
+ * follow one already recorded and would take the uid over max_bytes fails
+ * with -EDQUOT and writes nothing.  max_bytes 0: no quota (the default). */
+void store_set_quota(struct store *s, uint64_t max_bytes, uint64_t period_ms);
+
 /* event and decision are required; the word fields (event, mode, decision,
  * approver, profile) are at most 31 characters of [a-z0-9_-], labels at
  * most 255 of [a-z0-9_,-]; NULL counts as "".  If both code and sha256 are

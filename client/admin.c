@@ -41,6 +41,15 @@ static int parse_admin(int argc, char **argv, struct admin_opts *o)
 	return optind < argc ? -1 : 0;
 }
 
+/* A string from the broker in a column of @width: shown safely, padded. */
+static void cell(const char *s, int width)
+{
+	size_t cols = kotoba_show(stdout, s, strlen(s), 0);
+
+	if ((size_t)width > cols)
+		printf("%*s", width - (int)cols, "");
+}
+
 static void print_time(int64_t ms)
 {
 	time_t t = (time_t)(ms / 1000);
@@ -76,11 +85,14 @@ static int approvals_ls(struct kotoba_client *c)
 	}
 	printf("%-14s %-20s %-6s %-20s %s\n", "FAMILY", "SAVED", "USES", "LAST USED", "CARD");
 	for (size_t i = 0; i < n; i++) {
-		printf("%-14s ", rows[i].family);
+		cell(rows[i].family, 14);
+		putchar(' ');
 		print_time(rows[i].saved_at_ms);
 		printf(" %-6" PRIu64 " ", rows[i].use_count);
 		print_time(rows[i].last_used_ms);
-		printf(" %s\n", rows[i].card);
+		putchar(' ');
+		cell(rows[i].card, 0);
+		putchar('\n');
 	}
 	return 0;
 }
@@ -92,7 +104,8 @@ static int approvals_rm(struct kotoba_client *c, const char *family)
 
 	if (kotoba_revoke(c, family, message, sizeof(message), &err))
 		return failed(&err);
-	printf("%s\n", message);
+	cell(message, 0);
+	putchar('\n');
 	return 0;
 }
 
@@ -119,9 +132,18 @@ int cmd_approvals(int argc, char **argv)
 static void print_row(const struct kotoba_audit_row *a)
 {
 	print_time(a->time_ms);
-	printf(" #%-5" PRIu64 " run %-4" PRIu64 " %-8s %-11s %-10s %-10s %.12s %s", a->seq, a->run,
-	       a->event, a->decision, a->approver[0] ? a->approver : "-",
-	       a->profile[0] ? a->profile : "-", a->sha256, a->labels);
+	printf(" #%-5" PRIu64 " run %-4" PRIu64 " ", a->seq, a->run);
+	cell(a->event, 8);
+	putchar(' ');
+	cell(a->decision, 11);
+	putchar(' ');
+	cell(a->approver[0] ? a->approver : "-", 10);
+	putchar(' ');
+	cell(a->profile[0] ? a->profile : "-", 10);
+	putchar(' ');
+	kotoba_show(stdout, a->sha256, strnlen(a->sha256, 12), 0);
+	putchar(' ');
+	cell(a->labels, 0);
 	if (a->has_exit) {
 		if (a->signal)
 			printf(" signal %" PRId64, a->signal);
@@ -161,7 +183,8 @@ static int audit_verify(struct kotoba_client *c)
 
 	if (kotoba_audit_verify(c, message, sizeof(message), &err))
 		return failed(&err);
-	printf("%s\n", message);
+	cell(message, 0);
+	putchar('\n');
 	return 0;
 }
 

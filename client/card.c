@@ -1,70 +1,51 @@
 /* SPDX-License-Identifier: MIT
- * The approval card in a terminal: the whole snippet with line numbers,
- * the pre-screen's labels marked at their lines, and the three choices in
- * the spec's words.  The answer is read from the controlling terminal, not
- * stdin, which may be the snippet itself.
+ * The approval card in a terminal, as libkotoba-client formats it
+ * (kotoba_card_text: every line numbered, nothing passed raw to the
+ * terminal), paged so that every row of it is on the screen at least once
+ * before the question is asked.  The answer is read from the controlling
+ * terminal, not stdin, which may be the snippet itself.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "client/card.h"
 
-struct style {
-	const char *bold, *warn, *dim, *off;
-};
-
-static const char *label_at_line(const struct kotoba_card *m, uint64_t line)
+/* A line read from the terminal; false at end of input. */
+static bool read_line(FILE *tty, char *line, size_t len)
 {
-	for (size_t i = 0; i < m->n_labels; i++)
-		if (m->labels[i].line == line)
-			return m->labels[i].label;
-	return NULL;
+	return fgets(line, (int)len, tty) != NULL;
 }
 
-static void show_snippet(FILE *out, const struct kotoba_card *m, const struct style *st)
+/* Prints the card a screenful at a time: the rows of one page, then a
+ * prompt; the person presses Enter for the next.  Returns false when the
+ * terminal closed before the end. */
+static bool page(FILE *tty, const char *text, unsigned rows)
 {
-	const char *p = m->snippet, *end = p + m->snippet_len;
-	uint64_t line = 1;
+	unsigned per_page = rows > 4 ? rows - 2 : 2, shown = 0, total = 0;
+	char line[64];
 
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		const char *label = label_at_line(m, line);
+	for (const char *p = text; *p; p++)
+		total += *p == '\n';
+	while (*text) {
+		const char *nl = strchr(text, '\n');
+		size_t len = nl ? (size_t)(nl - text) + 1 : strlen(text);
 
-		fprintf(out, "%s%4llu%s %s%.*s%s", st->dim, (unsigned long long)line, st->off,
-			label ? st->warn : "", (int)len, p, label ? st->off : "");
-		if (label)
-			fprintf(out, "   %s<- %s%s", st->warn, label, st->off);
-		fputc('\n', out);
-		p += len + (nl ? 1 : 0);
-		line++;
+		if (shown && shown % per_page == 0) {
+			fprintf(tty, "-- rows %u-%u of %u shown; press Enter for more --",
+				shown - per_page + 1, shown, total);
+			fflush(tty);
+			if (!read_line(tty, line, sizeof(line)))
+				return false;
+		}
+		fwrite(text, 1, len, tty);
+		text += len;
+		shown++;
 	}
-}
-
-static void show_card(FILE *out, const struct kotoba_card *m, bool colour)
-{
-	static const struct style plain = { "", "", "", "" };
-	static const struct style ansi = { "\033[1m", "\033[1;33m", "\033[2m", "\033[0m" };
-	const struct style *st = colour ? &ansi : &plain;
-
-	fprintf(out, "\n%s== Approval needed: run this Python snippet? ==%s\n", st->bold, st->off);
-	fprintf(out, "Why: %s.\n", m->reason);
-	if (m->n_labels) {
-		fprintf(out, "Pre-screen:");
-		for (size_t i = 0; i < m->n_labels; i++)
-			fprintf(out, " %s%s%s (line %llu)", st->warn, m->labels[i].label, st->off,
-				(unsigned long long)m->labels[i].line);
-		fputc('\n', out);
-	}
-	fputc('\n', out);
-	show_snippet(out, m, st);
-	fprintf(out, "\n  [o] Run once\n"
-		     "  [a] %s\n"
-		     "      %s\n"
-		     "  [d] Deny\n",
-		m->family_button, m->family_detail);
+	return true;
 }
 
 static enum kotoba_choice read_choice(FILE *tty)
@@ -74,7 +55,7 @@ static enum kotoba_choice read_choice(FILE *tty)
 	for (;;) {
 		fputs("Your choice [o/a/d]: ", tty);
 		fflush(tty);
-		if (!fgets(line, sizeof(line), tty))
+		if (!read_line(tty, line, sizeof(line)))
 			return KOTOBA_CARD_DENY;
 		if (line[0] == 'o' || line[0] == 'O')
 			return KOTOBA_CARD_ONCE;
@@ -85,10 +66,24 @@ static enum kotoba_choice read_choice(FILE *tty)
 	}
 }
 
+static void screen_size(FILE *tty, unsigned *cols, unsigned *rows)
+{
+	struct winsize ws = { 0 };
+
+	*cols = 80;
+	*rows = 24;
+	if (ioctl(fileno(tty), TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20 && ws.ws_row >= 5) {
+		*cols = ws.ws_col;
+		*rows = ws.ws_row;
+	}
+}
+
 static enum kotoba_choice ask_terminal(const struct kotoba_card *m)
 {
 	FILE *tty = fopen("/dev/tty", "r+");
-	enum kotoba_choice choice;
+	enum kotoba_choice choice = KOTOBA_CARD_DENY;
+	unsigned cols, rows;
+	char *text;
 
 	if (!tty) {
 		cli_error("an approval card needs an answer, and there is no terminal to ask "
@@ -97,8 +92,16 @@ static enum kotoba_choice ask_terminal(const struct kotoba_card *m)
 			  "no approval channel with --no-channel.", strerror(errno));
 		return KOTOBA_CARD_DENY;
 	}
-	show_card(tty, m, true);
-	choice = read_choice(tty);
+	/* A soft reset (DECSTR) first: what an earlier snippet printed may have
+	 * left a scroll region, hidden text or another character set behind. */
+	fputs("\033[!p", tty);
+	screen_size(tty, &cols, &rows);
+	text = kotoba_card_text(m, cols, KOTOBA_SHOW_COLOUR);
+	if (!text)
+		cli_error("out of memory showing the card; answering deny");
+	else if (page(tty, text, rows))
+		choice = read_choice(tty);
+	free(text);
 	fclose(tty);
 	return choice;
 }

@@ -1,19 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client/cli.h"
 
+/* Messages often carry the broker's words or a path: shown through
+ * kotoba_show(), so no byte of them reaches the terminal as a control. */
 void cli_error(const char *fmt, ...)
 {
 	va_list ap;
+	char *msg = NULL;
+	int n;
 
-	fputs("kotoba: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	n = vasprintf(&msg, fmt, ap);
 	va_end(ap);
+	fputs("kotoba: ", stderr);
+	if (n < 0)
+		fputs("(out of memory formatting a message)", stderr);
+	else
+		kotoba_show(stderr, msg, (size_t)n, KOTOBA_SHOW_LINES);
 	fputc('\n', stderr);
+	free(msg);
 }
 
 /* The library's sentences are the CLI's, except where the CLI can say

@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -193,6 +194,17 @@ struct kotoba_card_label {
 	uint64_t line;        /* 1-based line */
 };
 
+/* An environment entry the run keeps, and a limit it gets (its name ends
+ * in _bytes or _s when it has a unit). */
+struct kotoba_card_env {
+	const char *name, *value;
+};
+
+struct kotoba_card_limit {
+	const char *name;
+	uint64_t value;
+};
+
 /*
  * An approval card: a person must decide before the snippet runs.  Show
  * the whole snippet (it is the card's label: nothing is approved unseen),
@@ -212,6 +224,14 @@ struct kotoba_card {
 	const char *family_detail;/* "Any code she writes then runs on this computer ..." */
 	uint64_t expires_ms;      /* the broker waits this long, then the exec is EXPIRED */
 	const char *reason;       /* one sentence: why a card is asked */
+	/* What else decides what runs, as the run gets it: show it too.  From a
+	 * broker that predates these fields, cwd is NULL and the counts 0. */
+	const char *cwd;          /* the working directory */
+	uint64_t timeout_ms;      /* the wall-clock limit in force */
+	const struct kotoba_card_env *env; /* the client's env entries the run keeps */
+	size_t n_env;
+	const struct kotoba_card_limit *limits; /* the other limits, e.g. "memory_bytes" */
+	size_t n_limits;
 };
 
 /* Receives output as the snippet writes it, in order, in chunks of at most
@@ -291,6 +311,40 @@ enum kotoba_code kotoba_answer(struct kotoba_client *c, const char *card_id,
  * KOTOBA_ERR_DISCONNECTED.
  */
 enum kotoba_code kotoba_cancel(struct kotoba_client *c, struct kotoba_error *err);
+
+/* ---- showing text to a person --------------------------------------------- */
+
+/*
+ * Text from a snippet, a client or the broker is input to the terminal
+ * that shows it.  These show it as what it is: C0 controls (except newline
+ * and tab), DEL, C1 controls and bytes that are not UTF-8 as `\xNN`;
+ * bidirectional controls, zero-width and other invisible or format code
+ * points (U+200B, U+202E, U+2066, U+FEFF, variation selectors, tags...) as
+ * `<U+XXXX>`; tabs as spaces.  Nothing is dropped.
+ */
+#define KOTOBA_SHOW_COLOUR 1u /* ANSI attributes: escapes in reverse video, labels marked */
+#define KOTOBA_SHOW_LINES 2u  /* kotoba_show: a newline ends the row (else it is `\x0a`) */
+
+/*
+ * kotoba_show: writes @len bytes of @s to @out made safe as above.
+ * Returns the columns written on the last row (for padding a table).
+ */
+size_t kotoba_show(FILE *out, const char *s, size_t len, unsigned flags);
+
+/*
+ * kotoba_card_text: the whole card as text for a terminal @width columns
+ * wide (0: never wrap): why it is asked, the labels, the working directory,
+ * time limit, limits and kept environment, a note counting the characters
+ * shown escaped, then every line of the snippet with its number (a line
+ * wider than the screen continues on rows marked `+`, never cut), then the
+ * three options in the spec's words.  No row is wider than @width (from
+ * 20 columns, and as wide characters are counted: two for East Asian wide
+ * ones and emoji, none for combining marks), so a caller that pages the
+ * text by rows shows all of it.
+ * @flags: KOTOBA_SHOW_COLOUR or 0.
+ * Returns a NUL-terminated string to free(), or NULL when out of memory.
+ */
+char *kotoba_card_text(const struct kotoba_card *card, unsigned width, unsigned flags);
 
 /* ---- grants and audit ------------------------------------------------------ */
 

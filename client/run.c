@@ -287,8 +287,11 @@ static void print_error_json(const struct kotoba_error *e)
 	json_string(stdout, e->name, strlen(e->name));
 	printf(",\"message\":");
 	json_string(stdout, e->message, strlen(e->message));
-	if (e->step[0])
-		printf(",\"step\":\"%s\",\"errno\":%d", e->step, e->sys_errno);
+	if (e->step[0]) {
+		printf(",\"step\":");
+		json_string(stdout, e->step, strlen(e->step));
+		printf(",\"errno\":%d", e->sys_errno);
+	}
 	printf("}");
 }
 

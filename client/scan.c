@@ -39,6 +39,25 @@ static char *slurp(const char *path, size_t *len)
 	return buf;
 }
 
+/* The pre-screen's report, passed through kotoba_show() on its way to the
+ * terminal like every other text the CLI shows: whatever the report quotes
+ * from the snippet reaches the terminal only as visible characters. */
+static void print_report(const char *code, size_t len, const struct scan_result *r)
+{
+	char *text = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&text, &n);
+
+	if (!f) {
+		cli_error("out of memory");
+		return;
+	}
+	scan_print(f, code, len, r);
+	if (fclose(f) == 0)
+		kotoba_show(stdout, text, n, KOTOBA_SHOW_LINES);
+	free(text);
+}
+
 int cmd_scan(int argc, char **argv)
 {
 	struct scan_result r;
@@ -70,7 +89,7 @@ int cmd_scan(int argc, char **argv)
 		cli_error("%s is %zu bytes; the snippet limit is %u bytes", argv[1], len,
 			  PROTO_SNIPPET_MAX_DEFAULT);
 	else
-		scan_print(stdout, code, len, &r);
+		print_report(code, len, &r);
 	scan_fini();
 	free(code);
 	return rc < 0 ? KOTOBA_EXIT_USAGE : r.n > 0;

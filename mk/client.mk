@@ -57,6 +57,10 @@ $(KOTOBA_CLIENT_PC): client/kotoba-client.pc.in
 		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(KOTOBA_CLIENT_VERSION)|' \
 		$< > $@
 
+# The renderer's unit test links client/lib/render.o (its `// link:` line):
+# rebuilt when that changes.
+$(BUILD)/tests/test_render: $(BUILD)/client/lib/render.o
+
 # The library's test program: only the public header, only the archive.
 $(BUILD)/client/tests/kc-test: client/tests/kc-test.c client/kotoba-client.h \
 		$(BUILD)/libkotoba-client.a

@@ -41,7 +41,7 @@ static const char *const type_names[MSG_TYPE_COUNT] = {
 	[MSG_AUDIT_ROWS] = "audit_rows", [MSG_OK] = "ok",
 	[MSG_ERROR] = "error",	       [MSG_JOB] = "job",
 	[MSG_READY] = "ready",	       [MSG_SETUP_ERROR] = "setup_error",
-	[MSG_FINISHED] = "finished",
+	[MSG_FINISHED] = "finished",   [MSG_QUEUED] = "queued",
 };
 
 const char *msg_type_name(enum msg_type t)
@@ -135,6 +135,17 @@ int enc_started(struct frame *f, const struct msg_started *m)
 	put_uint(&e, "id", m->id);
 	put_str(&e, "profile", profile_name(m->profile));
 	put_str(&e, "approver", approver_name(m->approver));
+	return enc_end(&e, f);
+}
+
+int enc_queued(struct frame *f, const struct msg_queued *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "queued", 3);
+	put_uint(&e, "id", m->id);
+	put_uint(&e, "position", m->position);
+	put_uint(&e, "timeout_ms", m->timeout_ms);
 	return enc_end(&e, f);
 }
 
@@ -339,7 +350,11 @@ int enc_card(struct frame *f, const struct msg_card *m)
 	static const char *const options[] = { "once", "always", "deny" };
 	struct enc e;
 
-	enc_begin(&e, "card", 9);
+	/* An encoder never reads past the fixed arrays. */
+	if (m->n_labels > PROTO_LABELS_MAX || m->n_env > PROTO_ENV_MAX ||
+	    m->n_limits > PROTO_CARD_LIMITS_MAX)
+		return -E2BIG;
+	enc_begin(&e, "card", 13);
 	put_uint(&e, "id", m->id);
 	put_pstr(&e, "card", m->card);
 	put_pstr(&e, "snippet", m->snippet);
@@ -369,6 +384,15 @@ int enc_card(struct frame *f, const struct msg_card *m)
 	raw_str(&e, CARD_FAMILY_DETAIL, strlen(CARD_FAMILY_DETAIL));
 	put_uint(&e, "expires_ms", m->expires_ms);
 	put_pstr(&e, "reason", m->reason);
+	put_pstr(&e, "cwd", m->cwd);
+	put_uint(&e, "timeout_ms", m->timeout_ms);
+	put_env_map(&e, m->env, m->n_env);
+	put_key(&e, "limits");
+	raw_map(&e, m->n_limits);
+	for (size_t i = 0; i < m->n_limits; i++) {
+		raw_str(&e, m->limits[i].name.ptr, m->limits[i].name.len);
+		raw_uint(&e, m->limits[i].value);
+	}
 	return enc_end(&e, f);
 }
 
@@ -557,13 +581,13 @@ static bool env_name_ok(const msgpack_object *k)
 	return true;
 }
 
-static int dec_env_map(struct dec *d, struct msg_exec *m)
+static int dec_env_map(struct dec *d, const char *type, struct env_pair *env, size_t *n_env)
 {
 	const msgpack_object *o = dec_find(d, "env");
-	struct dec sub = { .err = d->err, .type = "exec.env" };
+	struct dec sub = { .err = d->err, .type = type };
 	int rc;
 
-	m->n_env = 0;
+	*n_env = 0;
 	if (!o)
 		return 0;
 	if ((rc = dec_map(&sub, o, PROTO_ENV_MAX)) < 0)
@@ -579,9 +603,9 @@ static int dec_env_map(struct dec *d, struct msg_exec *m)
 			return dec_fail(d, PERR_BAD_FIELD, "env value of '%.*s' must be a str "
 					"without NUL of at most %d bytes",
 					(int)k->via.str.size, k->via.str.ptr, TEXT_FIELD_MAX);
-		m->env[m->n_env].name = (struct pstr){ k->via.str.ptr, k->via.str.size };
-		m->env[m->n_env].value = (struct pstr){ v->via.str.ptr, v->via.str.size };
-		m->n_env++;
+		env[*n_env].name = (struct pstr){ k->via.str.ptr, k->via.str.size };
+		env[*n_env].value = (struct pstr){ v->via.str.ptr, v->via.str.size };
+		(*n_env)++;
 	}
 	return 0;
 }
@@ -604,7 +628,7 @@ static int dec_exec(struct dec *d, struct msg_exec *m, size_t max_snippet)
 		return rc;
 	if (m->cwd.len && m->cwd.ptr[0] != '/')
 		return dec_fail(d, PERR_BAD_CWD, "field 'cwd' must be an absolute path");
-	return dec_env_map(d, m);
+	return dec_env_map(d, "exec.env", m->env, &m->n_env);
 }
 
 static int dec_cancel(struct dec *d, struct msg_cancel *m)
@@ -622,6 +646,17 @@ static int dec_started(struct dec *d, struct msg_started *m)
 		return rc;
 	m->profile = (enum proto_profile)profile;
 	m->approver = (enum proto_approver)approver;
+	return 0;
+}
+
+static int dec_queued(struct dec *d, struct msg_queued *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
+	    (rc = dec_uint(d, "position", true, &m->position)) < 0 ||
+	    (rc = dec_uint(d, "timeout_ms", true, &m->timeout_ms)) < 0)
+		return rc;
 	return 0;
 }
 
@@ -945,6 +980,32 @@ static int dec_card_label(struct dec *d, const msgpack_object *o, struct card_la
 	return 0;
 }
 
+/* `limits`: a map of names to uints; the names are the broker's to choose
+ * (a client shows them as they come), so only their shape is checked. */
+static int dec_card_limits(struct dec *d, struct msg_card *m)
+{
+	const msgpack_object *o = dec_find(d, "limits");
+	struct dec sub = { .err = d->err, .type = "card.limits" };
+	int rc;
+
+	m->n_limits = 0;
+	if (!o)
+		return 0;
+	if ((rc = dec_map(&sub, o, PROTO_CARD_LIMITS_MAX)) < 0)
+		return rc;
+	for (uint32_t i = 0; i < sub.m->size; i++) {
+		const msgpack_object *k = &sub.m->ptr[i].key, *v = &sub.m->ptr[i].val;
+
+		if (!env_name_ok(k) || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+			return dec_fail(d, PERR_BAD_FIELD, "card limit '%.*s' must be a name and a uint",
+					(int)k->via.str.size, k->via.str.ptr);
+		m->limits[i] = (struct card_limit){ { k->via.str.ptr, k->via.str.size },
+						    v->via.u64 };
+		m->n_limits++;
+	}
+	return 0;
+}
+
 static int dec_card(struct dec *d, struct msg_card *m, size_t max_snippet)
 {
 	const msgpack_object_array *a = NULL;
@@ -961,7 +1022,11 @@ static int dec_card(struct dec *d, struct msg_card *m, size_t max_snippet)
 		if ((rc = dec_card_label(d, &a->ptr[i], &m->labels[i])) < 0)
 			return rc;
 	m->n_labels = a->size;
-	return 0;
+	if ((rc = dec_str(d, "cwd", false, PATH_FIELD_MAX, &m->cwd)) < 0 ||
+	    (rc = dec_uint(d, "timeout_ms", false, &m->timeout_ms)) < 0 ||
+	    (rc = dec_env_map(d, "card.env", m->env, &m->n_env)) < 0)
+		return rc;
+	return dec_card_limits(d, m);
 }
 
 static int dec_answer(struct dec *d, struct msg_answer *m)
@@ -1115,6 +1180,7 @@ static int dec_body(struct dec *d, struct msg *out, size_t max_snippet)
 	case MSG_WELCOME: return dec_welcome(d, &out->u.welcome);
 	case MSG_STARTED: return dec_started(d, &out->u.started);
 	case MSG_OUTPUT: return dec_output(d, &out->u.output);
+	case MSG_QUEUED: return dec_queued(d, &out->u.queued);
 	case MSG_EXIT: return dec_exit(d, &out->u.exit);
 	case MSG_ERROR: return dec_error(d, &out->u.error);
 	case MSG_JOB: return dec_job(d, &out->u.job);

@@ -62,6 +62,8 @@
 	X(WORKER_LOST, "worker-lost")                                                          \
 	X(AUDIT, "audit-unavailable")                                                          \
 	X(AUDIT_BROKEN, "audit-broken")                                                        \
+	X(TOO_SLOW, "too-slow")                                                                \
+	X(QUOTA, "quota")                                                                      \
 	X(INTERNAL, "internal")
 
 #define PROTO_NAME_ENUM(id, s) id,

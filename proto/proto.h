@@ -25,6 +25,7 @@
 #define PROTO_ENV_MAX 64                     /* env entries in exec/job */
 #define PROTO_GROUPS_MAX 64                  /* supplementary groups */
 #define PROTO_LABELS_MAX 16
+#define PROTO_CARD_LIMITS_MAX 8              /* limits named on a card */
 #define PROTO_ROWS_MAX 256                   /* rows in a list answer */
 #define PROTO_ARGV_MAX 96                    /* arguments of one engine command */
 #define PROTO_STEPS_MAX 4                    /* engine commands before the snippet */
@@ -52,6 +53,8 @@
 #define PERR_AUDIT perr_name(PE_AUDIT)
 #define PERR_AUDIT_BROKEN perr_name(PE_AUDIT_BROKEN)
 #define PERR_WORKER_LOST perr_name(PE_WORKER_LOST)
+#define PERR_TOO_SLOW perr_name(PE_TOO_SLOW)   /* no hello, or a frame unfinished, in time: closed */
+#define PERR_QUOTA perr_name(PE_QUOTA)         /* the user's audit quota for the period is spent */
 #define PERR_INTERNAL perr_name(PE_INTERNAL)
 #define PERR_ID_IN_USE perr_name(PE_ID_IN_USE) /* a live request has that id */
 
@@ -127,6 +130,7 @@ enum msg_type {
 	MSG_AUDIT_ROWS,
 	MSG_OK,
 	MSG_ERROR,
+	MSG_QUEUED,
 	/* broker -> worker */
 	MSG_JOB,
 	/* worker -> broker */
@@ -232,6 +236,13 @@ struct msg_cancel {
 	uint64_t id;
 };
 
+/* broker -> client: the exec waits for a free slot ([quota] queue). */
+struct msg_queued {
+	uint64_t id;
+	uint64_t position;    /* 1 = next of this user's to start */
+	uint64_t timeout_ms;  /* how long it may wait before it is not run */
+};
+
 /* The family option's wording, exactly as the spec gives it. */
 #define CARD_FAMILY "execute_code"
 #define CARD_FAMILY_BUTTON "Always allow her to run Python"
@@ -246,6 +257,11 @@ struct card_label {
 };
 
 /* broker -> client: a person must decide.  The snippet is the label. */
+struct card_limit {
+	struct pstr name;   /* ends in _bytes, _s, or counts things */
+	uint64_t value;
+};
+
 struct msg_card {
 	uint64_t id;          /* the exec it belongs to */
 	struct pstr card;     /* card id, answered by `answer` */
@@ -254,6 +270,14 @@ struct msg_card {
 	struct card_label labels[PROTO_LABELS_MAX];
 	uint64_t expires_ms;  /* how long the broker waits for an answer */
 	struct pstr reason;   /* why a card: "no saved grant", "labels" ... */
+	/* What else decides what runs, as the run will get it (all optional
+	 * for a receiver: a broker before them sent none). */
+	struct pstr cwd;      /* the working directory */
+	uint64_t timeout_ms;  /* the wall-clock limit in force */
+	size_t n_env;         /* the client's env entries the run keeps */
+	struct env_pair env[PROTO_ENV_MAX];
+	size_t n_limits;      /* the other limits: name ("memory_bytes"...) and value */
+	struct card_limit limits[PROTO_CARD_LIMITS_MAX];
 };
 
 struct msg_answer {
@@ -406,6 +430,7 @@ struct msg {
 		struct msg_audit_rows audit_rows;
 		struct msg_ok ok;
 		struct msg_error error;
+		struct msg_queued queued;
 		struct msg_welcome welcome;
 		struct msg_started started;
 		struct msg_output output;
@@ -434,6 +459,7 @@ int enc_ok(struct frame *f, const struct msg_ok *m);
 int enc_output(struct frame *f, const struct msg_output *m);
 int enc_exit(struct frame *f, const struct msg_exit *m);
 int enc_error(struct frame *f, const struct msg_error *m);
+int enc_queued(struct frame *f, const struct msg_queued *m);
 int enc_job(struct frame *f, const struct msg_job *m);
 int enc_ready(struct frame *f, const struct msg_ready *m);
 int enc_setup_error(struct frame *f, const struct msg_setup_error *m);

@@ -260,6 +260,7 @@ static bool answer_id(const struct msg *m, uint64_t *id)
 	case MSG_AUDIT:
 	case MSG_WELCOME:
 	case MSG_STARTED:
+	case MSG_QUEUED:
 	case MSG_OUTPUT:
 	case MSG_EXIT:
 	case MSG_CARD:

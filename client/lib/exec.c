@@ -93,6 +93,50 @@ static enum kotoba_choice ask(const struct kotoba_exec_opts *o, const struct msg
 	return o->on_card ? o->on_card(o->arg, k) : KOTOBA_CARD_DENY;
 }
 
+/* The card's settings as NUL-terminated strings, in one allocation the
+ * caller frees: the frame they came in is reused by the next read. */
+struct settings {
+	struct kotoba_card_env env[PROTO_ENV_MAX];
+	struct kotoba_card_limit limits[PROTO_CARD_LIMITS_MAX];
+	char *cwd;
+	char text[]; /* every string, each NUL-terminated */
+};
+
+static char *put(char **at, struct pstr s)
+{
+	char *p = *at;
+
+	memcpy(p, s.ptr, s.len);
+	p[s.len] = '\0';
+	*at += s.len + 1;
+	return p;
+}
+
+static struct settings *settings_of(const struct msg_card *m)
+{
+	size_t len = m->cwd.len + 1;
+	struct settings *st;
+	char *at;
+
+	for (size_t i = 0; i < m->n_env; i++)
+		len += m->env[i].name.len + m->env[i].value.len + 2;
+	for (size_t i = 0; i < m->n_limits; i++)
+		len += m->limits[i].name.len + 1;
+	st = malloc(sizeof(*st) + len);
+	if (!st)
+		return NULL;
+	at = st->text;
+	st->cwd = m->cwd.len ? put(&at, m->cwd) : NULL;
+	for (size_t i = 0; i < m->n_env; i++) {
+		st->env[i].name = put(&at, m->env[i].name);
+		st->env[i].value = put(&at, m->env[i].value);
+	}
+	for (size_t i = 0; i < m->n_limits; i++)
+		st->limits[i] = (struct kotoba_card_limit){ put(&at, m->limits[i].name),
+							    m->limits[i].value };
+	return st;
+}
+
 /* Hands the card to the caller and sends the answer, unless deferred.  The
  * strings are copied so they are NUL-terminated for the callback. */
 static enum kotoba_code on_card(struct kotoba_client *c, const struct kotoba_exec_opts *o,
@@ -101,14 +145,21 @@ static enum kotoba_code on_card(struct kotoba_client *c, const struct kotoba_exe
 	struct kotoba_card_label labels[PROTO_LABELS_MAX];
 	char *id = pstr_dup(m->card), *snippet = pstr_dup(m->snippet);
 	char *reason = pstr_dup(m->reason);
+	struct settings *st = settings_of(m);
 	struct kotoba_card k = { .id = id, .snippet = snippet, .reason = reason };
 	enum kotoba_choice choice;
 	enum kotoba_code rc = KOTOBA_OK;
 
-	if (!id || !snippet || !reason) {
+	if (!id || !snippet || !reason || !st) {
 		rc = kc_fail(err, KOTOBA_ERR_NOMEM, ENOMEM, "out of memory");
 		goto out;
 	}
+	k.cwd = st->cwd;
+	k.timeout_ms = m->timeout_ms;
+	k.env = st->env;
+	k.n_env = m->n_env;
+	k.limits = st->limits;
+	k.n_limits = m->n_limits;
 	choice = ask(o, m, &k, labels);
 	/* An answer this library does not know is treated as the safe one. */
 	if (choice != KOTOBA_CARD_DEFER && choice != KOTOBA_CARD_ONCE &&
@@ -120,6 +171,7 @@ out:
 	free(id);
 	free(snippet);
 	free(reason);
+	free(st);
 	return rc;
 }
 
@@ -156,7 +208,9 @@ static void notice(const struct kotoba_exec_opts *o, const struct msg_error *e)
 }
 
 /* Reads frames until this run's `exit` or `error`.  Frames of other ids
- * are left over from earlier runs (a cancel racing an exit) and dropped. */
+ * are left over from earlier runs (a cancel racing an exit) and dropped.
+ * A `queued` frame (the run waits for a free slot) is dropped too: the
+ * run only takes longer, and ends as any other. */
 static enum kotoba_code follow(struct kotoba_client *c, uint64_t id,
 			       const struct kotoba_exec_opts *o, struct kotoba_result *res,
 			       struct kotoba_error *err)

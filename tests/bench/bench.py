@@ -122,8 +122,10 @@ class Broker:
         os.makedirs(self.state, exist_ok=True)
         self.conf = os.path.join(work, "broker.conf")
         with open(self.conf, "w") as f:
-            f.write(conf or "[broker]\nmax_connections = 1100\nmax_runs = 64\n"
-                    "max_runs_per_uid = 64\n")
+            # One user (root) holds the idle connections: its [quota] share is
+            # at most half of max_connections.
+            f.write(conf or "[broker]\nmax_connections = 2200\nmax_runs = 64\n"
+                    "max_runs_per_uid = 64\n[quota]\nconnections = 1100\n")
         os.chmod(self.conf, 0o644)
         self.proc = None
 

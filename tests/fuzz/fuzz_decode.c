@@ -33,6 +33,7 @@ static int encode(struct frame *f, const struct msg *m)
 	case MSG_AUDIT: return enc_audit(f, &m->u.audit);
 	case MSG_WELCOME: return enc_welcome(f, &m->u.welcome);
 	case MSG_STARTED: return enc_started(f, &m->u.started);
+	case MSG_QUEUED: return enc_queued(f, &m->u.queued);
 	case MSG_OUTPUT: return enc_output(f, &m->u.output);
 	case MSG_EXIT: return enc_exit(f, &m->u.exit);
 	case MSG_CARD: return enc_card(f, &m->u.card);

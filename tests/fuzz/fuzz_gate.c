@@ -180,7 +180,7 @@ static void take_frame(struct conn *c, const uint8_t *p, size_t n)
 		fprintf(stderr, "broker sent a bad frame: %s: %s\n", err.code, err.message);
 	FUZZ_ASSERT(t == MSG_WELCOME || t == MSG_CARD || t == MSG_STARTED || t == MSG_OUTPUT ||
 		    t == MSG_EXIT || t == MSG_GRANT_LIST || t == MSG_AUDIT_ROWS || t == MSG_OK ||
-		    t == MSG_ERROR);
+		    t == MSG_ERROR || t == MSG_QUEUED);
 	if (t == MSG_CARD && ncards < MAX_CARDS) {
 		struct card_seen *cs = &cards[ncards++];
 

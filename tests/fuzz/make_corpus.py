@@ -108,7 +108,7 @@ def gate_programs():
 
 TYPES = ["hello", "welcome", "exec", "card", "answer", "started", "output", "exit",
          "cancel", "grants", "grant_list", "revoke", "audit", "audit_rows", "ok", "error",
-         "job", "ready", "setup_error", "finished"]
+         "job", "ready", "setup_error", "finished", "queued"]
 FIELDS = ["type", "version", "channel", "client", "broker", "mode", "tools", "max_frame",
           "max_snippet", "max_timeout_ms", "id", "code", "cwd", "timeout_ms", "env", "card",
           "snippet", "labels", "label", "start", "end", "line", "options", "family",
@@ -119,7 +119,7 @@ FIELDS = ["type", "version", "channel", "client", "broker", "mode", "tools", "ma
           "run", "pid", "event", "sha256", "has_exit", "exit_code", "duration_ms",
           "message", "step", "errno", "python", "scratch_base", "grace_ms", "landlock",
           "limits", "cpu_s", "as_bytes", "nproc", "fsize_bytes", "nofile", "identity",
-          "uid", "gid", "groups", "landlock_abi"]
+          "uid", "gid", "groups", "landlock_abi", "position"]
 WORDS = ["once", "always", "deny", "local", "docker", "none", "approved", "unattended",
          "user", "grant", "container", "stdout", "stderr", "exited", "signaled", "wall",
          "cpu", "file-size", "memory", "ran", "tail", "verify", "execute_code", "LANG",
@@ -142,7 +142,9 @@ CONFIG_WORDS = ["[broker]", "[python]", "[limits]", "[gate]", "[sandbox]", "[doc
                 "open_files", "cpu", "snippet", "frame", "card_timeout", "unattended",
                 "landlock", "cli", "image", " = ", "\n", " ;", "#", "K", "M", "G", "ms",
                 "s", "m", "yes", "no", "true", "off", "0660", "18446744073709551615",
-                "documented", "refuse", "local", "docker", "none", "\ufeff"]
+                "documented", "refuse", "local", "docker", "none", "\ufeff", "[quota]",
+                "connections", "hello_timeout", "frame_timeout", "cards", "card_bytes",
+                "audit_bytes", "audit_period", "queue", "queue_timeout"]
 
 
 def dict_entry(b):

@@ -43,11 +43,16 @@ RESULTS = os.environ.get("KOTOBA_LOAD_RESULTS")
 # (make check-asan, make check-valgrind).
 RSS_TOLERANCE_KB = 8 * 1024
 
+# One user (root) is the whole load here: its [quota] is the broker's own
+# size (test_neighbours.py holds one user to a share).
 CONFIG = """[broker]
 max_runs = 256
 max_runs_per_uid = 256
 max_connections = 2048
 max_cards_per_conn = 4
+[quota]
+connections = 1024
+cards = 256
 """
 
 
@@ -251,12 +256,12 @@ def test_limits_answer_busy(make_busy_broker):
     cc.exec("print(5)", id=20)
     end = cc.recv()
     assert end["type"] == "error" and end["code"] == "busy" and end["id"] == 20, end
-    # Connections: hold, c3, cc and one more are five; the sixth is
-    # answered busy and closed.
+    # Connections: hold, c3, cc and one more are five, this user's cap
+    # ([quota] connections); the sixth is answered busy and closed.
     fifth = b.client()
     extra = kit.Client(b.socket)
     m = extra.recv()
-    assert m["type"] == "error" and m["code"] == "busy", m
+    assert m["type"] == "error" and m["code"] == "busy" and "[quota] connections" in m["message"], m
     assert extra.closed()
     for c in hold + [c3, cc, fifth, extra]:
         c.close()
@@ -266,8 +271,11 @@ def test_limits_answer_busy(make_busy_broker):
 def make_busy_broker():
     d = tempfile.mkdtemp(prefix="kotoba-busy-")
     os.chmod(d, 0o755)
-    b = kit.Broker(d, config="[broker]\nmax_connections = 5\nmax_runs = 2\n"
-                             "max_runs_per_uid = 2\nmax_cards_per_conn = 4\n").start()
+    # queue = 0: busy at once, as before there was a queue (test_neighbours.py
+    # tests the queue)
+    b = kit.Broker(d, config="[broker]\nmax_connections = 10\nmax_runs = 2\n"
+                             "max_runs_per_uid = 2\nmax_cards_per_conn = 4\n"
+                             "[quota]\nconnections = 5\nqueue = 0\n").start()
     yield b
     b.stop()
     shutil.rmtree(d, ignore_errors=True)

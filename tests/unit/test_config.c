@@ -203,7 +203,17 @@ static const char full_file[] =
 	"nproc = 2048\n"
 	"open_files = 512\n"
 	"tmpfs = 16M\n"
-	"idle = 2m\n";
+	"idle = 2m\n"
+	"[quota]\n"
+	"connections = 5\n"
+	"hello_timeout = 2s\n"
+	"frame_timeout = 1500ms\n"
+	"cards = 3\n"
+	"card_bytes = 2M\n"
+	"audit_bytes = 16M\n"
+	"audit_period = 10m\n"
+	"queue = 0\n"
+	"queue_timeout = 30\n";
 
 static void check_full(const struct config *c)
 {
@@ -247,6 +257,15 @@ static void check_full(const struct config *c)
 	assert_true(c->container_nofile == 512);
 	assert_true(c->container_tmpfs == 16 * MIB);
 	assert_true(c->container_idle_ms == 120000);
+	assert_int_equal(c->conns_per_uid, 5);
+	assert_true(c->hello_timeout_ms == 2000);
+	assert_true(c->frame_timeout_ms == 1500);
+	assert_int_equal(c->cards_per_uid, 3);
+	assert_true(c->card_bytes_per_uid == 2 * MIB);
+	assert_true(c->audit_bytes == 16 * MIB);
+	assert_true(c->audit_period_ms == 600000);
+	assert_int_equal(c->queue, 0);
+	assert_true(c->queue_timeout_ms == 30000);
 }
 
 static void test_full_file(void **state UNUSED)
@@ -547,6 +566,14 @@ static void test_validate(void **state UNUSED)
 	config_defaults(&c);
 	c.max_runs_per_uid = c.max_runs + 1;
 	assert_int_equal(config_validate(&c, &err), -1);
+
+	/* One user's connections may never be more than half of them all. */
+	config_defaults(&c);
+	assert_int_equal(set1(&c, "broker", "max_connections", "64"), 0);
+	assert_int_equal(config_validate(&c, &err), 0);
+	assert_int_equal(set1(&c, "quota", "connections", "33"), 0);
+	assert_int_equal(config_validate(&c, &err), -1);
+	assert_non_null(strstr(err.message, "[quota] connections = 33 is over half"));
 
 	/* A struct built by hand gets the file's checks too. */
 	config_defaults(&c);

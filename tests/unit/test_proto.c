@@ -98,6 +98,7 @@ static int reencode(const struct msg *m, struct frame *f)
 	case MSG_EXEC: return enc_exec(f, &m->u.exec);
 	case MSG_STARTED: return enc_started(f, &m->u.started);
 	case MSG_OUTPUT: return enc_output(f, &m->u.output);
+	case MSG_QUEUED: return enc_queued(f, &m->u.queued);
 	case MSG_EXIT: return enc_exit(f, &m->u.exit);
 	case MSG_CARD: return enc_card(f, &m->u.card);
 	case MSG_ANSWER: return enc_answer(f, &m->u.answer);
@@ -258,6 +259,7 @@ static void check_meaning(const struct vector *v, const struct msg *m)
 		assert_null(memchr(m->u.exec.code.ptr, '\0', m->u.exec.code.len));
 		break;
 	case MSG_UNKNOWN: case MSG_ANSWER: case MSG_CANCEL: case MSG_GRANTS: case MSG_REVOKE:
+	case MSG_QUEUED:
 	case MSG_AUDIT: case MSG_STARTED: case MSG_OUTPUT: case MSG_CARD: case MSG_GRANT_LIST:
 	case MSG_AUDIT_ROWS: case MSG_OK: case MSG_ERROR: case MSG_JOB: case MSG_SETUP_ERROR:
 	case MSG_FINISHED: case MSG_TYPE_COUNT:
@@ -570,6 +572,50 @@ static void test_exit_without_where_is_host(void **state)
 	frame_free(&f);
 }
 
+static void test_card_settings_are_checked(void **state)
+{
+	static const uint8_t cwd_key[] = { 0xa3, 'c', 'w', 'd' };
+	static struct msg m, back;
+	struct proto_error err = { 0 };
+	struct frame f;
+	uint8_t *at;
+
+	vector_msg("card", &m);
+	assert_true(pstr_eq(m.u.card.cwd, "/home/ada/project"));
+	assert_int_equal(m.u.card.timeout_ms, 60000);
+	assert_int_equal(m.u.card.n_env, 2);
+	assert_true(pstr_eq(m.u.card.env[1].name, "TZ"));
+	assert_int_equal(m.u.card.n_limits, 6);
+	assert_true(pstr_eq(m.u.card.limits[1].name, "memory_bytes"));
+	assert_true(m.u.card.limits[1].value == 4294967296u);
+	m.u.card.limits[0].name = pstr_c("cpu s");
+	expect_bad_field(&m, "'cpu s'");
+	vector_msg("card", &m);
+	m.u.card.env[0].name = pstr_c("1LANG");
+	expect_bad_field(&m, "'1LANG'");
+	vector_msg("card", &m);
+	m.u.card.n_limits = PROTO_CARD_LIMITS_MAX + 1;
+	assert_int_equal(enc_card(&f, &m.u.card), -E2BIG);
+	m.u.card.n_limits = 0;
+	m.u.card.n_env = PROTO_ENV_MAX + 1;
+	assert_int_equal(enc_card(&f, &m.u.card), -E2BIG);
+	/* A card from a broker before the settings: the same map without its
+	 * last four fields, read as "not given". */
+	vector_msg("card", &m);
+	assert_int_equal(reencode(&m, &f), 0);
+	at = memmem(f.data, f.len, cwd_key, sizeof(cwd_key));
+	assert_non_null(at);
+	assert_int_equal(f.data[4], 0x8e); /* type and 13 fields */
+	f.data[4] = 0x8a;
+	assert_int_equal(proto_decode(f.data + 4, (size_t)(at - f.data) - 4,
+				      PROTO_SNIPPET_MAX_DEFAULT, &back, &err), MSG_CARD);
+	assert_int_equal(back.u.card.cwd.len, 0);
+	assert_int_equal(back.u.card.timeout_ms, 0);
+	assert_int_equal(back.u.card.n_env, 0);
+	assert_int_equal(back.u.card.n_limits, 0);
+	frame_free(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -584,6 +630,7 @@ int main(void)
 		cmocka_unit_test(test_engine_is_checked),
 		cmocka_unit_test(test_where_is_checked),
 		cmocka_unit_test(test_exit_without_where_is_host),
+		cmocka_unit_test(test_card_settings_are_checked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

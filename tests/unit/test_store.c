@@ -557,7 +557,9 @@ static void tamper(struct fixture *f, const char *sql, int64_t want)
 	make_chain(f, 50);
 	expect_intact(f, 50);
 	print_message("  tamper: %s\n", sql);
-	assert_int_equal(raw_exec(f->db, "DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete"), SQLITE_OK);
+	assert_int_equal(raw_exec(f->db, "DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete;"
+				  " DROP TRIGGER audit_code_no_update;"
+				  " DROP TRIGGER audit_code_no_delete"), SQLITE_OK);
 	assert_int_equal(raw_exec(f->db, sql), SQLITE_OK);
 	expect_broken(f, want);
 }
@@ -572,6 +574,13 @@ static void test_audit_tamper(void **state)
 	tamper(f, "UPDATE audit SET labels = 'fs-write' WHERE seq = 17", 17);
 	tamper(f, "UPDATE audit SET exit_code = 7 WHERE seq = 3", 3);
 	tamper(f, "UPDATE audit SET code = CAST('print(1)' AS BLOB) WHERE seq = 29", 29);
+	/* The text, stored once for every row that names it: the first of
+	 * them breaks. */
+	tamper(f, "UPDATE audit_code SET code = CAST('print(1)' AS BLOB) WHERE sha256 ="
+		  " (SELECT sha256 FROM audit WHERE seq = 29)", 1);
+	tamper(f, "DELETE FROM audit_code WHERE sha256 = (SELECT sha256 FROM audit WHERE seq = 29)",
+	       1);
+	tamper(f, "UPDATE audit SET code_ref = 0 WHERE seq = 29", 29);
 	tamper(f, "UPDATE audit SET decision = 'denied' WHERE seq = 1", 1);
 	tamper(f, "UPDATE audit SET uid = 1002 WHERE seq = 50", 50);
 	tamper(f, "UPDATE audit SET time_ms = time_ms + 1 WHERE seq = 33", 33);
@@ -587,11 +596,12 @@ static void test_audit_tamper(void **state)
 	/* An inserted row copied from another, at the end and in a gap. */
 	tamper(f, "INSERT INTO audit SELECT 51, time_ms, uid, pid, run_id, event, code, sha256,"
 		  " labels, mode, decision, approver, profile, has_exit, exit_code, signal,"
-		  " timed_out, duration_ms, prev_hash, hash FROM audit WHERE seq = 50", 51);
+		  " timed_out, duration_ms, prev_hash, hash, code_ref FROM audit WHERE seq = 50",
+	       51);
 	tamper(f, "DELETE FROM audit WHERE seq = 20; INSERT INTO audit SELECT 20, time_ms,"
 		  " uid, pid, run_id, event, code, sha256, labels, mode, decision, approver,"
 		  " profile, has_exit, exit_code, signal, timed_out, duration_ms, prev_hash,"
-		  " hash FROM audit WHERE seq = 22", 20);
+		  " hash, code_ref FROM audit WHERE seq = 22", 20);
 	/* The head itself. */
 	tamper(f, "UPDATE audit_head SET hash = (SELECT hash FROM audit WHERE seq = 49)", 50);
 	tamper(f, "DELETE FROM audit_head", 51);
@@ -741,6 +751,105 @@ static void test_crash_safety(void **state)
 	free(c.uids);
 }
 
+/* One row of uid with code (a decision) or without (an exit). */
+static int append_one(struct store *s, uint32_t uid, const char *code, size_t len, bool follows)
+{
+	struct audit_row r = { .uid = uid, .pid = 1, .run_id = 1, .mode = "local",
+			       .event = code ? "decision" : "exit", .decision = code ? "refused" : "ran",
+			       .code = code, .code_len = len, .follows = follows };
+
+	if (!code)
+		memset(r.sha256, 'a', 64);
+	return store_audit_append(s, &r);
+}
+
+static int64_t raw_int(const char *db, const char *sql)
+{
+	char buf[32];
+
+	raw_text(db, sql, buf, sizeof(buf));
+	return strtoll(buf, NULL, 10);
+}
+
+static int tail_code(const struct audit_row *row, void *arg)
+{
+	size_t *total = arg;
+
+	if (row->code)
+		*total += row->code_len;
+	return 0;
+}
+
+/* The same text in many rows is stored once, reads back whole, and the
+ * chain verifies over it. */
+static void test_audit_text_once(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = must_open(f->dir);
+	size_t len = 200000, total = 0;
+	char *code = malloc(len);
+	uint64_t rows = 0;
+	int64_t bad = 0;
+
+	assert_non_null(code);
+	memset(code, '#', len);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(append_one(s, 1000, code, len, i > 0), 0);
+	assert_int_equal(store_audit_tail(s, 1000, 50, tail_code, &total), 0);
+	assert_int_equal(total, 20 * len);
+	assert_int_equal(store_audit_verify(s, &rows, &bad), 0);
+	assert_int_equal(rows, 20);
+	store_close(s);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM audit_code"), 1);
+	assert_int_equal(raw_int(f->db, "SELECT sum(length(code)) FROM audit_code"), (int64_t)len);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM audit WHERE code IS NOT NULL"), 0);
+	free(code);
+}
+
+/* Over its quota a uid's new rows fail with EDQUOT and write nothing;
+ * rows that follow, and other uids, go on; the count survives a reopen. */
+static void test_audit_quota(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = must_open(f->dir);
+	size_t len = 30000;
+	char *code = malloc(len);
+	int ok = 0, rc = 0;
+	uint64_t rows = 0;
+	int64_t bad = 0;
+
+	assert_non_null(code);
+	store_set_quota(s, 100000, 3600000);
+	for (int i = 0; i < 10 && rc == 0; i++) {
+		memset(code, 'a' + i, len); /* a new text each time */
+		rc = append_one(s, 1000, code, len, false);
+		ok += rc == 0;
+	}
+	assert_int_equal(rc, -EDQUOT);
+	assert_int_equal(ok, 3); /* 3 x (30000 + 512) fit in 100000, a fourth does not */
+	assert_non_null(strstr(store_last_error(s), "[quota] audit_bytes"));
+	/* The same text again costs only its row; still over, still refused. */
+	assert_int_equal(append_one(s, 1000, code, len, false), -EDQUOT);
+	/* What follows a recorded decision is never refused. */
+	assert_int_equal(append_one(s, 1000, NULL, 0, true), 0);
+	/* Another uid has its own quota. */
+	assert_int_equal(append_one(s, 1001, code, len, false), 0);
+	store_close(s);
+	s = must_open(f->dir);
+	store_set_quota(s, 100000, 3600000);
+	memset(code, 'z', len);
+	assert_int_equal(append_one(s, 1000, code, len, false), -EDQUOT);
+	/* A new period starts the count again. */
+	store_set_quota(s, 100000, 1);
+	usleep(5000);
+	assert_int_equal(append_one(s, 1000, code, len, false), 0);
+	assert_int_equal(store_audit_verify(s, &rows, &bad), 0);
+	assert_int_equal(rows, 6);
+	store_close(s);
+	assert_int_equal(raw_int(f->db, "SELECT count(*) FROM audit_code"), 5);
+	free(code);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -752,6 +861,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_two_connections, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_audit_tamper, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_safety, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_audit_text_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_audit_quota, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,7 +22,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from kotoba_broker import (Broker, BrokerUnavailable, DidNotRun, KotobaError,  # noqa: E402
-                           SetupFailed)
+                           SetupFailed, show)
 
 TOOL = {
     "name": "execute_code",
@@ -56,18 +56,35 @@ def _terminal():
         return None
 
 
-def show_card(card, out):
-    """The whole snippet with line numbers, the pre-screen's labels at their
-    lines, and the three options in the broker's own words."""
-    bold, warn, off = ("\033[1m", "\033[1;33m", "\033[0m") if out.isatty() else ("", "", "")
-    print("\n%s== The agent wants to run this Python snippet ==%s" % (bold, off), file=out)
-    print("Why you are asked: %s." % card.reason, file=out)
-    for line, text, labels in card.annotated_lines():
-        mark = "   %s<- %s%s" % (warn, ", ".join(labels), off) if labels else ""
-        print("%4d  %s%s" % (line, text, mark), file=out)
-    print("\n  [o] Run once\n  [a] %s\n      %s\n  [d] Deny" % (card.button, card.detail),
-          file=out)
+def _screen(out):
+    """(columns, rows) of the terminal `out` writes to; 80 x 24 otherwise."""
+    try:
+        size = os.get_terminal_size(out.fileno())
+        return max(size.columns, 20), max(size.lines, 5)
+    except (OSError, ValueError, AttributeError):
+        return 80, 24
+
+
+def show_card(card, out, tin=None):
+    """The card as kotoba_broker renders it: every character visible (an
+    escape sequence in the snippet is shown as `\\x1b`, not obeyed), every
+    line numbered, long lines wrapped, and the working directory, time
+    limit and environment the run gets.  On a terminal (`tin` given) it is
+    paged, so every row is on the screen before the question."""
+    cols, rows = _screen(out)
+    text = card.text(cols, colour=out.isatty())
+    lines = text.split("\n")
+    page = rows - 2 if tin is not None else len(lines)
+    for i in range(0, len(lines), page):
+        if i:
+            out.write("-- rows %d-%d of %d shown; press Enter for more --"
+                      % (i - page + 1, i, len(lines)))
+            out.flush()
+            if not tin.readline():
+                return False
+        out.write("\n".join(lines[i:i + page]) + ("\n" if i + page < len(lines) else ""))
     print("(unanswered, it expires in %d s)" % card.expires, file=out)
+    return True
 
 
 def ask_at_terminal(card):
@@ -78,7 +95,8 @@ def ask_at_terminal(card):
         return "deny"
     tin, tout = tty
     with tin, tout:
-        show_card(card, tout)
+        if not show_card(card, tout, tin):
+            return "deny"  # end of input
         while True:
             tout.write("Your choice [o/a/d]: ")
             tout.flush()
@@ -164,7 +182,10 @@ def main():
         with (sys.stdin if a.file == "-" else open(a.file)) as f:
             a.code = f.read()
     on_card = preset_answer(a.answer) if a.answer else ask_at_terminal
-    print(execute_code(a.code, cwd=a.cwd, timeout=a.timeout, on_card=on_card, socket=a.socket))
+    # What the model reads is the snippet's output, raw; what a person reads
+    # here goes through show(), like every text this tool puts on a terminal.
+    print(show(execute_code(a.code, cwd=a.cwd, timeout=a.timeout, on_card=on_card,
+                            socket=a.socket), lines=True))
 
 
 if __name__ == "__main__":

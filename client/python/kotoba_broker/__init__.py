@@ -16,6 +16,7 @@ from .errors import (AuditBroken, AuditUnavailable, BadCwd, BadRequest, BrokerUn
                      Busy, Cancelled, ConnectionLost, Denied, DidNotRun, Expired,
                      InternalError, KotobaError, NoSuchCard, NoSuchRun, NotOffered,
                      ProtocolError, Refused, SetupFailed, SnippetTooLarge, WorkerLost)
+from .render import card_text, show
 from .types import ALWAYS, DEFER, DENY, ONCE, AuditRow, Card, Grant, Label, Result, Welcome
 from .wire import default_socket_path
 
@@ -23,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Broker", "AsyncBroker", "Result", "Card", "Label", "Grant", "AuditRow", "Welcome",
-    "ONCE", "ALWAYS", "DENY", "DEFER", "default_socket_path",
+    "ONCE", "ALWAYS", "DENY", "DEFER", "default_socket_path", "show", "card_text",
     "KotobaError", "BrokerUnavailable", "ConnectionLost", "ProtocolError", "DidNotRun",
     "Denied", "Expired", "Refused", "NotOffered", "Cancelled", "SnippetTooLarge",
     "SetupFailed", "BadCwd", "Busy", "WorkerLost", "AuditUnavailable", "AuditBroken",

@@ -216,7 +216,8 @@ class AsyncBroker:
 
     async def _frame(self, m, state, on_output):
         """One frame of a run: its Result at the end, an exception for its
-        error, None otherwise."""
+        error, None otherwise (`queued` among them: the run waits for a free
+        slot, then runs and ends as any other)."""
         if m["type"] == "output":
             state["err" if m["stream"] == "stderr" else "out"].extend(m["data"])
             if on_output:

@@ -190,6 +190,8 @@ class Broker:
                 choice = _answer_of(on_card(card) if on_card else DENY)
                 if choice != DEFER:
                     self.answer(card.id, choice)
+            elif m["type"] == "queued":
+                pass  # waits for a free slot; then it runs and ends as any other
             elif m["type"] == "exit":
                 return Result.from_frames(m, bytes(out), bytes(err))
             elif m["type"] == "error":

@@ -85,7 +85,13 @@ class Card:
     Show the whole `snippet` (nothing is approved unseen), the `labels` at
     their lines, `reason`, and the options in the spec's words: "once" runs
     it; "always" (`button`, `detail`) saves the `family` grant for this user
-    and runs it; "deny" does not.  `expires` is in seconds."""
+    and runs it; "deny" does not.  `expires` is in seconds.
+
+    What else decides what runs is on the card too, as the run gets it:
+    `cwd`, the `timeout` in seconds, each `env` entry the run keeps and the
+    other `limits`, as (name, value) pairs.  From a broker that predates
+    them, `cwd` is None and the rest empty.  `text()` is the whole card made
+    safe for a terminal (see kotoba_broker.render)."""
     id: str
     snippet: str
     labels: Tuple[Label, ...]
@@ -96,6 +102,16 @@ class Card:
     expires: float
     reason: str
     run_id: int = 0
+    cwd: Optional[str] = None
+    timeout: float = 0.0
+    env: Tuple[Tuple[str, str], ...] = ()
+    limits: Tuple[Tuple[str, int], ...] = ()
+
+    def text(self, width=80, colour=False):
+        """The card for a terminal `width` columns wide, every character
+        shown visibly and every line numbered (kotoba_broker.render)."""
+        from .render import card_text
+        return card_text(self, width, colour)
 
     @classmethod
     def from_frame(cls, m):
@@ -107,10 +123,14 @@ class Card:
             options=tuple(m.get("options", (ONCE, ALWAYS, DENY))),
             family=m.get("family", "execute_code"), button=text.get("button", ""),
             detail=text.get("detail", ""), expires=m.get("expires_ms", 0) / 1000,
-            reason=m.get("reason", ""), run_id=m.get("id", 0))
+            reason=m.get("reason", ""), run_id=m.get("id", 0), cwd=m.get("cwd"),
+            timeout=m.get("timeout_ms", 0) / 1000, env=tuple((m.get("env") or {}).items()),
+            limits=tuple((m.get("limits") or {}).items()))
 
     def annotated_lines(self):
-        """(line number, text, [labels first matched on that line]) for each line."""
+        """(line number, text, [labels first matched on that line]) for each line.
+        The text is the snippet's own, raw: to put it on a terminal, pass it
+        through kotoba_broker.show() (or show the whole card with text())."""
         by_line = {}
         for l in self.labels:
             by_line.setdefault(l.line, []).append(l.label)

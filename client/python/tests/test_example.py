@@ -24,7 +24,7 @@ def test_approved_run_gives_the_model_exit_code_and_streams(broker_proc):
     p = tool(broker_proc, "-c", "import sys\nprint(6*7)\nprint('warn', file=sys.stderr)",
              "--answer", "once")
     assert p.stdout == "exit code: 0\n--- stdout ---\n42\n\n--- stderr ---\nwarn\n\n"
-    assert "The agent wants to run this Python snippet" in p.stderr
+    assert "Approval needed: run this Python snippet" in p.stderr
     assert "Always allow her to run Python" in p.stderr and "(--answer)" in p.stderr
 
 

@@ -1,0 +1,285 @@
+"""Text for a person's terminal: the approval card, and any string from a
+snippet, a client or the broker.
+
+Such text is input to the terminal that shows it: one escape sequence moves
+the cursor over a line of the card, one U+202E reverses what follows, one
+U+200B hides.  So every character that is not plainly visible text is shown
+as what it is: C0 controls (except newline and tab), DEL, C1 controls and
+bytes that are not UTF-8 as ``\\xNN``; bidirectional controls, zero-width,
+format and other invisible code points as ``<U+XXXX>``.  Tabs become spaces;
+long lines wrap onto rows marked ``+``, never cut; every line of a snippet
+has its number.  These are the rules of libkotoba-client's kotoba_show() and
+kotoba_card_text() (client/lib/render.c), and the card reads the same.
+"""
+
+__all__ = ["show", "card_text"]
+
+TAB_STOP = 8
+MARKS_MAX = 2  # combining marks on one character; more could paint over other rows
+
+# Shown as <U+XXXX>: C1 controls, format characters (bidirectional controls,
+# zero-width characters, the BOM, invisible operators, tags...), variation
+# selectors, fillers that draw blank but are letters to Python, line and
+# paragraph separators, private use and noncharacters (these and U+xFFFE,
+# U+xFFFF of every plane).  With the C0 controls this covers Unicode's
+# default-ignorable code points.
+_HIDDEN = (
+    (0x0080, 0x009f), (0x00ad, 0x00ad), (0x034f, 0x034f), (0x0600, 0x0605),
+    (0x061c, 0x061c), (0x06dd, 0x06dd), (0x070f, 0x070f), (0x0890, 0x0891),
+    (0x08e2, 0x08e2), (0x115f, 0x1160), (0x17b4, 0x17b5), (0x180b, 0x180f),
+    (0x200b, 0x200f), (0x2028, 0x202e), (0x2060, 0x206f), (0x3164, 0x3164),
+    (0xe000, 0xf8ff), (0xfdd0, 0xfdef), (0xfe00, 0xfe0f), (0xfeff, 0xfeff),
+    (0xffa0, 0xffa0), (0xfff0, 0xfffb), (0x110bd, 0x110bd), (0x110cd, 0x110cd),
+    (0x13430, 0x1343f), (0x1bca0, 0x1bca3), (0x1d173, 0x1d17a), (0xe0000, 0xe0fff),
+    (0xf0000, 0x10ffff),
+)
+# Zero columns (the common blocks of combining marks).
+_COMBINING = (
+    (0x0300, 0x036f), (0x0483, 0x0489), (0x0591, 0x05bd), (0x0610, 0x061a),
+    (0x064b, 0x065f), (0x0e31, 0x0e31), (0x0e34, 0x0e3a), (0x0e47, 0x0e4e),
+    (0x1ab0, 0x1aff), (0x1dc0, 0x1dff), (0x20d0, 0x20ff), (0xfe20, 0xfe2f),
+)
+# Two columns: East Asian wide and fullwidth characters, emoji.
+_WIDE = (
+    (0x1100, 0x115e), (0x2e80, 0x303e), (0x3041, 0x3163), (0x3165, 0x33ff),
+    (0x3400, 0x4dbf), (0x4e00, 0x9fff), (0xa000, 0xa4cf), (0xac00, 0xd7a3),
+    (0xf900, 0xfaff), (0xfe30, 0xfe4f), (0xff00, 0xff60), (0xffe0, 0xffe6),
+    (0x1f300, 0x1f64f), (0x1f900, 0x1f9ff), (0x20000, 0x3fffd),
+)
+
+
+def _in(table, cp):
+    return any(lo <= cp <= hi for lo, hi in table)
+
+
+def _chars(text):
+    """(code point or None, the undecodable byte) for str or bytes."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", "surrogateescape")
+    for ch in text:
+        cp = ord(ch)
+        if 0xdc80 <= cp <= 0xdcff:  # a byte that was not UTF-8
+            yield None, cp - 0xdc00
+        elif 0xd800 <= cp <= 0xdfff:  # a lone surrogate in a str: not text
+            yield None, cp
+        else:
+            yield cp, ch
+
+
+class _Pen:
+    """Rows being written: the column, how a continuation row begins, and
+    how many characters were shown escaped."""
+
+    def __init__(self, width=0, colour=False):
+        self.out = []
+        self.width = width
+        self.col = 0
+        self.cont = ""
+        self.origin = 0  # the column tab stops count from
+        self.colour = colour
+        self.marks = 0
+        self.escaped = 0
+
+    def write(self, s, cols=0):
+        self.out.append(s)
+        self.col += cols
+
+    def room(self, cols):
+        if self.width and self.col + cols > self.width and self.col > len(self.cont):
+            self.out.append("\n" + self.cont)
+            self.col = len(self.cont)
+
+    def put(self, s, cols):
+        self.room(cols)
+        self.write(s, cols)
+
+    def escape(self, s):
+        self.room(len(s))
+        self.write("\033[7m%s\033[27m" % s if self.colour else s, len(s))
+        self.escaped += 1
+
+    def text(self, s, lines=False, words=False):
+        """Writes s; a newline ends the row when `lines`; prose (`words`)
+        wraps at a space rather than inside a word."""
+        chars = list(_chars(s))
+        for i, (cp, ch) in enumerate(chars):
+            if words and cp == 0x20:
+                n = 0
+                while i + 1 + n < len(chars) and chars[i + 1 + n][0] not in (0x20, 0x0a):
+                    n += 1
+                if self.width and self.col + 1 + n > self.width and n < self.width // 2:
+                    self.room(self.width)
+                    continue
+            if cp is not None and 0x20 <= cp < 0x7f:  # printable ASCII: most of any code
+                self.put(ch, 1)
+                self.marks = 0
+                continue
+            if cp is None:
+                self.escape("\\x%02x" % ch if ch < 0x100 else "<U+%04X>" % ch)
+            elif cp == 0x0a and lines:
+                self.write("\n")
+                self.col = 0
+            elif cp == 0x09:
+                n = TAB_STOP - (self.col - self.origin) % TAB_STOP
+                self.put(" " * n, n)
+            elif cp < 0x20 or cp == 0x7f:
+                self.escape("\\x%02x" % cp)
+            elif (_in(_HIDDEN, cp) or cp & 0xfffe == 0xfffe
+                  or (_in(_COMBINING, cp) and self.marks >= MARKS_MAX)):
+                self.escape("<U+%04X>" % cp)
+            elif _in(_COMBINING, cp):
+                self.marks += 1
+                self.write(ch)
+            else:
+                self.put(ch, 2 if _in(_WIDE, cp) else 1)
+            if cp is None or not _in(_COMBINING, cp):
+                self.marks = 0
+
+    def value(self):
+        return "".join(self.out)
+
+
+def show(text, lines=False, colour=False):
+    """`text` (str or bytes) made safe for a terminal, on one line unless
+    `lines` (then a newline ends a row)."""
+    p = _Pen(colour=colour)
+    p.text(text, lines)
+    return p.value()
+
+
+def _line_count(snippet):
+    n = snippet.count("\n")
+    return n + (1 if snippet and not snippet.endswith("\n") else 0)
+
+
+def _snippet(p, card):
+    """Every line, numbered as the broker numbers them (at each newline)."""
+    labels = {}
+    for l in card.labels:
+        labels.setdefault(l.line, l.label)
+    w = max(4, len(str(_line_count(card.snippet))))
+    lines = card.snippet.split("\n")
+    if card.snippet.endswith("\n"):
+        lines.pop()  # the newline that ends the last line starts no new one
+    for no, text in enumerate(lines if card.snippet else [], 1):
+        label = labels.get(no)
+        warn = "\033[1;33m" if p.colour and label else ""
+        p.cont = " " * w + "+ "
+        p.origin = w + 2
+        p.write("%*d  %s" % (w, no, warn), w + 2)
+        p.marks = 0
+        p.text(text)
+        if label:
+            p.room(6 + len(label))
+            p.write("   <- ", 6)
+            p.text(label)
+        p.write("\033[0m\n" if warn else "\n")
+        p.col = 0
+    if not card.snippet:
+        p.write("      (the snippet is empty)\n")
+
+
+def _field(p, name, value=None, words=True):
+    """`Name: value`, wrapped under itself: at words for prose, anywhere for
+    a value shown exactly (a path, an env value), so that no space of it is
+    taken for the row's end."""
+    p.write("%-13s" % name, max(13, len(name)))
+    p.cont = " " * 13
+    p.origin = 13
+    if value is not None:
+        p.text(value, words=words)
+
+
+def _size(v):
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB")
+    u = 0
+    while u < 4 and v and v % 1024 == 0:
+        v //= 1024
+        u += 1
+    return "%d %s" % (v, units[u])
+
+
+def _limits(p, limits):
+    for i, (name, value) in enumerate(limits):
+        if name.endswith("_bytes") and len(name) > 6:
+            s = "%s %s" % (name[:-6], _size(value))
+        elif name.endswith("_s") and len(name) > 2:
+            s = "%s %d s" % (name[:-2], value)
+        else:
+            s = "%s %d" % (name, value)
+        p.text((", " if i else "") + s.replace("_", " "), words=True)
+
+
+def _settings(p, card):
+    _field(p, "Runs in:", card.cwd if card.cwd is not None else "(the broker did not say)",
+           words=card.cwd is None)
+    p.write("\n")
+    p.col = 0
+    ms = int(round(card.timeout * 1000)) if card.timeout else 0
+    _field(p, "Time limit:", "%d.%03d s wall clock" % (ms // 1000, ms % 1000) if ms
+           else "(the broker did not say)")
+    p.write("\n")
+    p.col = 0
+    if card.limits:
+        _field(p, "Limits:")
+        _limits(p, card.limits)
+        p.write("\n")
+        p.col = 0
+    _field(p, "Environment:", None if card.env else "nothing from the client")
+    p.write("\n")
+    p.col = 0
+    for name, value in card.env:
+        _field(p, "", name, words=False)
+        p.text("=")
+        p.text(value)
+        p.write("\n")
+        p.col = 0
+
+
+def _head(p, card):
+    bold, off = ("\033[1m", "\033[0m") if p.colour else ("", "")
+    p.write("\n%s== Approval needed: run this Python snippet? ==%s\n" % (bold, off))
+    _field(p, "Why:", card.reason)
+    p.write(".\n")
+    p.col = 0
+    if card.labels:
+        _field(p, "Pre-screen:")
+        for i, l in enumerate(card.labels):
+            p.text((", " if i else "") + l.label + " (line %d)" % l.line, words=True)
+        p.write("\n")
+        p.col = 0
+    _settings(p, card)
+
+
+def card_text(card, width=80, colour=False):
+    """The whole card for a terminal `width` columns wide (0: never wrap):
+    why, labels, working directory, time limit, limits, kept environment, a
+    note counting what is shown escaped, every line of the snippet
+    numbered, and the three options in the spec's words."""
+    s = _Pen(width, colour)
+    _snippet(s, card)
+    p = _Pen(width, colour)
+    _head(p, card)
+    p.cont, p.origin = "", 0
+    if p.escaped:
+        p.text("\nNote: the lines above contain %d invisible or control character%s, "
+               "shown as \\xNN or <U+XXXX>.\n" % (p.escaped, "" if p.escaped == 1 else "s"),
+               lines=True, words=True)
+    if s.escaped:
+        p.text("\nNote: this snippet contains %d invisible or control character%s, "
+               "shown as \\xNN or <U+XXXX>%s.\n"
+               % (s.escaped, "" if s.escaped == 1 else "s",
+                  " in reverse video" if colour else ""), lines=True, words=True)
+    n = _line_count(card.snippet)
+    p.text("\nThe snippet: %d line%s, %d bytes, every line shown.\n"
+           % (n, "" if n == 1 else "s", len(card.snippet.encode("utf-8", "surrogatepass"))),
+           lines=True, words=True)
+    p.write(s.value())
+    p.write("\n  [o] Run once\n  [a] ")
+    p.cont, p.col, p.origin = " " * 6, 6, 6
+    p.text(card.button, words=True)
+    p.write("\n      ")
+    p.col = 6
+    p.text(card.detail, words=True)
+    p.write("\n  [d] Deny\n")
+    return p.value()

@@ -1,0 +1,241 @@
+// link: client/lib/render.c
+/* Text for a terminal (client/lib/render.c): nothing a snippet, a client or
+ * the broker wrote reaches the terminal as a control or an invisible code
+ * point, and the card shows every line of the snippet with its number. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "client/kotoba-client.h"
+
+static char *shown(const char *s, size_t len, unsigned flags)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	assert_non_null(f);
+	kotoba_show(f, s, len, flags);
+	fclose(f);
+	return buf;
+}
+
+static void expect_shown(const char *in, const char *want)
+{
+	char *got = shown(in, strlen(in), 0);
+
+	assert_string_equal(got, want);
+	free(got);
+}
+
+static void test_plain_text_is_unchanged(void **state)
+{
+	(void)state;
+	expect_shown("print('hello')", "print('hello')");
+	expect_shown("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80");
+	/* a backslash is code, not an escape: it stays as it is */
+	expect_shown("'\\x1b'", "'\\x1b'");
+}
+
+static void test_controls_are_shown(void **state)
+{
+	(void)state;
+	expect_shown("a\x1b[1A\x1b[2Kb", "a\\x1b[1A\\x1b[2Kb");
+	expect_shown("\x1b]52;c;aWQ=\x07", "\\x1b]52;c;aWQ=\\x07");
+	expect_shown("x\ry", "x\\x0dy");
+	expect_shown("\x7f\x01\b", "\\x7f\\x01\\x08");
+	expect_shown("a\nb", "a\\x0ab");
+	/* C1 controls: U+009B is CSI to a terminal that reads 8-bit controls */
+	expect_shown("\xc2\x9b" "1A\xc2\x85", "<U+009B>1A<U+0085>");
+}
+
+static void test_invisible_code_points_are_shown(void **state)
+{
+	(void)state;
+	/* bidirectional overrides, embeddings, isolates and marks */
+	expect_shown("a\xe2\x80\xae" "b\xe2\x81\xa6" "c\xe2\x81\xa9\xe2\x80\x8f\xd8\x9c",
+		     "a<U+202E>b<U+2066>c<U+2069><U+200F><U+061C>");
+	/* zero-width space, joiners, word joiner, BOM, soft hyphen */
+	expect_shown("\xe2\x80\x8b\xe2\x80\x8c\xe2\x80\x8d\xe2\x81\xa0\xef\xbb\xbf\xc2\xad",
+		     "<U+200B><U+200C><U+200D><U+2060><U+FEFF><U+00AD>");
+	/* line and paragraph separators, Mongolian vowel separator */
+	expect_shown("\xe2\x80\xa8\xe2\x80\xa9\xe1\xa0\x8e", "<U+2028><U+2029><U+180E>");
+	/* a variation selector, a tag character, the Hangul filler (a letter
+	 * to Python, blank on screen) */
+	expect_shown("\xef\xb8\x8f\xf3\xa0\x81\x81\xe3\x85\xa4", "<U+FE0F><U+E0041><U+3164>");
+	/* noncharacters */
+	expect_shown("\xef\xbf\xbe\xf0\x9f\xbf\xbf", "<U+FFFE><U+1FFFF>");
+}
+
+static void test_bytes_that_are_not_utf8_are_shown(void **state)
+{
+	(void)state;
+	expect_shown("\xff", "\\xff");
+	expect_shown("\xc0\xaf", "\\xc0\\xaf");             /* overlong '/' */
+	expect_shown("\xed\xa0\x80", "\\xed\\xa0\\x80");     /* a surrogate */
+	expect_shown("\xe2\x80", "\\xe2\\x80");              /* cut short */
+	expect_shown("\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"); /* past U+10FFFF */
+}
+
+static void test_tabs_and_lines(void **state)
+{
+	char *s;
+
+	(void)state;
+	expect_shown("a\tb", "a       b");
+	s = shown("a\nb", 3, KOTOBA_SHOW_LINES);
+	assert_string_equal(s, "a\nb");
+	free(s);
+	s = shown("\x1b", 1, KOTOBA_SHOW_COLOUR);
+	assert_string_equal(s, "\033[7m\\x1b\033[27m");
+	free(s);
+}
+
+static void test_combining_marks_do_not_stack(void **state)
+{
+	(void)state;
+	expect_shown("e\xcc\x81\xcc\x81\xcc\x81", "e\xcc\x81\xcc\x81<U+0301>");
+}
+
+static const struct kotoba_card_env env[] = { { "TZ", "Europe/Paris\x1b[2J" },
+					      { "LANG", "C.UTF-8" } };
+static const struct kotoba_card_limit limits[] = { { "cpu_s", 600 },
+						   { "memory_bytes", 4294967296 },
+						   { "output_bytes", 200000 } };
+static const struct kotoba_card_label label = { "shell-spawn", 0, 9, 1 };
+
+static struct kotoba_card card_of(const char *snippet)
+{
+	return (struct kotoba_card){
+		.id = "c-1", .snippet = snippet, .snippet_len = strlen(snippet),
+		.labels = &label, .n_labels = 1, .family = "execute_code",
+		.family_button = "Always allow her to run Python",
+		.family_detail = "Any code she writes then runs on this computer without asking, "
+				 "until you revoke it in Settings.",
+		.expires_ms = 300000, .reason = "the snippet matches the pre-screen",
+		.cwd = "/home/ada/project", .timeout_ms = 60000, .env = env, .n_env = 2,
+		.limits = limits, .n_limits = 3,
+	};
+}
+
+/* Every row of the text is at most `width` columns (all ASCII here). */
+static void assert_rows_fit(const char *text, unsigned width)
+{
+	for (const char *p = text; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+
+		if (len > width)
+			fail_msg("row wider than %u: '%.*s'", width, (int)len, p);
+		p += len + (nl != NULL);
+	}
+}
+
+static void test_card_shows_every_line_numbered(void **state)
+{
+	char *code = NULL, *text, want[64];
+	size_t n = 0;
+	FILE *f = open_memstream(&code, &n);
+
+	(void)state;
+	assert_non_null(f);
+	fputs("import os; os.system(\"id > card_pwned\")\n", f);
+	for (int i = 2; i <= 200; i++)
+		fprintf(f, "print(%d)\n", i);
+	fclose(f);
+	struct kotoba_card c = card_of(code);
+
+	text = kotoba_card_text(&c, 80, 0);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "\n   1  import os; os.system(\"id > card_pwned\")   <- shell-spawn\n"));
+	for (int i = 2; i <= 200; i++) {
+		snprintf(want, sizeof(want), "\n%4d  print(%d)\n", i, i);
+		if (!strstr(text, want))
+			fail_msg("line %d is not on the card", i);
+	}
+	assert_non_null(strstr(text, "The snippet: 200 lines,"));
+	assert_null(strstr(text, "this snippet contains"));
+	assert_rows_fit(text, 80);
+	free(text);
+	free(code);
+}
+
+static void test_card_shows_what_the_client_set(void **state)
+{
+	struct kotoba_card c = card_of("print(1)\n");
+	char *text = kotoba_card_text(&c, 80, 0);
+
+	(void)state;
+	assert_non_null(text);
+	assert_non_null(strstr(text, "Runs in:     /home/ada/project\n"));
+	assert_non_null(strstr(text, "Time limit:  60.000 s wall clock\n"));
+	assert_non_null(strstr(text, "Limits:      cpu 600 s, memory 4 GiB, output 200000 bytes\n"));
+	assert_non_null(strstr(text, "             TZ=Europe/Paris\\x1b[2J\n"));
+	assert_non_null(strstr(text, "             LANG=C.UTF-8\n"));
+	assert_non_null(strstr(text, "the lines above contain 1 invisible or control character,"));
+	assert_null(strchr(text, '\033'));
+	free(text);
+}
+
+static void test_card_wraps_long_lines_and_counts_escapes(void **state)
+{
+	char code[600], *text;
+	struct kotoba_card c;
+
+	(void)state;
+	/* the call is far to the right, past any screen: it must still show */
+	snprintf(code, sizeof(code), "x = 1%300s; os.system('id')\n#\x1b[1A\x1b[2K\xe2\x80\xae\n"
+		 "\tif x:\n", "");
+	c = card_of(code);
+	text = kotoba_card_text(&c, 60, 0);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "\n    +  "));
+	assert_non_null(strstr(text, " ; os.system('id')"));
+	assert_non_null(strstr(text, "\n   2  #\\x1b[1A\\x1b[2K<U+202E>\n"));
+	assert_non_null(strstr(text, "\n   3          if x:\n")); /* the tab: 8 columns */
+	assert_non_null(strstr(text, "this snippet contains 3 invisible"));
+	assert_null(strchr(text, '\033'));
+	assert_rows_fit(text, 60);
+	free(text);
+	/* in colour the only escapes are the card's own attributes */
+	text = kotoba_card_text(&c, 60, KOTOBA_SHOW_COLOUR);
+	for (const char *p = strchr(text, '\033'); p; p = strchr(p + 1, '\033'))
+		if (strncmp(p, "\033[7m", 4) && strncmp(p, "\033[27m", 5) &&
+		    strncmp(p, "\033[0m", 4) && strncmp(p, "\033[1m", 4) &&
+		    strncmp(p, "\033[1;33m", 7))
+			fail_msg("a raw escape on the card: '%.10s'", p);
+	free(text);
+}
+
+static void test_card_of_an_empty_snippet(void **state)
+{
+	struct kotoba_card c = card_of("");
+	char *text = kotoba_card_text(&c, 80, 0);
+
+	(void)state;
+	assert_non_null(strstr(text, "(the snippet is empty)"));
+	free(text);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_plain_text_is_unchanged),
+		cmocka_unit_test(test_controls_are_shown),
+		cmocka_unit_test(test_invisible_code_points_are_shown),
+		cmocka_unit_test(test_bytes_that_are_not_utf8_are_shown),
+		cmocka_unit_test(test_tabs_and_lines),
+		cmocka_unit_test(test_combining_marks_do_not_stack),
+		cmocka_unit_test(test_card_shows_every_line_numbered),
+		cmocka_unit_test(test_card_shows_what_the_client_set),
+		cmocka_unit_test(test_card_wraps_long_lines_and_counts_escapes),
+		cmocka_unit_test(test_card_of_an_empty_snippet),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
