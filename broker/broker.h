@@ -115,6 +115,7 @@ struct run {
 	char container[64];       /* its name, for the exit frame */
 	bool engine_only;         /* an engine command (stop a container): no client */
 	struct cgroup_run cg;     /* its memory and process limits, all processes together */
+	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
 	void (*on_end)(const struct run *r);
 };
 
@@ -175,5 +176,10 @@ struct identity;
 int env_build(const struct identity *id, const struct env_pair *req, size_t n_req, char **out,
 	      size_t *n_out, char *err, size_t errlen);
 bool env_name_allowed(const char *name, size_t len);
+/* A name that decides which code runs (PYTHON*, LD_*...): never passed. */
+bool env_name_refused(const char *name, size_t len);
+/* 0, or -EPERM with a sentence when the request carries a refused name or
+ * a value that imports code: checked before any card. */
+int env_check_request(const struct env_pair *req, size_t n_req, char *err, size_t errlen);
 void env_free(char **env, size_t n);
 #endif

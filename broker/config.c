@@ -65,6 +65,7 @@ enum key_type {
 #define K_NAME 0x4	/* one user or group name */
 #define K_NAMES 0x8	/* names separated by commas or spaces */
 #define K_WORD 0x10	/* no whitespace (a command, an image) */
+#define K_SECRETS 0x20	/* secret places, separated by commas or blanks */
 
 struct key {
 	const char *section;
@@ -181,6 +182,22 @@ static const struct key keys[] = {
 	     "Enforce the unattended profile with Landlock where the kernel has\n"
 	     "it; no: seccomp argument filters only, which cannot tell paths\n"
 	     "apart, so TMPDIR and /dev/null become read-only too."),
+
+	BOOL("sandbox", "secrets", secrets, "yes",
+	     "Unattended snippets (a grant, no approval channel, docker mode)\n"
+	     "cannot read the secret set: ~/.ssh, ~/.aws, ~/.gnupg, ~/.netrc,\n"
+	     ".env files in the working directory and its parents, /etc/shadow,\n"
+	     "the broker's state and more (kotoba-broker.conf(5) lists them).\n"
+	     "The worker masks them in a user and mount namespace of the run's\n"
+	     "own; where the kernel refuses user namespaces, unattended runs\n"
+	     "fail at step 'secrets'.  no: nothing is masked, which every\n"
+	     "unattended run's exit reports (secrets: off) and the log says."),
+	STR("sandbox", "secret_paths", secret_paths, K_EMPTY_OK | K_SECRETS, "",
+	    "More secret places, added to the set, separated by commas or\n"
+	    "blanks: an absolute path (/srv/app/credentials), a path in the\n"
+	    "snippet user's home (~/.vault-token), or a file name looked for\n"
+	    "in the working directory and each of its parents (.secrets.toml;\n"
+	    "a final * matches any rest of the name: .env.*)."),
 
 	STR("docker", "cli", container_cli, K_WORD, "docker",
 	    "The engine's command-line client, docker or podman: a name looked\n"
@@ -569,6 +586,71 @@ static int check_names(const struct key *k, const char *s, char *msg,
 	return 0;
 }
 
+/* One secret_paths entry: "/abs", "~/rel" or a bare file name, without
+ * empty, "." or ".." components (the worker masks the place the text
+ * names; a spelling with ".." would name another).  NULL when fine. */
+static const char *secret_entry_problem(const char *s, size_t n)
+{
+	size_t i = 0;
+
+	if (s[0] == '~') {
+		if (n < 3 || s[1] != '/')
+			return "must be an absolute path, ~/ and a path in the home "
+			       "directory, or a file name";
+		i = 2;
+	} else if (s[0] == '/') {
+		if (n == 1)
+			return "would mask every file ('/')";
+		i = 1;
+	}
+	if (s[0] != '/' && s[0] != '~' && memchr(s, '/', n))
+		return "is a relative path; write /abs/path, ~/path or a file name";
+	while (i < n) {
+		size_t k = i;
+
+		while (k < n && s[k] != '/')
+			k++;
+		if (k == i || (k - i == 1 && s[i] == '.') ||
+		    (k - i == 2 && s[i] == '.' && s[i + 1] == '.'))
+			return "has an empty, '.' or '..' component";
+		i = k + 1;
+	}
+	if (s[n - 1] == '/')
+		return "ends in '/'; name the directory without it";
+	if (memchr(s, '*', n) && (s[n - 1] != '*' || memchr(s, '*', n - 1) || s[0] == '/' ||
+				  s[0] == '~'))
+		return "may hold '*' only at the end of a file name (.env.*)";
+	return NULL;
+}
+
+static int check_secrets(const struct key *k, const char *s, char *msg, size_t len)
+{
+	const char *sep = ", \t";
+	char q[48], word[300];
+	unsigned count = 0;
+
+	while (*s) {
+		const char *why;
+		size_t n;
+
+		s += strspn(s, sep);
+		n = strcspn(s, sep);
+		if (!n)
+			break;
+		snprintf(word, sizeof(word), "%.*s", (int)n, s);
+		why = secret_entry_problem(s, n);
+		if (!why && ++count > CONFIG_SECRET_PATHS_MAX)
+			why = "is one entry too many (at most " CONFIG_SECRET_PATHS_MAX_TEXT ")";
+		if (why) {
+			snprintf(msg, len, "[%s] %s: '%s' %s", k->section, k->name,
+				 clip(word, q, sizeof(q)), why);
+			return -1;
+		}
+		s += n;
+	}
+	return 0;
+}
+
 static bool has_control(const char *s)
 {
 	for (; *s; s++)
@@ -635,6 +717,8 @@ static int set_string(struct config *c, const struct key *k, const char *s,
 		return -1;
 	}
 	if ((k->flags & K_NAMES) && check_names(k, s, msg, len))
+		return -1;
+	if ((k->flags & K_SECRETS) && check_secrets(k, s, msg, len))
 		return -1;
 	/* Zero the tail too, so equal configs are equal bytes. */
 	memset(field(c, k), 0, k->size);

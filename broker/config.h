@@ -21,6 +21,10 @@
 #include <stdio.h>
 
 enum sandbox_mode { SANDBOX_LOCAL, SANDBOX_DOCKER, SANDBOX_NONE };
+
+/* Entries [sandbox] secret_paths may hold, besides the built-in set. */
+#define CONFIG_SECRET_PATHS_MAX 32
+#define CONFIG_SECRET_PATHS_MAX_TEXT "32"
 enum unattended_policy { UNATTENDED_DOCUMENTED, UNATTENDED_REFUSE };
 
 struct config {
@@ -54,6 +58,8 @@ struct config {
 	uint64_t card_timeout_ms;      /* [gate] card_timeout, default 300s */
 	enum unattended_policy unattended; /* [gate] unattended = documented|refuse */
 	bool landlock;                 /* [sandbox] landlock = yes|no, default yes */
+	bool secrets;                  /* [sandbox] secrets = yes|no: mask the secret set, default yes */
+	char secret_paths[2048];       /* [sandbox] secret_paths: more secrets, comma/space list */
 	char container_cli[64];        /* [docker] cli, default "docker" */
 	char container_image[128];     /* [docker] image, default "" */
 	char container_url[256];       /* [docker] url, engine API; "" = the CLI's own default */

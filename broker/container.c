@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "broker/broker.h"
@@ -212,6 +214,10 @@ static void start_steps(const struct broker *b, const struct container *ct, cons
 	arg(j, a, "--tmpfs=/tmp:rw,nosuid,nodev,size=%" PRIu64 ",mode=1777", c->container_tmpfs);
 	arg(j, a, "--user=%u:%u", (unsigned)ct->uid, (unsigned)ct->gid);
 	arg(j, a, "--volume=%s:%s:rw", ct->cwd, ct->cwd);
+	/* The working directory's .env files, masked in the container; the
+	 * worker, as the user, finds them and puts a mount for each here. */
+	if (c->secrets)
+		arg(j, a, "%s", PROTO_SECRET_MASKS_ARG);
 	arg(j, a, "--workdir=%s", ct->cwd);
 	/* SIGTERM means nothing to the keep-alive: stop is kill at once. */
 	arg(j, a, "--stop-timeout=0");
@@ -219,6 +225,10 @@ static void start_steps(const struct broker *b, const struct container *ct, cons
 		arg(j, a, "--runtime=%s", c->container_runtime);
 	arg(j, a, "--entrypoint=%s", c->container_python);
 	arg(j, a, "%s", ct->image);
+	/* Isolated like a snippet: the working directory is mounted and
+	 * snippets may write there, and a signal.py left in it must not
+	 * become the next container's first process. */
+	arg(j, a, "-I");
 	arg(j, a, "-c");
 	arg(j, a, "%s", keepalive_py);
 	arg(j, a, "%" PRIu64, c->container_idle_ms / 1000 + SELF_STOP_SLACK_S);
@@ -239,6 +249,9 @@ static bool env_passes(const char *kv)
 static void snippet_exec(const struct broker *b, const struct container *ct, const char *cli,
 			 char *const *env, size_t n_env, struct engine_job *j)
 {
+	/* The same isolated start as on the host: an image's ENV PYTHONPATH
+	 * or a .pth in the mounted working directory runs nothing either. */
+	static const char *const python_args[] = { PYTHON_SNIPPET_ARGV };
 	struct job_argv *a = &j->e.run;
 
 	prefix(b, ct, cli, j, a);
@@ -252,8 +265,8 @@ static void snippet_exec(const struct broker *b, const struct container *ct, con
 			arg(j, a, "--env=%s", env[i]);
 	arg(j, a, "%s", ct->name);
 	arg(j, a, "%s", b->cfg.container_python);
-	arg(j, a, "-B");
-	arg(j, a, "-");
+	for (size_t i = 0; i < sizeof(python_args) / sizeof(python_args[0]); i++)
+		arg(j, a, "%s", python_args[i]);
 }
 
 static void remove_cmd(const struct broker *b, const struct container *ct, const char *cli,
@@ -274,6 +287,7 @@ static void oom_cmd(const struct broker *b, const struct container *ct, const ch
 	arg(j, a, "exec");
 	arg(j, a, "%s", ct->name);
 	arg(j, a, "%s", b->cfg.container_python);
+	arg(j, a, "-I");
 	arg(j, a, "-c");
 	arg(j, a, "%s", oom_probe_py);
 }
@@ -333,6 +347,55 @@ static bool cwd_mountable(const char *cwd)
 	return !strpbrk(cwd, ":,\n");
 }
 
+/* Where the broker listens: the listening socket's own name (a socket
+ * systemd made has no configured path here), else the configured path. */
+static void socket_dir(const struct broker *b, char *out, size_t len)
+{
+	struct sockaddr_un sa;
+	socklen_t sl = sizeof(sa);
+	char *slash;
+
+	memset(&sa, 0, sizeof(sa));
+	if (getsockname(b->listen.fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sun_family == AF_UNIX &&
+	    sa.sun_path[0] == '/')
+		snprintf(out, len, "%.*s", (int)sizeof(sa.sun_path), sa.sun_path);
+	else
+		snprintf(out, len, "%s", b->socket_path);
+	slash = strrchr(out, '/');
+	if (slash)
+		*(slash == out ? slash + 1 : slash) = '\0';
+}
+
+static bool path_within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	return !strncmp(path, dir, n) && (path[n] == '\0' || path[n] == '/' || n == 1);
+}
+
+/* The working directory is mounted into the container: if the broker's
+ * socket is under it, a process there could connect to the broker, and
+ * its pid, below the engine's daemon and not below the broker, would not
+ * show that it comes from a run (broker/peer.c).  Compared as written and
+ * resolved; a hard link or a bind mount of the socket elsewhere is not seen. */
+static bool cwd_holds_socket(const struct broker *b, const char *cwd)
+{
+	char sock[PATH_MAX], real_sock[PATH_MAX], real_cwd[PATH_MAX];
+
+	socket_dir(b, sock, sizeof(sock));
+	if (!sock[0])
+		return false;
+	if (path_within(sock, cwd))
+		return true;
+	if (!realpath(sock, real_sock))
+		snprintf(real_sock, sizeof(real_sock), "%s", sock);
+	if (!realpath(cwd, real_cwd))
+		snprintf(real_cwd, sizeof(real_cwd), "%s", cwd);
+	return path_within(real_sock, real_cwd);
+}
+
 static struct container *find_idle(const struct config *c, uid_t uid, const char *cwd)
 {
 	struct container *ct;
@@ -357,6 +420,11 @@ int container_claim(struct broker *b, uid_t peer, const struct identity *id, con
 	if (!cwd_mountable(cwd)) {
 		snprintf(err, errlen, "working directory %s cannot be mounted into a container: "
 				      "its path has ':' or ','", cwd);
+		return -EINVAL;
+	}
+	if (cwd_holds_socket(b, cwd)) {
+		snprintf(err, errlen, "working directory %s cannot be mounted into a container: "
+				      "the broker's socket is inside it", cwd);
 		return -EINVAL;
 	}
 	ct = calloc(1, sizeof(*ct));

@@ -10,21 +10,64 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "broker/broker.h"
 #include "broker/privsep.h"
 
 #define SNIPPET_PATH "/usr/local/bin:/usr/bin:/bin"
 
-/* What a client may pass through: locale, terminal shape and Python's own
- * behaviour switches.  Nothing here can name a credential. */
+/* What a client may pass through: locale, terminal shape and a plotting
+ * backend.  Nothing here can name a credential, and nothing here decides
+ * which code runs (see refused[] below). */
 static const char *const allowed[] = {
-	"LANG",	     "LANGUAGE",	 "LC_ALL",	      "LC_CTYPE",     "LC_COLLATE",
-	"LC_MESSAGES", "LC_MONETARY",	 "LC_NUMERIC",	      "LC_TIME",      "TZ",
-	"TERM",	     "COLUMNS",		 "LINES",	      "NO_COLOR",     "PYTHONPATH",
-	"PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONUNBUFFERED", "PYTHONWARNINGS", "PYTHONUTF8",
-	"VIRTUAL_ENV", "MPLBACKEND",	 NULL,
+	"LANG",	       "LANGUAGE",    "LC_ALL",	    "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES",
+	"LC_MONETARY", "LC_NUMERIC",  "LC_TIME",    "TZ",	"TERM",	      "COLUMNS",
+	"LINES",       "NO_COLOR",    "VIRTUAL_ENV", "MPLBACKEND", NULL,
 };
+
+/* Names that decide which code runs, in python3's own process or in a
+ * program the snippet starts.  A card could show the name and the value,
+ * never the code they make run, so a client that sends one is refused
+ * before any card (an error, not a silent drop: the client expected the
+ * code to change).  A trailing '*'
+ * makes an entry a prefix.  The allowlist above decides what passes; this
+ * list only decides what is an error, and it beats the allowlist. */
+static const char *const refused[] = {
+	"PYTHON*",	  /* python3's switches: PYTHONPATH, PYTHONSTARTUP, PYTHONHOME,
+			   * PYTHONINSPECT, PYTHONUSERBASE, PYTHONWARNINGS,
+			   * PYTHONBREAKPOINT... (python3 -I ignores them anyway) */
+	"LD_*",		  /* the dynamic loader: LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT */
+	"GCONV_PATH",	  /* iconv modules: shared objects glibc loads */
+	"GLIBC_TUNABLES", /* the loader's and malloc's tunables */
+	"MALLOC_*",	  /* malloc's older switches */
+	"LOCPATH",	  /* locale files glibc parses, from a path of the client's */
+	"NLSPATH",	  /* message catalogues, likewise */
+	"OPENSSL_*",	  /* OPENSSL_CONF loads engines and providers (shared objects)
+			   * when `ssl` is imported */
+	"BASH_ENV",	  /* startup code for the shell behind os.system and
+			   * subprocess(shell=True) */
+	"ENV",		  /* likewise, for sh */
+	"PERL5OPT",	  "PERL5LIB", "RUBYOPT", "RUBYLIB", "NODE_OPTIONS",
+	NULL,
+};
+
+static bool name_matches(const char *entry, const char *name, size_t len)
+{
+	size_t n = strlen(entry);
+
+	if (n > 0 && entry[n - 1] == '*')
+		return len >= n - 1 && !memcmp(entry, name, n - 1);
+	return n == len && !memcmp(entry, name, len);
+}
+
+bool env_name_refused(const char *name, size_t len)
+{
+	for (size_t i = 0; refused[i]; i++)
+		if (name_matches(refused[i], name, len))
+			return true;
+	return false;
+}
 
 /* Even an allowlisted name is dropped if it looks like it holds a secret:
  * the allowlist may grow, this rule must keep holding. */
@@ -49,7 +92,7 @@ static bool name_looks_secret(const char *name, size_t len)
 
 bool env_name_allowed(const char *name, size_t len)
 {
-	if (name_looks_secret(name, len))
+	if (name_looks_secret(name, len) || env_name_refused(name, len))
 		return false;
 	for (size_t i = 0; allowed[i]; i++)
 		if (strlen(allowed[i]) == len && !memcmp(allowed[i], name, len))
@@ -93,11 +136,40 @@ static int push_fixed(const struct identity *id, const struct env_pair *req, siz
 	if (!requested(req, n_req, "LANG") && !requested(req, n_req, "LC_ALL") &&
 	    (rc = FIXED("LANG", "C.UTF-8")) < 0)
 		return rc;
-	/* Output is streamed as it is written, and stdout/stderr keep their
-	 * relative order, which an agent reading both needs. */
-	if (!requested(req, n_req, "PYTHONUNBUFFERED") && (rc = FIXED("PYTHONUNBUFFERED", "1")) < 0)
-		return rc;
 #undef FIXED
+	return 0;
+}
+
+/* matplotlib imports a backend named `module://name`: code the card does
+ * not show.  Its built-in backends ("Agg", "svg"...) are plain names. */
+static bool value_imports_code(const struct env_pair *e)
+{
+	static const char prefix[] = "module:";
+
+	return pstr_eq(e->name, "MPLBACKEND") && e->value.len >= sizeof(prefix) - 1 &&
+	       !strncasecmp(e->value.ptr, prefix, sizeof(prefix) - 1);
+}
+
+int env_check_request(const struct env_pair *req, size_t n_req, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n_req; i++) {
+		const struct pstr *nm = &req[i].name;
+
+		if (env_name_refused(nm->ptr, nm->len)) {
+			snprintf(err, errlen,
+				 "exec: env '%.*s' is refused: it changes which code runs, code "
+				 "no card shows (python3 runs isolated; a snippet that needs "
+				 "another sys.path says so in its code)",
+				 (int)(nm->len > 64 ? 64 : nm->len), nm->ptr);
+			return -EPERM;
+		}
+		if (value_imports_code(&req[i])) {
+			snprintf(err, errlen,
+				 "exec: env MPLBACKEND may name a built-in backend only, not a "
+				 "module to import");
+			return -EPERM;
+		}
+	}
 	return 0;
 }
 

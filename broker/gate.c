@@ -185,6 +185,21 @@ void gate_run_ended(struct run *r)
 			(unsigned)r->uid, r->run_id, store_last_error(store));
 }
 
+/* The run's approver and profile say which snippet tried; labels say why
+ * the connection was refused ("from-a-run" or "unseen"). */
+void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run *r, const char *why)
+{
+	struct audit_row row = { .uid = uid, .pid = pid, .run_id = r ? r->id : 0,
+				 .event = "connect", .decision = decision_name(DECISION_REFUSED),
+				 .labels = why, .mode = sandbox_mode_name(gb->cfg.sandbox),
+				 .approver = approver_name(r ? r->approver : APPROVER_NONE),
+				 .profile = profile_name(r ? r->profile : PROFILE_NONE) };
+
+	if (store_audit_append(store, &row) < 0)
+		log_err("uid=%u pid=%d audit write of a refused connection failed: %s",
+			(unsigned)uid, (int)pid, store_last_error(store));
+}
+
 /* ---- the decision ------------------------------------------------------------ */
 
 /* In a container the container is the boundary: the host-side kernel
@@ -1079,7 +1094,6 @@ static int named(const struct proto_names *t, const char *word, int dflt)
 
 static int take_row(const struct audit_row *row, void *arg)
 {
-	static const char *const events[] = { "decision", "exit", NULL };
 	static const char *const modes[] = { "local", "docker", "none", NULL };
 	struct tail_ctx *t = arg;
 	size_t i = t->out->n++;
@@ -1089,7 +1103,9 @@ static int take_row(const struct audit_row *row, void *arg)
 	snprintf(t->labels[i], 256, "%s", row->labels ? row->labels : "");
 	*a = (struct audit_info){ .seq = (uint64_t)row->seq, .time_ms = row->time_ms,
 				  .run = row->run_id, .pid = row->pid,
-				  .event = canonical(row->event, events),
+				  .event = names_get(&proto_events, (unsigned)named(&proto_events,
+											    row->event,
+											    EVENT_DECISION)),
 				  .sha256 = pstr_c(t->sha[i]), .labels = pstr_c(t->labels[i]),
 				  .mode = canonical(row->mode, modes),
 				  .decision = (enum proto_decision)named(&proto_decisions, row->decision,

@@ -22,6 +22,10 @@ void gate_withdraw_cards(struct session *s);
 bool gate_has_queued(const struct session *s);
 void gate_tick(struct broker *b, uint64_t now);
 int gate_next_deadline(struct broker *b, uint64_t now);
+/* A connection refused by peer.c: a `connect` row with decision
+ * `refused`, the uid it is filed under (the run's person when r is known),
+ * the connecting pid, and why ("from-a-run" | "unseen") in labels. */
+void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run *r, const char *why);
 /* Called by run.c when a run it started ends, for the audit trail. */
 void gate_run_ended(struct run *r);
 #endif

@@ -360,6 +360,9 @@ static int open_socket(struct broker *b)
 	}
 	log_info("listening on %s, sandbox=%s", activated ? "the socket systemd passed" :
 		 b->socket_path, sandbox_mode_name(b->cfg.sandbox));
+	if (!b->cfg.secrets)
+		log_warn("[sandbox] secrets = off: unattended snippets can read the user's "
+			 "secrets (~/.ssh, .env files, the broker's state)");
 	return loop_add(&b->listen, fd, EPOLLIN, session_accept, b);
 }
 

@@ -25,6 +25,7 @@
 #include "broker/log.h"
 #include "broker/privsep.h"
 #include "proto/status.h"
+#include "broker/secrets.h"
 
 /* A worker that has not finished this long after its own deadline is
  * killed, and this long after that the run is given up on. */
@@ -207,6 +208,8 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 	rc = 0;
 	if (r->ct || rq->engine)
 		rc = engine_section(r, rq, env, n_env, &job, err, errlen);
+	if (rc == 0)
+		rc = secrets_fill_job(r->b, id, &job, err, errlen);
 	if (rc == 0 && (rc = enc_job(&f, &job)) < 0)
 		snprintf(err, errlen, "could not encode the job: %s", strerror(-rc));
 	env_free(env, n_env);
@@ -484,7 +487,8 @@ static void report_exit(struct run *r)
 {
 	struct msg_exit m = { .id = r->id, .r = r->result, .truncated = r->truncated,
 			      .profile = r->profile, .decision = DECISION_RAN, .approver = r->approver,
-			      .n_labels = r->n_labels, .where = "host" };
+			      .n_labels = r->n_labels, .where = "host",
+			      .secrets = secrets_state(r->b, r->profile) };
 	struct frame f;
 
 	memcpy(m.labels, r->labels, sizeof(m.labels));
@@ -561,9 +565,10 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		r->ready = true;
 		r->t_ready = now_us();
 		log_info("uid=%u run=%" PRIu64 " snippet pid=%" PRIu64 " running, profile=%s, "
-			 "landlock ABI %" PRIu64 "%s", (unsigned)r->uid, r->run_id, m->u.ready.pid,
-			 profile_name(r->profile), m->u.ready.landlock_abi,
-			 m->u.ready.landlock_abi ? "" : " (not in force)");
+			 "landlock ABI %" PRIu64 "%s, secrets %s", (unsigned)r->uid, r->run_id,
+			 m->u.ready.pid, profile_name(r->profile), m->u.ready.landlock_abi,
+			 m->u.ready.landlock_abi ? "" : " (not in force)",
+			 secrets_state(r->b, r->profile));
 		if (r->s && enc_started(&f, &st) == 0)
 			session_send(r->s, &f);
 	} else if (m->type == MSG_SETUP_ERROR && !r->ready && r->end == END_NONE) {

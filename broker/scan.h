@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * The execute_code pre-screen: seven labels matched on a snippet's source
- * text with PCRE2.  It reads the text, it does not analyse the program; the
- * worker's kernel profile is what holds when it is fooled.
+ * text with PCRE2, its comments and string literals told apart from code as
+ * Python tells them.  It reads the text, it does not analyse the program;
+ * the worker's kernel profile is what holds when it is fooled.
  *
  * This module depends on nothing else in the project: the `kotoba scan`
  * CLI links it alone with -lpcre2-8.
@@ -36,8 +37,9 @@ void scan_fini(void);
 /*
  * Scan len bytes of code.  0 on success with out filled; -E2BIG if
  * len > max_len (refused before scanning); -EINVAL on a NULL argument;
- * -ENOMEM if match memory cannot be had; -EIO if the patterns cannot be
- * compiled (scan_init() says why) or PCRE2 fails in an unexpected way.
+ * -ENOMEM if match memory (or twice len for the views) cannot be had;
+ * -EIO if the patterns cannot be compiled (scan_init() says why) or PCRE2
+ * fails in an unexpected way.
  * UTF-8 is not checked here: the broker does that.
  */
 int scan_snippet(const char *code, size_t len, size_t max_len, struct scan_result *out);

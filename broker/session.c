@@ -17,6 +17,7 @@
 #include "broker/broker.h"
 #include "broker/gate.h"
 #include "broker/log.h"
+#include "broker/peer.h"
 #include "broker/privsep.h"
 
 #define BROKER_NAME "kotoba-brokerd/0.1"
@@ -263,11 +264,16 @@ static int on_exec(struct session *s, const struct msg *m)
 {
 	const struct msg_exec *e = &m->u.exec;
 	const struct config *c = &s->b->cfg;
+	char why[300];
 
 	if (e->timeout_ms > c->timeout_max_ms) {
 		session_send_error(s, true, e->id, PERR_BAD_FIELD,
 				   "exec: timeout_ms %" PRIu64 " is over the maximum of %" PRIu64,
 				   e->timeout_ms, c->timeout_max_ms);
+		return 0;
+	}
+	if (env_check_request(e->env, e->n_env, why, sizeof(why)) < 0) {
+		session_send_error(s, true, e->id, PERR_BAD_FIELD, "%s", why);
 		return 0;
 	}
 	gate_exec(s, e);
@@ -511,7 +517,7 @@ void session_accept(struct watch *w, uint32_t events)
 	struct broker *b = w->ctx;
 	struct ucred cr;
 	socklen_t sl = sizeof(cr);
-	char why[200];
+	char why[400];
 	int fd;
 
 	fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -523,6 +529,10 @@ void session_accept(struct watch *w, uint32_t events)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0) {
 		log_warn("SO_PEERCRED: %s; closing", strerror(errno));
 		close(fd);
+		return;
+	}
+	if (peer_from_a_run(b, fd, &cr, why, sizeof(why))) {
+		refuse(fd, PERR_FROM_A_RUN, why);
 		return;
 	}
 	if (b->nsessions >= b->cfg.max_connections) {

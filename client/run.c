@@ -14,9 +14,10 @@
 #include "client/cli.h"
 
 /* Names the CLI forwards from its own environment; the broker applies its
- * own allowlist on top, so this list is a convenience, not a control. */
+ * own allowlist on top, so this list is a convenience, not a control.  No
+ * PYTHON* name: the broker refuses those (they change which code runs). */
 static const char *const forwarded[] = { "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
-					 "PYTHONPATH", "VIRTUAL_ENV", NULL };
+					 "VIRTUAL_ENV", NULL };
 
 struct run_opts {
 	const char *code_arg, *file, *cwd, *socket, *answer;

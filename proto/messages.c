@@ -22,11 +22,13 @@
  * under it): `started` and `exit` keep saying how the snippet was approved. */
 #define APPROVERS_ALL ((1u << APPROVER_COUNT) - 1)
 #define DECISIONS_ALL ((1u << DECISION_COUNT) - 1)
+#define EVENTS_ALL ((1u << EVENT_COUNT) - 1)
 static const char *const streams[] = { "stdout", "stderr", NULL };
 static const char *const modes[] = { "local", "docker", "none", NULL };
 static const char *const limits[] = { "", "cpu", "wall", "file-size", "memory", NULL };
 static const char *const statuses[] = { "exited", "signaled", NULL };
 static const char *const wheres[] = { "host", "container", NULL };
+static const char *const secret_states[] = { "masked", "off", "unmasked", NULL };
 const char *const proto_labels[] = { "fs-destroy", "shell-spawn", "raw-socket", "dynamic-eval",
 				     "fs-write",   "data-out",	  "secret-read", NULL };
 
@@ -182,7 +184,7 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	bool in_container = !strcmp(where, "container");
 	struct enc e;
 
-	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container);
+	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container + (m->secrets != NULL));
 	put_uint(&e, "id", m->id);
 	put_result(&e, &m->r);
 	put_bool(&e, "truncated", m->truncated);
@@ -196,6 +198,8 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	put_str(&e, "where", where);
 	if (in_container)
 		put_pstr(&e, "container", m->container);
+	if (m->secrets)
+		put_str(&e, "secrets", m->secrets);
 	return enc_end(&e, f);
 }
 
@@ -280,7 +284,9 @@ int enc_job(struct frame *f, const struct msg_job *m)
 	 * something to read beyond the struct for. */
 	if (m->has_engine && !engine_fits(&m->engine))
 		return -E2BIG;
-	enc_begin(&e, "job", 9 + m->set_ids + m->has_engine);
+	if (m->n_secrets > PROTO_SECRETS_MAX)
+		return -E2BIG;
+	enc_begin(&e, "job", 9 + m->set_ids + m->has_engine + m->has_secrets);
 	put_str(&e, "profile", profile_name(m->profile));
 	put_pstr(&e, "python", m->python);
 	put_pstr(&e, "cwd", m->cwd);
@@ -312,6 +318,12 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		raw_str(&e, m->env[i].ptr, m->env[i].len);
 	if (m->has_engine)
 		put_engine(&e, &m->engine);
+	if (m->has_secrets) {
+		put_key(&e, "secrets");
+		raw_array(&e, m->n_secrets);
+		for (size_t i = 0; i < m->n_secrets; i++)
+			raw_str(&e, m->secrets[i].ptr, m->secrets[i].len);
+	}
 	return enc_end(&e, f);
 }
 
@@ -750,6 +762,9 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 	m->profile = (enum proto_profile)profile;
 	m->decision = (enum proto_decision)decision;
 	m->approver = (enum proto_approver)approver;
+	m->secrets = NULL;
+	if ((rc = dec_enum(d, "secrets", false, secret_states, &m->secrets)) < 0)
+		return rc;
 	return dec_where(d, m);
 }
 
@@ -910,6 +925,39 @@ static int dec_job_engine(struct dec *d, struct msg_job *m)
 	return 0;
 }
 
+/* Each entry an absolute path, or a file name without '/' (looked for
+ * in the working directory and each of its parents; a final '*' matches
+ * any rest of the name).  The unattended profile masks them on the host;
+ * with "engine", the container's command line masks the working
+ * directory's (PROTO_SECRET_MASKS_ARG). */
+static int dec_job_secrets(struct dec *d, struct msg_job *m)
+{
+	const msgpack_object *o = dec_find(d, "secrets");
+
+	m->n_secrets = 0;
+	m->has_secrets = o != NULL;
+	if (!o)
+		return 0;
+	if (m->profile != PROFILE_UNATTENDED && m->profile != PROFILE_ENGINE)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' is for profiles 'unattended' "
+				"and 'engine' only");
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > PROTO_SECRETS_MAX)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' must be an array of at most %d",
+				PROTO_SECRETS_MAX);
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *s = &o->via.array.ptr[i];
+		const char *p = s->via.str.ptr;
+		size_t n = s->via.str.size;
+
+		if (s->type != MSGPACK_OBJECT_STR || n == 0 || n > PATH_FIELD_MAX ||
+		    memchr(p, '\0', n) || (p[0] != '/' && memchr(p, '/', n)))
+			return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' holds an entry that is "
+					"neither an absolute path nor a file name");
+		m->secrets[m->n_secrets++] = (struct pstr){ p, n };
+	}
+	return 0;
+}
+
 static int dec_job(struct dec *d, struct msg_job *m)
 {
 	int rc, profile;
@@ -924,7 +972,7 @@ static int dec_job(struct dec *d, struct msg_job *m)
 		return rc;
 	m->profile = (enum proto_profile)profile;
 	if ((rc = dec_job_limits(d, m)) < 0 || (rc = dec_job_identity(d, m)) < 0 ||
-	    (rc = dec_job_env(d, m)) < 0)
+	    (rc = dec_job_env(d, m)) < 0 || (rc = dec_job_secrets(d, m)) < 0)
 		return rc;
 	return dec_job_engine(d, m);
 }
@@ -952,7 +1000,6 @@ static int dec_setup_error(struct dec *d, struct msg_setup_error *m)
 
 static const char *const choices[] = { "once", "always", "deny", NULL };
 static const char *const audit_ops[] = { "tail", "verify", NULL };
-static const char *const events[] = { "decision", "exit", NULL };
 
 /* Decodes element i of array field `key` as a map into *sub. */
 static int dec_array(struct dec *d, const char *key, size_t max, const msgpack_object_array **a)
@@ -1116,14 +1163,14 @@ static int dec_audit_exit(struct dec *d, struct audit_info *a)
 static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_info *a)
 {
 	struct dec sub = { .err = d->err, .type = "audit_rows.rows" };
-	int rc, decision, approver, profile;
+	int rc, event, decision, approver, profile;
 
 	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
 	    (rc = dec_uint(&sub, "seq", true, &a->seq)) < 0 ||
 	    (rc = dec_int(&sub, "time_ms", true, &a->time_ms)) < 0 ||
 	    (rc = dec_uint(&sub, "run", true, &a->run)) < 0 ||
 	    (rc = dec_int(&sub, "pid", true, &a->pid)) < 0 ||
-	    (rc = dec_enum(&sub, "event", true, events, &a->event)) < 0 ||
+	    (rc = dec_name(&sub, "event", true, &proto_events, EVENTS_ALL, &event)) < 0 ||
 	    (rc = dec_str(&sub, "sha256", true, 64, &a->sha256)) < 0 ||
 	    (rc = dec_str(&sub, "labels", true, TEXT_FIELD_MAX, &a->labels)) < 0 ||
 	    (rc = dec_enum(&sub, "mode", true, modes, &a->mode)) < 0 ||
@@ -1132,6 +1179,7 @@ static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_in
 	    (rc = dec_name(&sub, "profile", true, &proto_profiles, PROFILES_AUDIT, &profile)) < 0 ||
 	    (rc = dec_bool(&sub, "has_exit", true, &a->has_exit)) < 0)
 		return rc;
+	a->event = names_get(&proto_events, (unsigned)event);
 	a->decision = (enum proto_decision)decision;
 	a->approver = (enum proto_approver)approver;
 	a->profile = (enum proto_profile)profile;

@@ -38,6 +38,13 @@
 	X(DECISION_FAILED, "failed")                                                           \
 	X(DECISION_CANCELLED, "cancelled")
 
+/* What an audit row records: a decision, a run's exit, or a refused
+ * connection. */
+#define PROTO_EVENTS(X)                                                                        \
+	X(EVENT_DECISION, "decision")                                                          \
+	X(EVENT_EXIT, "exit")                                                                  \
+	X(EVENT_CONNECT, "connect")
+
 /* The `code` of an `error` frame (PROTOCOL.md, "Error codes"). */
 #define PROTO_ERRORS(X)                                                                        \
 	X(TOO_LARGE, "too-large")                                                              \
@@ -53,6 +60,7 @@
 	X(BUSY, "busy")                                                                        \
 	X(NOT_OFFERED, "not-offered")                                                          \
 	X(REFUSED, "refused")                                                                  \
+	X(FROM_A_RUN, "from-a-run")                                                            \
 	X(DENIED, "denied")                                                                    \
 	X(EXPIRED, "expired")                                                                  \
 	X(CANCELLED, "cancelled")                                                              \
@@ -71,6 +79,7 @@
 enum proto_profile { PROTO_PROFILES(PROTO_NAME_ENUM) PROFILE_COUNT };
 enum proto_approver { PROTO_APPROVERS(PROTO_NAME_ENUM) APPROVER_COUNT };
 enum proto_decision { PROTO_DECISIONS(PROTO_NAME_ENUM) DECISION_COUNT };
+enum proto_event { PROTO_EVENTS(PROTO_NAME_ENUM) EVENT_COUNT };
 enum proto_errcode { PROTO_ERRORS(PROTO_ERROR_ENUM) PE_COUNT };
 #undef PROTO_NAME_ENUM
 #undef PROTO_ERROR_ENUM
@@ -82,7 +91,7 @@ struct proto_names {
 	unsigned n;
 };
 extern const struct proto_names proto_profiles, proto_approvers, proto_decisions,
-	proto_errcodes;
+	proto_events, proto_errcodes;
 
 /* The name of value v; "?" for a value outside the table (a bug). */
 const char *names_get(const struct proto_names *t, unsigned v);

@@ -29,6 +29,10 @@
 #define PROTO_ROWS_MAX 256                   /* rows in a list answer */
 #define PROTO_ARGV_MAX 96                    /* arguments of one engine command */
 #define PROTO_STEPS_MAX 4                    /* engine commands before the snippet */
+#define PROTO_SECRETS_MAX 64                 /* entries of job.secrets */
+/* An engine step's argument the worker replaces with one mask argument
+ * per secret of the working directory (PROTOCOL.md, "job"). */
+#define PROTO_SECRET_MASKS_ARG "{secret-masks}"
 
 /* Error codes carried by `error` frames (PROTOCOL.md, "Error codes"), by
  * the name they have in the table of proto/names.h. */
@@ -38,12 +42,14 @@
 #define PERR_BAD_FIELD perr_name(PE_BAD_FIELD)
 #define PERR_UNKNOWN_TYPE perr_name(PE_UNKNOWN_TYPE)
 #define PERR_BAD_STATE perr_name(PE_BAD_STATE)
+#define PERR_ID_IN_USE perr_name(PE_ID_IN_USE)
 #define PERR_VERSION perr_name(PE_VERSION)
 #define PERR_SNIPPET_TOO_LARGE perr_name(PE_SNIPPET_TOO_LARGE)
 #define PERR_BAD_CWD perr_name(PE_BAD_CWD)
 #define PERR_BUSY perr_name(PE_BUSY)
 #define PERR_NOT_OFFERED perr_name(PE_NOT_OFFERED)
 #define PERR_REFUSED perr_name(PE_REFUSED)
+#define PERR_FROM_A_RUN perr_name(PE_FROM_A_RUN)
 #define PERR_NO_SUCH_RUN perr_name(PE_NO_SUCH_RUN)
 #define PERR_NO_SUCH_CARD perr_name(PE_NO_SUCH_CARD)
 #define PERR_SETUP_FAILED perr_name(PE_SETUP_FAILED)
@@ -53,10 +59,9 @@
 #define PERR_AUDIT perr_name(PE_AUDIT)
 #define PERR_AUDIT_BROKEN perr_name(PE_AUDIT_BROKEN)
 #define PERR_WORKER_LOST perr_name(PE_WORKER_LOST)
-#define PERR_TOO_SLOW perr_name(PE_TOO_SLOW)   /* no hello, or a frame unfinished, in time: closed */
-#define PERR_QUOTA perr_name(PE_QUOTA)         /* the user's audit quota for the period is spent */
+#define PERR_TOO_SLOW perr_name(PE_TOO_SLOW)
+#define PERR_QUOTA perr_name(PE_QUOTA)
 #define PERR_INTERNAL perr_name(PE_INTERNAL)
-#define PERR_ID_IN_USE perr_name(PE_ID_IN_USE) /* a live request has that id */
 
 /* A length-counted byte string; for msgpack str it is valid UTF-8 but not
  * NUL-terminated. */
@@ -219,6 +224,7 @@ struct msg_exit {
 	const char *labels[PROTO_LABELS_MAX];
 	const char *where;       /* "host" | "container" */
 	struct pstr container;   /* with "container": the container's name */
+	const char *secrets;     /* "masked" | "off" | "unmasked"; NULL: not said */
 };
 
 struct msg_error {
@@ -372,6 +378,15 @@ struct job_engine {
 	struct job_argv oom;     /* after an exit of 137: prints the OOM-kill count */
 };
 
+/* python3's arguments after its name, for every snippet, on the host and
+ * in a container.  -I (isolated): no PYTHON* variable is read, no user
+ * site directory, and neither the working directory nor a script's is on
+ * sys.path, so nothing the card does not show (a sitecustomize.py, a .pth
+ * file, a json.py in the working directory) runs before or around the
+ * code.  -B: no .pyc written.  -u: output streams as it is written (the
+ * flag, since -I ignores PYTHONUNBUFFERED).  "-": the code is stdin. */
+#define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-"
+
 struct msg_job {
 	enum proto_profile profile; /* one of PROFILES_JOB */
 	struct pstr python;      /* absolute path of the interpreter */
@@ -388,6 +403,11 @@ struct msg_job {
 	struct pstr env[PROTO_ENV_MAX];
 	bool has_engine;         /* profile "engine" */
 	struct job_engine engine;
+	/* Profile "unattended" only: the secret set to mask (PROTOCOL.md,
+	 * "job"); absent when the administrator turned masking off. */
+	bool has_secrets;
+	size_t n_secrets;
+	struct pstr secrets[PROTO_SECRETS_MAX];
 };
 
 struct msg_ready {

@@ -30,6 +30,7 @@
 
 #include "worker/landlock.h"
 #include "worker/seccomp.h"
+#include "worker/secrets.h"
 #include "worker/worker.h"
 
 /* C's end of the report channel; moves to fd 3 when the fds are closed. */
@@ -116,6 +117,24 @@ static void switch_identity(const struct plan *p)
 	/* The kernel clears the parent-death signal when the euid or egid
 	 * changes: arm it again. */
 	tie_to_supervisor(p);
+}
+
+/* The namespace the masks live in, for S with the exec gate (worker.h,
+ * CHILD_MSG_GATE); -1: none. */
+static int mounts_fd = -1;
+
+static void secrets_step(const struct plan *p)
+{
+	const char *what;
+	int rc = mask_secrets(p, &what);
+
+	if (rc < 0)
+		die_step("secrets", -rc, "%s", what);
+	if (rc == 0)
+		return;
+	mounts_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (mounts_fd < 0)
+		die_step("secrets", errno, "opening /proc/self/ns/mnt");
 }
 
 static void enter_cwd(const struct plan *p)
@@ -259,28 +278,34 @@ static void set_rlimits(const struct plan *p)
 }
 
 /* Hands the exec gate's listener to S, which must answer our own exec
- * next.  One byte of data: SCM_RIGHTS needs some. */
+ * next, and the masks' mount namespace with it when there is one.  One
+ * byte of data: SCM_RIGHTS needs some. */
 static void hand_over_gate(int listener)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
+	int fds[2] = { listener, mounts_fd };
+	size_t n = mounts_fd >= 0 ? 2 : 1;
 	char tag = CHILD_MSG_GATE;
 	struct iovec iov = { .iov_base = &tag, .iov_len = 1 };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf) };
+			     .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
 	struct cmsghdr *cm;
 
 	memset(&ctl, 0, sizeof(ctl));
 	cm = CMSG_FIRSTHDR(&mh);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &listener, sizeof(int));
+	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
 	if (sendmsg(report_fd, &mh, MSG_NOSIGNAL) != 1)
 		die_step("exec-gate", errno, "handing the exec gate to the supervisor");
 	close(listener);
+	if (mounts_fd >= 0)
+		close(mounts_fd);
+	mounts_fd = -1;
 }
 
 static void load_seccomp(const struct plan *p, struct sock_fprog *prog)
@@ -383,17 +408,31 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	/* If S dies, so does C: never a snippet nobody supervises. */
 	tie_to_supervisor(p);
 	/* Identity before anything that checks permissions as the user
-	 * (the working directory), and while we still hold CAP_SETUID. */
+	 * (the secrets, the working directory), and while we still hold
+	 * CAP_SETUID. */
 	switch_identity(p);
-	/* As the snippet's user, so that permission on cwd is theirs. */
-	enter_cwd(p);
 	/* Only the code memfd, stdout, stderr and the report channel
 	 * survive: no broker socket, no fd inherited by accident.  An engine
-	 * command swaps in /dev/null and S's pipe for the first three. */
+	 * command swaps in /dev/null and S's pipe for the first three.
+	 * Before the secrets step, which makes C attachable for a moment. */
 	take_stdio(x);
 	close_other_fds();
-	/* After identity (which needs CAP_SETUID/SETGID) and before NNP. */
+	/* Unattended: a user and mount namespace with the secret set
+	 * masked.  After the identity is final (the namespace belongs to
+	 * the snippet's user); before cwd (below); before the capabilities
+	 * go (the mounts need CAP_SYS_ADMIN in the new namespace), before
+	 * NNP, Landlock (which refuses mounts to a restricted process) and
+	 * seccomp (which denies mount). */
+	secrets_step(p);
+	/* After identity (which needs CAP_SETUID/SETGID) and before NNP.
+	 * After the secrets step C holds every capability of its own user
+	 * namespace: all of them go, the bounding set too. */
 	bounding_dropped = drop_capabilities();
+	/* As the snippet's user with no capability left (the secrets step
+	 * gave C all of its own namespace's), so that permission on cwd is
+	 * exactly theirs; after the masks, so that a working directory
+	 * inside a secret resolves to its mask and is refused. */
+	enter_cwd(p);
 	/* No exec may add privilege from here on (setuid, file caps); also
 	 * what lets an unprivileged process load seccomp and Landlock. */
 	set_no_new_privs();

@@ -22,6 +22,7 @@
 
 #include "worker/landlock.h"
 #include "worker/seccomp.h"
+#include "worker/secrets.h"
 #include "worker/worker.h"
 
 /* AddressSanitizer: gcc says __SANITIZE_ADDRESS__, clang __has_feature. */
@@ -130,6 +131,9 @@ static void prepare(struct plan *p)
 		fail_setup(p, "scratch", -rc, "%s", err);
 	if ((rc = plan_env(p, err, sizeof(err))) < 0)
 		fail_setup(p, "env", -rc, "%s", err);
+	/* Before the engine's commands, which carry the container's masks. */
+	if ((rc = plan_secrets(p, err, sizeof(err))) < 0)
+		fail_setup(p, "secrets", -rc, "%s", err);
 	if ((rc = plan_engine(p, err, sizeof(err))) < 0)
 		fail_setup(p, "job", -rc, "%s", err);
 	/* Probed here, at start, so that C applies and S reports the same
@@ -162,11 +166,11 @@ static void run_engine_steps(struct plan *p, int sigfd)
 }
 
 /* What C execs: python3 reading the code from stdin, or (engine) the
- * engine CLI's run command, which hands the same stdin to the container. */
+ * engine CLI's run command, which hands the same stdin to the container.
+ * PYTHON_SNIPPET_ARGV says why python3 is started isolated. */
 __attribute__((noreturn)) static void enter_snippet_child(struct plan *p)
 {
-	static char a0[] = "python3", a1[] = "-B", a2[] = "-";
-	static char *python_argv[] = { a0, a1, a2, NULL };
+	static char *python_argv[] = { (char *)"python3", PYTHON_SNIPPET_ARGV, NULL };
 	struct sandbox_exec x = { .path = p->python, .argv = python_argv, .envp = p->envp,
 				  .report_fd = p->err_w, .stdio = { -1, -1, -1 } };
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "worker/rmtree.h"
+#include "worker/secrets.h"
 #include "worker/worker.h"
 
 /* Variables the worker sets itself; a job entry of the same name is
@@ -298,7 +299,8 @@ int plan_engine(struct plan *p, char *err, size_t errlen)
 			snprintf(err, errlen, "engine step '%s' has no command", ep->step_names[i]);
 			return -EINVAL;
 		}
-		if ((rc = copy_argv(&ep->steps[i], &s->argv, ep->step_names[i], err, errlen)))
+		if ((rc = copy_argv(&ep->steps[i], &s->argv, ep->step_names[i], err, errlen)) ||
+		    (rc = secrets_engine_args(p, &ep->steps[i], err, errlen)))
 			return rc;
 		ep->n_steps = i + 1;
 	}
@@ -329,6 +331,7 @@ void plan_remove_scratch(struct plan *p)
 
 void plan_free(struct plan *p)
 {
+	plan_free_secrets(p);
 	for (size_t i = 0; i < p->engine.n_steps; i++) {
 		free_argv(p->engine.steps[i]);
 		p->engine.steps[i] = NULL;

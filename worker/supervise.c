@@ -33,6 +33,7 @@ struct run {
 	uint64_t kill_at;           /* after the timeout; 0: at once */
 	bool ready, reaped, timed_out, failed, broker_gone;
 	bool oom_killed;            /* engine: the container ran out of memory */
+	int mounts;                 /* C's masks' mount namespace (CHILD_MSG_GATE); -1: none */
 	struct setup_report rep;
 	int status;
 	struct rusage ru;
@@ -158,16 +159,21 @@ int open_report_pair(int *r, int *w)
 	return 0;
 }
 
-/* The descriptor a message carried, or -1. */
-static int received_fd(struct msghdr *mh)
+/* The nth descriptor a message carried (of one or two), or -1. */
+static int received_fd_n(struct msghdr *mh, size_t nth)
 {
 	struct cmsghdr *cm = CMSG_FIRSTHDR(mh);
-	int fd = -1;
+	int fds[2] = { -1, -1 };
 
 	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	return fd;
+	    (cm->cmsg_len == CMSG_LEN(sizeof(int)) || cm->cmsg_len == CMSG_LEN(2 * sizeof(int))))
+		memcpy(fds, CMSG_DATA(cm), cm->cmsg_len - CMSG_LEN(0));
+	return fds[nth];
+}
+
+static int received_fd(struct msghdr *mh)
+{
+	return received_fd_n(mh, 0);
 }
 
 /* C hands over the exec gate's listener, then execs: the gate must be
@@ -209,7 +215,7 @@ static void child_exec_done(struct run *r)
 static bool read_setup_report(struct run *r)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
 	struct plan *p = r->plan;
@@ -226,10 +232,13 @@ static bool read_setup_report(struct run *r)
 	if (n == 1 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
 	    r->rep.step[0] == CHILD_MSG_GATE) {
 		take_gate(r, received_fd(&mh));
+		r->mounts = received_fd_n(&mh, 1);
 		return true;
 	}
-	if (n > 0 && received_fd(&mh) >= 0)
-		close(received_fd(&mh));
+
+	for (size_t i = 0; n > 0 && i < 2; i++)
+		if (received_fd_n(&mh, i) >= 0)
+			close(received_fd_n(&mh, i));
 	close(p->err_r);
 	p->err_r = -1;
 	if (n == (ssize_t)sizeof(r->rep) && !(mh.msg_flags & MSG_TRUNC)) {
@@ -432,7 +441,8 @@ static void engine_after(struct run *r)
 
 int supervise(struct plan *p, pid_t child, int sigfd)
 {
-	struct run r = { .plan = p, .child = child, .sigfd = sigfd, .gate = { .fd = -1 } };
+	struct run r = { .plan = p, .child = child, .sigfd = sigfd, .gate = { .fd = -1 },
+			 .mounts = -1 };
 	int rc;
 
 	r.t_fork = now_us();
@@ -449,5 +459,9 @@ int supervise(struct plan *p, pid_t child, int sigfd)
 	if (p->engine.run)
 		engine_after(&r);
 	rc = conclude(&r);
+	/* After the report: the last reference to the secret masks' mount
+	 * namespace, whose teardown waits for an RCU grace period. */
+	if (r.mounts >= 0)
+		close(r.mounts);
 	return rc;
 }

@@ -21,12 +21,13 @@
  * The steps a setup_error names, in the order they run (proto/PROTOCOL.md
  * keeps the normative list):
  *   S, before the fork   fds, supervisor, subreaper, job, scratch, env,
- *                        pipe, signals; engine: each engine step by its
+ *                        secrets, pipe, signals; engine: each engine step by its
  *                        own name (or pipe, fds, fork, supervise when S
  *                        cannot start or watch it, or the enter_sandbox()
  *                        step its child failed at); fork
- *   enter_sandbox()      signals, setsid, pdeathsig, identity, cwd, fds,
- *                        caps, no-new-privs, landlock, seccomp-build,
+ *   enter_sandbox()      signals, setsid, pdeathsig, identity, fds,
+ *                        secrets, caps, cwd, no-new-privs, landlock,
+ *                        seccomp-build,
  *                        rlimits, seccomp, exec-gate, verify, exec
  *   S, supervising       timeout, supervise
  */
@@ -59,7 +60,11 @@ struct setup_report {
 };
 
 /* What S learns from C over the report channel besides a failed step:
- * one byte carrying the exec gate's listener as SCM_RIGHTS. */
+ * one byte carrying the exec gate's listener as SCM_RIGHTS and, when the
+ * secrets step made one, C's mount namespace after it (secrets.c), which
+ * S keeps until it has reported the run's end, so that tearing the
+ * namespace down (an RCU grace period) never delays that report.  One
+ * message: C execs right after it. */
 #define CHILD_MSG_GATE 'G'
 
 /* The engine's command lines (job->engine), NUL-terminated copies built by
@@ -81,6 +86,12 @@ struct sandbox_exec {
 	int stdio[3];           /* moved onto fds 0-2 first; -1: keep that fd */
 };
 
+/* One place of the secret set that exists at run start (secrets.c). */
+struct secret_mask {
+	char *path; /* absolute, malloc'd */
+	bool dir;   /* masked by an empty directory, else by an empty file */
+};
+
 /* Everything C needs, built by S before the fork.  C builds only its
  * seccomp program itself (it depends on C's pid), before the rlimits. */
 struct plan {
@@ -92,6 +103,8 @@ struct plan {
 	char **envp;               /* NULL-terminated, malloc'd */
 	struct engine_plan engine; /* profile "engine" only */
 	unsigned int landlock_abi; /* the ABI C applies; 0: none (see landlock.h) */
+	struct secret_mask *masks; /* unattended: what C masks; NULL: nothing */
+	size_t n_masks;
 	gid_t groups[PROTO_GROUPS_MAX];
 	pid_t supervisor;
 	/* C's report channel, a SOCK_SEQPACKET pair, both ends CLOEXEC: C

@@ -443,3 +443,38 @@ def test_sigterm_stops_the_brokers_containers(make_ctbroker, make_cwd, ct_user, 
     assert engine.names(uid) - before == set()
     wait_for(lambda: not container_snippet_processes(uid),
              "processes of %s still in a container" % CT_USER)
+
+
+def test_the_working_directorys_env_files_are_masked_in_the_container(ctbroker, ct_user,
+                                                                       make_cwd):
+    """.env and .env.* of the working directory read as empty there (a file
+    mount cannot refuse reads), a .env directory cannot be entered, and the
+    other files of the directory are untouched; the host's files stay."""
+    cwd = make_cwd()
+    for name, text in ((".env", "TOKEN=planted\n"), (".env.local", "TOKEN=planted\n"),
+                       ("notes.txt", "plain\n")):
+        path = os.path.join(cwd, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chown(path, ct_user.pw_uid, ct_user.pw_gid)
+    os.makedirs(os.path.join(cwd, ".env.d"))
+    os.chown(os.path.join(cwd, ".env.d"), ct_user.pw_uid, ct_user.pw_gid)
+    # The names are built at run time: the pre-screen must not refuse it.
+    code = ("import os\n"
+            "d = '.' + 'env'\n"
+            "out = {}\n"
+            "for n in (d, d + '.local', 'notes.txt'):\n"
+            "    out[n] = open(n).read()\n"
+            "try:\n"
+            "    os.listdir(d + '.d')\n"
+            "    out['dir'] = 'listed'\n"
+            "except PermissionError:\n"
+            "    out['dir'] = 'refused'\n"
+            "print(repr(out))\n")
+    r = ctbroker.run(code, cwd, gate="none")
+    assert r["_status"] == 0, show(r)
+    got = ast.literal_eval(r["stdout"])
+    assert got == {".env": "", ".env.local": "", "notes.txt": "plain\n", "dir": "refused"}, \
+        show(r)
+    with open(os.path.join(cwd, ".env")) as f:
+        assert f.read() == "TOKEN=planted\n"

@@ -8,7 +8,7 @@ Each file in cases/ is a snippet with a header:
     # tries: what it attempts
     # must: fail in unattended | fail in both | work in unattended
     # control: works in approved      (optional)
-    # needs: landlock | numpy | fork-bound    (optional, with the reason)
+    # needs: landlock | numpy | fork-bound | home   (optional, with the reason)
 
 The header is the harness's; what is submitted is the code below it, and
 every case must walk past the pre-screen (the broker runs it unattended,
@@ -24,6 +24,14 @@ when every attempt is BLOCKED (or, positive, every check OK and exit 0);
 attempt to work there, which proves the unattended refusal is the
 profile's doing and not, say, file permissions.  After every unattended
 run the working directory must be exactly as planted and the broker alive.
+
+Run as root, the suite's brokers run root's snippets as the user
+`kotoba-escape` (created when missing, with a home of its own), and
+before every case the suite plants real secrets (SECRETS below, each file
+holding SECRET_MARK) in that home, in the working directory and in its
+parent: the `secret_*` cases try to read them (`needs: home`), and an
+approved control reads every one.  Not as root, the snippets run as the
+caller, whose home the suite leaves alone: those cases are skipped.
 
 A case may print `SCRATCH <path>` to name its scratch directory: the path
 must be gone once the run is over, whatever the case left in it.
@@ -55,6 +63,9 @@ CASES = os.path.join(HERE, "cases")
 PYTHON = "/usr/bin/python3"
 # The broker's limits for the suite: the bombs are measured against these.
 CONFIG = """\
+[broker]
+root_user = {root_user}
+
 [sandbox]
 landlock = {landlock}
 
@@ -65,6 +76,31 @@ file_size = 8M
 timeout = 60s
 """
 FIXTURE = "kotoba escape suite fixture\n"
+# The user root's snippets run as: a home the suite may plant secrets in.
+CASE_USER = "kotoba-escape"
+SECRET_MARK = "kotoba-planted-secret"
+# Planted before every case: "~/" in the snippet user's home, "../" in the
+# working directory's parent, others in the working directory; a value
+# ending in "/" is a directory holding one file, "-> target" a symlink.
+SECRETS = {
+    "~/.ssh/id_ed25519": "", "~/.aws/credentials": "", "~/.netrc": "",
+    "~/.keystore_key": "", "~/.gnupg/private-keys-v1.d/key.key": "",
+    "~/.config/gcloud/credentials.db": "", "~/.azure/accessTokens.json": "",
+    "~/.kube/config": "", "~/.docker/config.json": "", "~/.git-credentials": "",
+    "~/.pgpass": "", "~/.config/gh/hosts.yml": "", "~/.pypirc": "", "~/.npmrc": "",
+    "~/.password-store/bank.gpg": "", "~/.local/state/kotoba/kotoba.db-wal": "",
+    ".env": "", ".env.local": "", "../.env": "", "../.env.production": "",
+    "~/key-link": "-> .ssh/id_ed25519", "~/ssh-link": "-> .ssh",
+}
+# Planted beside them, no secrets: what ordinary work still reads.
+PLAIN = {
+    "~/.local/lib/python%d.%d/site-packages/kotoba_probe.py" % sys.version_info[:2]:
+        "VALUE = 42\n",
+    "~/notes.txt": "plain notes\n",
+    # A virtual environment in the working directory, as projects keep one.
+    "venv/lib/python%d.%d/site-packages/kotoba_venv_probe.py" % sys.version_info[:2]:
+        "VALUE = 7\n",
+}
 VICTIMS = ("append", "truncate", "chmod", "touch", "xattr", "link", "rename", "delete")
 
 
@@ -72,6 +108,17 @@ def landlock_abi():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     return max(libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)), 0)
+
+
+def ensure_case_user():
+    """As root: the user snippets of root clients run as, with a home."""
+    if os.geteuid() != 0:
+        return None
+    if subprocess.run(["getent", "passwd", CASE_USER], capture_output=True).returncode:
+        subprocess.run(["useradd", "--system", "--user-group", "--create-home", "--home-dir",
+                        "/home/" + CASE_USER, "--shell", "/usr/sbin/nologin", CASE_USER],
+                       check=True)
+    return CASE_USER
 
 
 def have_numpy():
@@ -116,6 +163,8 @@ class Env:
 
     def __init__(self, root):
         self.root = root
+        self.case_user = ensure_case_user()
+        self.peer = self.start_peer()
         self.port = self.start_http()
         self.abstract = "kotoba-escape-%d" % os.getpid()
         self.abstract_sock = self.listen_unix("\0" + self.abstract)
@@ -130,6 +179,14 @@ class Env:
         self.dgram_socks = [self.drained_dgram(a)
                             for a in (self.dgram_path, "\0" + self.abstract + "-dg")]
         os.chmod(self.dgram_path, 0o777)
+
+    def start_peer(self):
+        """A process of the snippet's user outside every sandbox (as a
+        user's shell would be), for cases that reach /proc/<pid>/root."""
+        if not self.case_user:
+            return None
+        return subprocess.Popen(["setpriv", "--reuid=" + self.case_user, "--regid=" + self.case_user,
+                                 "--init-groups", "sleep", "3600"])
 
     def start_http(self):
         d = os.path.join(self.root, "www")
@@ -168,6 +225,8 @@ class Env:
 
     def substitute(self, code, workdir):
         return (code.replace("@@WORKDIR@@", workdir).replace("@@PORT@@", str(self.port))
+                .replace("@@MARK@@", SECRET_MARK)
+                .replace("@@PEERPID@@", str(self.peer.pid if self.peer else 0))
                 .replace("@@ABSTRACT@@", self.abstract).replace("@@UNIXSOCK@@", self.unix_path)
                 .replace("@@UNIXDGRAM@@", self.dgram_path))
 
@@ -179,11 +238,13 @@ class Mode:
         self.landlock = landlock
         d = tempfile.mkdtemp(dir=env.root)
         os.chmod(d, 0o755)
-        self.broker = Broker(d, config=CONFIG.format(landlock="yes" if landlock else "no"))
+        self.broker = Broker(d, config=CONFIG.format(landlock="yes" if landlock else "no",
+                                                     root_user=env.case_user or "nobody"))
         self.broker.start()
         self.workdir = os.path.join(d, "work")
         os.makedirs(self.workdir)
         self.uid, self.gid = self.snippet_identity()
+        self.home = pwd.getpwuid(self.uid).pw_dir if env.case_user else None
 
     def snippet_identity(self):
         r = self.run("import os\nprint(os.getuid(), os.getgid())\n", False, "/")
@@ -210,20 +271,72 @@ class Mode:
             if os.geteuid() == 0:
                 os.chown(p, self.uid, self.gid)
         os.chmod(self.workdir, 0o755)
+        if self.home:
+            self.plant_secrets()
+
+    def remove_planted(self):
+        """What plant_secrets made, gone (the home's included)."""
+        for name in dict(SECRETS, **PLAIN):
+            if name.startswith("~/"):
+                base, rel = self.home, name[2:]
+            elif name.startswith("../"):
+                base, rel = os.path.dirname(self.workdir), name[3:]
+            else:
+                base, rel = self.workdir, name
+            top = os.path.join(base, rel.split("/")[0])
+            if os.path.isdir(top) and not os.path.islink(top):
+                shutil.rmtree(top)
+            elif os.path.lexists(top):
+                os.unlink(top)
+
+    def plant_secrets(self):
+        """Each of SECRETS afresh, the user's own, readable by the user
+        alone: only the profile, never permissions, may keep a snippet out."""
+        planted = dict(SECRETS, **PLAIN)
+        self.remove_planted()
+        for name, what in planted.items():
+            if name.startswith("~/"):
+                base, rel = self.home, name[2:]
+            elif name.startswith("../"):
+                base, rel = os.path.dirname(self.workdir), name[3:]
+            else:
+                base, rel = self.workdir, name
+            path = os.path.join(base, rel)
+            d = base
+            for part in rel.split("/")[:-1]:
+                d = os.path.join(d, part)
+                os.makedirs(d, mode=0o700, exist_ok=True)
+                os.chown(d, self.uid, self.gid)
+            if what.startswith("-> "):
+                os.symlink(what[3:], path)
+                os.lchown(path, self.uid, self.gid)
+                continue
+            with open(path, "w") as f:
+                f.write(PLAIN.get(name) or "%s %s\n" % (SECRET_MARK, name))
+            os.chown(path, self.uid, self.gid)
+            os.chmod(path, 0o644 if name in PLAIN else 0o600)
 
     def snapshot(self):
+        """Every name under the working directory (the planted venv's too)."""
         snap = {}
-        for name in sorted(os.listdir(self.workdir)):
-            p = os.path.join(self.workdir, name)
-            st = os.lstat(p)
-            with open(p, "rb") as f:
-                digest = hashlib.sha256(f.read()).hexdigest()
-            snap[name] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_nlink, digest,
-                          tuple(sorted(os.listxattr(p))))
+        for top, dirs, files in os.walk(self.workdir):
+            dirs.sort()
+            for name in sorted(dirs + files):
+                p = os.path.join(top, name)
+                st = os.lstat(p)
+                digest = "directory"
+                if name in files:
+                    with open(p, "rb") as f:
+                        digest = hashlib.sha256(f.read()).hexdigest()
+                snap[os.path.relpath(p, self.workdir)] = (
+                    st.st_mode, st.st_size, st.st_mtime_ns, st.st_nlink, digest,
+                    tuple(sorted(os.listxattr(p))))
         return snap
 
     def stop(self):
         self.broker.stop()
+        if self.home:
+            self.remove_planted()
 
 
 def skip_reason(case, mode, kernel_abi, numpy):
@@ -231,6 +344,9 @@ def skip_reason(case, mode, kernel_abi, numpy):
         return "needs Landlock; this mode is seccomp-only: " + case.fields["needs"]
     if case.needs == "landlock" and not kernel_abi:
         return "needs Landlock, which this kernel lacks"
+    if case.needs == "home" and not mode.home:
+        return ("snippets run as the caller, whose home the suite does not plant "
+                "secrets in; run the suite as root")
     if case.needs == "numpy" and not numpy:
         return "numpy is not installed for %s (apt-get install python3-numpy)" % PYTHON
     if case.needs == "fork-bound" and mode.uid == 0:
@@ -345,6 +461,7 @@ def main():
     root = tempfile.mkdtemp(prefix="kotoba-escape-")
     os.chmod(root, 0o755)
     passed = failed = skipped = 0
+    env = None
     try:
         env = Env(root)
         modes = [("landlock", True), ("seccomp-only", False)]
@@ -377,6 +494,9 @@ def main():
             finally:
                 mode.stop()
     finally:
+        if env and env.peer:
+            env.peer.kill()
+            env.peer.wait()
         shutil.rmtree(root, ignore_errors=True)
     print("# %d skipped (each SKIP line says why)" % skipped)
     print("%d passed, %d failed" % (passed, failed))

@@ -342,7 +342,9 @@ def test_cwd_deleted_mid_run(tmp):
 
 def test_proc_unreadable(tmp):
     """/proc replaced by an empty tmpfs in a private mount namespace: the
-    worker cannot read back its own status and must refuse to run."""
+    broker cannot tell whether a client comes from inside a run and refuses
+    it, naming /proc (fail closed); were it to serve, the worker cannot read
+    back its own status and must refuse to run."""
     probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
                             "mount -t tmpfs none /proc && test ! -e /proc/self"],
                            capture_output=True, text=True)
@@ -357,6 +359,18 @@ def test_proc_unreadable(tmp):
     except RuntimeError as e:
         # Refusing to start is precise too, if it names /proc.
         assert "/proc" in str(e), e
+        return
+    c = kit.Client(b.socket)
+    try:
+        c.send({"type": "hello", "version": 1, "channel": False, "client": "pytest"})
+    except BrokenPipeError:
+        pass  # refused at accept: the sentence waits to be read
+    first = c.recv()
+    c.close()
+    if first["type"] == "error":
+        assert first["code"] == "from-a-run" and "/proc" in first["message"], first
+        print("/proc unreadable:", first)
+        b.stop()
         return
     end = exec_end(b)
     assert end["type"] == "error" and end["code"] == "setup-failed", end

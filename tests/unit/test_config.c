@@ -85,6 +85,8 @@ static void assert_config_equal(const struct config *a, const struct config *b)
 	EQ_STR(state_dir);
 	EQ_STR(user);
 	EQ_STR(allow_users);
+	EQ_NUM(secrets);
+	EQ_STR(secret_paths);
 	EQ_STR(allow_groups);
 	EQ_STR(worker_path);
 	EQ_NUM(max_connections);
@@ -325,6 +327,32 @@ static void test_errors(void **state UNUSED)
 	expect_error("[broker]\nuser = bad user\n", 2, "must not contain spaces");
 	expect_error("[broker]\nallow_users = alice, b@d\n", 2,
 		     "'b@d' is not a user or group name");
+	/* Secret places: absolute, ~/, or a file name; no '..', no lone '/'. */
+	expect_error("[sandbox]\n\nsecret_paths = ~/.vault-token, conf/x\n", 3,
+		     "[sandbox] secret_paths: 'conf/x' is a relative path");
+	expect_error("[sandbox]\nsecret_paths = /srv/../etc/x\n", 2,
+		     "'/srv/../etc/x' has an empty, '.' or '..' component");
+	expect_error("[sandbox]\nsecret_paths = /\n", 2, "would mask every file");
+	expect_error("[sandbox]\nsecret_paths = ~x\n", 2, "'~x' must be an absolute path");
+	expect_error("[sandbox]\nsecret_paths = /srv//x\n", 2, "empty, '.' or '..'");
+	expect_error("[sandbox]\nsecret_paths = ~/.cfg/\n", 2, "ends in '/'");
+	expect_error("[sandbox]\nsecret_paths = *.pem\n", 2, "'*' only at the end");
+	expect_error("[sandbox]\nsecret_paths = /srv/*\n", 2, "'*' only at the end");
+	expect_error("[sandbox]\nsecrets = maybe\n", 2, "accepted: yes, no");
+	{
+		struct config c;
+		struct config_error err;
+
+		config_defaults(&c);
+		assert_true(c.secrets);
+		assert_int_equal(config_load(&c, write_file("[sandbox]\nsecrets = off\n"
+							    "secret_paths = ~/.vault-token, "
+							    "/srv/app/creds .secrets.toml,"
+							    ".env.*\n"), &err), 0);
+		assert_false(c.secrets);
+		assert_string_equal(c.secret_paths,
+				    "~/.vault-token, /srv/app/creds .secrets.toml,.env.*");
+	}
 	/* An indented word is not a continuation of the value above. */
 	expect_error("[broker]\nuser = x\n   y\n", 3, "expected '[section]'");
 	/* The first error in the file wins, whichever side found it. */

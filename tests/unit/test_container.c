@@ -164,22 +164,33 @@ static void test_cold_start_flags(void **state UNUSED)
 	assert_true(has_prefix(start, "--tmpfs=/tmp:rw,nosuid,nodev,size=67108864"));
 	assert_false(has_prefix(start, "--runtime"));
 	assert_true(has(start, "--read-only-tmpfs=false"));
+	/* The worker puts the working directory's secret masks here. */
+	for (size_t i = 0; i + 1 < start->n; i++)
+		if (pstr_eq(start->v[i], "--volume=/home/ada/w:/home/ada/w:rw"))
+			assert_true(pstr_eq(start->v[i + 1], PROTO_SECRET_MASKS_ARG));
 	/* Only the working directory is mounted. */
 	for (size_t i = 0; i < start->n; i++)
 		if (start->v[i].len > 8 && !memcmp(start->v[i].ptr, "--volume", 8))
 			assert_true(pstr_eq(start->v[i], "--volume=/home/ada/w:/home/ada/w:rw"));
 
 	run = &j.e.run;
+	/* python3 starts isolated, as on the host: -I ignores PYTHON*
+	 * variables, the user site and the working directory on sys.path. */
 	assert_true(pstr_eq(run->v[run->n - 1], "-"));
-	assert_true(pstr_eq(run->v[run->n - 2], "-B"));
-	assert_true(pstr_eq(run->v[run->n - 3], "python3"));
-	assert_true(pstr_eq(run->v[run->n - 4], ct->name));
+	assert_true(pstr_eq(run->v[run->n - 2], "-u"));
+	assert_true(pstr_eq(run->v[run->n - 3], "-B"));
+	assert_true(pstr_eq(run->v[run->n - 4], "-I"));
+	assert_true(pstr_eq(run->v[run->n - 5], "python3"));
+	assert_true(pstr_eq(run->v[run->n - 6], ct->name));
 	assert_true(has(run, "--interactive") && has(run, "--env=LANG=C.UTF-8"));
 	assert_true(has(run, "--env=HOME=/tmp") && has(run, "--env=TMPDIR=/tmp"));
 	assert_false(has(run, "--env=PATH=/usr/bin") || has(run, "--env=HOME=/home/ada"));
 	assert_false(has(run, "--env=XDG_X=1"));
 	assert_true(has(&j.e.kill, "rm") && has(&j.e.kill, ct->name));
 	assert_true(has(&j.e.oom, "exec") && has(&j.e.oom, ct->name));
+	/* The keep-alive and the OOM probe start isolated too: a signal.py
+	 * a snippet left in the mounted working directory is never imported. */
+	assert_true(has(start, "-I") && has(&j.e.oom, "-I"));
 	finish(ct);
 }
 
@@ -196,6 +207,37 @@ static void test_docker_host_and_runtime(void **state UNUSED)
 	assert_false(has(&j.e.steps[2].argv, "--remote"));
 	assert_false(has(&j.e.steps[2].argv, "--read-only-tmpfs=false")); /* podman only */
 	assert_true(has(&j.e.steps[2].argv, "--runtime=runc"));
+	assert_true(has(&j.e.steps[2].argv, PROTO_SECRET_MASKS_ARG));
+	finish(ct);
+
+	/* secrets = off: no masks asked for. */
+	b.cfg.secrets = false;
+	assert_int_equal(container_claim(&b, 1000, &ada, "/w", &ct, err, sizeof(err)), 0);
+	assert_int_equal(container_snippet_job(&b, ct, NULL, 0, &j, err, sizeof(err)), 0);
+	assert_false(has(&j.e.steps[2].argv, PROTO_SECRET_MASKS_ARG));
+	b.cfg.secrets = true;
+	finish(ct);
+}
+
+/* A process in the container could reach a socket in the mounted
+ * directory, and would not look like a run to the broker. */
+static void test_a_cwd_holding_the_socket_is_not_mounted(void **state UNUSED)
+{
+	static const char *const holds[] = { "/home/ada", "/home/ada/", "/home", "/" };
+	struct container *ct;
+	char err[200];
+
+	configure(podman, "", "");
+	b.listen.fd = -1;
+	snprintf(b.socket_path, sizeof(b.socket_path), "/home/ada/.kotoba/broker.sock");
+	for (size_t i = 0; i < sizeof(holds) / sizeof(holds[0]); i++) {
+		assert_int_equal(container_claim(&b, 1000, &ada, holds[i], &ct, err, sizeof(err)),
+				 -EINVAL);
+		assert_non_null(strstr(err, "socket"));
+	}
+	assert_int_equal(container_claim(&b, 1000, &ada, "/home/ada/w", &ct, err, sizeof(err)), 0);
+	finish(ct);
+	assert_int_equal(container_claim(&b, 1000, &ada, "/home/ad", &ct, err, sizeof(err)), 0);
 	finish(ct);
 }
 
@@ -373,6 +415,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cold_start_flags),
 		cmocka_unit_test(test_docker_host_and_runtime),
+		cmocka_unit_test(test_a_cwd_holding_the_socket_is_not_mounted),
 		cmocka_unit_test(test_warm_reuse_and_replacement),
 		cmocka_unit_test(test_exit_statuses_that_replace),
 		cmocka_unit_test(test_setup_failures),

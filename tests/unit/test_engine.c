@@ -1,4 +1,4 @@
-// link: worker/engine.c worker/enter.c worker/supervise.c worker/tree.c worker/plan.c worker/rmtree.c worker/landlock.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/report.c proto/frame.c proto/check.c proto/decode_util.c proto/names.c proto/encode_util.c proto/messages.c
+// link: worker/engine.c worker/enter.c worker/supervise.c worker/tree.c worker/plan.c worker/secrets.c worker/rmtree.c worker/landlock.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/report.c proto/frame.c proto/check.c proto/decode_util.c proto/names.c proto/encode_util.c proto/messages.c
 /* sandbox = docker on the worker's side: the engine's commands, each run
  * as a confined child through enter_sandbox() under the "engine" profile,
  * with plans built directly (no broker, no codec).  Ordinary programs
@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "worker/landlock.h"
+#include "worker/secrets.h"
 #include "worker/worker.h"
 
 #include "tests/unit/child.h"
@@ -654,9 +655,80 @@ static void test_engine_environment(void **state)
 	plan_free(&plan);
 }
 
+/* The container's masks: the engine step's PROTO_SECRET_MASKS_ARG becomes
+ * one mount per secret the working directory holds now (a file: /dev/null;
+ * a directory: an empty mode-000 tmpfs), and nothing when it holds none. */
+static void test_container_masks_the_working_directorys_secrets(void **state)
+{
+	char dir[] = "/tmp/kotoba-test-masks-XXXXXX", path[PATH_MAX], err[200] = "";
+	char want[3][PATH_MAX + 64];
+	char **v;
+	size_t n = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/.env", dir);
+	close(open(path, O_WRONLY | O_CREAT, 0600));
+	snprintf(path, sizeof(path), "%s/.env.local", dir);
+	close(open(path, O_WRONLY | O_CREAT, 0600));
+	snprintf(path, sizeof(path), "%s/.env.d", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/.envrc-not", dir);
+	close(open(path, O_WRONLY | O_CREAT, 0600));
+	base_job();
+	job.cwd = pstr_c(dir);
+	job.has_secrets = true;
+	job.n_secrets = 3;
+	job.secrets[0] = pstr_c(".env");
+	job.secrets[1] = pstr_c(".env.*");
+	job.secrets[2] = pstr_c("/etc/shadow"); /* not in a container */
+	add_step("container", ARGV("/usr/bin/podman", "run", "--volume=X", PROTO_SECRET_MASKS_ARG,
+				   "--workdir=X", "image"));
+	memset(&plan, 0, sizeof(plan));
+	plan.job = &job;
+	assert_int_equal(plan_paths(&plan, err, sizeof(err)), 0);
+	assert_int_equal(plan_secrets(&plan, err, sizeof(err)), 0);
+	assert_int_equal(plan_engine(&plan, err, sizeof(err)), 0);
+	v = plan.engine.steps[0];
+	snprintf(want[0], sizeof(want[0]), "--volume=/dev/null:%s/.env:ro", dir);
+	snprintf(want[1], sizeof(want[1]), "--volume=/dev/null:%s/.env.local:ro", dir);
+	snprintf(want[2], sizeof(want[2]), "--mount=type=tmpfs,destination=%s/.env.d,"
+		 "tmpfs-mode=0000", dir);
+	for (; v[n]; n++)
+		assert_string_not_equal(v[n], PROTO_SECRET_MASKS_ARG);
+	assert_int_equal(n, 5 + 3);
+	assert_string_equal(v[2], "--volume=X");
+	assert_string_equal(v[n - 2], "--workdir=X");
+	for (size_t i = 0; i < 3; i++) {
+		bool found = false;
+
+		for (size_t k = 3; k < 6; k++)
+			found |= !strcmp(v[k], want[i]);
+		if (!found)
+			fail_msg("no %s", want[i]);
+	}
+	plan_free(&plan);
+
+	/* Nothing to mask: the placeholder goes, nothing takes its place. */
+	snprintf(path, sizeof(path), "rm -rf %s", dir);
+	assert_int_equal(system(path), 0);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	memset(&plan, 0, sizeof(plan));
+	plan.job = &job;
+	assert_int_equal(plan_paths(&plan, err, sizeof(err)), 0);
+	assert_int_equal(plan_secrets(&plan, err, sizeof(err)), 0);
+	assert_int_equal(plan_engine(&plan, err, sizeof(err)), 0);
+	for (n = 0; plan.engine.steps[0][n]; n++)
+		assert_string_not_equal(plan.engine.steps[0][n], PROTO_SECRET_MASKS_ARG);
+	assert_int_equal(n, 5);
+	plan_free(&plan);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_container_masks_the_working_directorys_secrets),
 		cmocka_unit_test(test_engine_command_is_confined_like_the_snippet),
 		cmocka_unit_test(test_engine_skips_address_space_and_process_limits),
 		cmocka_unit_test(test_failed_step_is_a_setup_error_in_the_engines_words),

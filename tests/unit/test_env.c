@@ -54,10 +54,10 @@ static void test_allowlist_and_secrets(void **state)
 	assert_int_equal(env_build(&id, req, sizeof(req) / sizeof(req[0]), env, &n, err,
 				   sizeof(err)), 0);
 	assert_true(has(env, n, "TZ=UTC"));
-	assert_true(has(env, n, "PYTHONPATH=/opt/lib"));
+	assert_false(has_name(env, n, "PYTHONPATH")); /* refused, and never passed */
 	assert_true(has(env, n, "PATH=/usr/local/bin:/usr/bin:/bin"));
 	assert_true(has(env, n, "LANG=C.UTF-8"));
-	assert_true(has(env, n, "PYTHONUNBUFFERED=1"));
+	assert_false(has_name(env, n, "PYTHONUNBUFFERED")); /* python3 -u instead */
 	assert_true(has_name(env, n, "HOME") && !has(env, n, "HOME=/evil"));
 	snprintf(home, sizeof(home), "HOME=%s", id.home);
 	assert_true(id.home[0] == '/' && has(env, n, home));
@@ -94,6 +94,49 @@ static void test_client_locale_wins(void **state)
 	env_free(env, n);
 }
 
+/* What decides which code runs is refused by name before any card, and
+ * never passed even if a later allowlist entry matched it. */
+static void test_interpreter_and_loader_names_are_refused(void **state)
+{
+	static const char *const bad[] = {
+		"PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT", "PYTHONUSERBASE",
+		"PYTHONWARNINGS", "PYTHONBREAKPOINT", "PYTHONSAFEPATH", "PYTHON",
+		"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "GLIBC_TUNABLES",
+		"MALLOC_CHECK_", "LOCPATH", "NLSPATH", "OPENSSL_CONF", "BASH_ENV", "ENV",
+		"NODE_OPTIONS",
+	};
+	static const char *const fine[] = { "LANG", "TZ", "MPLBACKEND", "VIRTUAL_ENV",
+					    "ENVIRONMENT", "XPYTHONPATH", "python_path" };
+	char err[300] = "";
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const struct env_pair req[] = {
+			PAIR("TZ", "UTC"),
+			{ { bad[i], strlen(bad[i]) }, { "/tmp/x", 6 } },
+		};
+
+		assert_true(env_name_refused(bad[i], strlen(bad[i])));
+		assert_false(env_name_allowed(bad[i], strlen(bad[i])));
+		err[0] = '\0';
+		assert_int_equal(env_check_request(req, 2, err, sizeof(err)), -EPERM);
+		assert_non_null(strstr(err, bad[i]));
+	}
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++)
+		assert_false(env_name_refused(fine[i], strlen(fine[i])));
+}
+
+static void test_mplbackend_names_a_backend_not_a_module(void **state)
+{
+	const struct env_pair agg[] = { PAIR("MPLBACKEND", "Agg") };
+	const struct env_pair mod[] = { PAIR("MPLBACKEND", "module://evil") };
+	const struct env_pair upper[] = { PAIR("MPLBACKEND", "MODULE://evil") };
+	char err[300];
+
+	assert_int_equal(env_check_request(agg, 1, err, sizeof(err)), 0);
+	assert_int_equal(env_check_request(mod, 1, err, sizeof(err)), -EPERM);
+	assert_int_equal(env_check_request(upper, 1, err, sizeof(err)), -EPERM);
+}
+
 /* The user database is read once per run, by privsep_identity(): a uid
  * without an entry stops the run there, before any environment. */
 static void test_unknown_uid_is_an_error(void **state)
@@ -111,6 +154,8 @@ int main(void)
 		cmocka_unit_test(test_allowlist_and_secrets),
 		cmocka_unit_test(test_secret_words_beat_the_allowlist),
 		cmocka_unit_test(test_client_locale_wins),
+		cmocka_unit_test(test_interpreter_and_loader_names_are_refused),
+		cmocka_unit_test(test_mplbackend_names_a_backend_not_a_module),
 		cmocka_unit_test(test_unknown_uid_is_an_error),
 	};
 

@@ -419,6 +419,152 @@ static void test_secret_read(void **state)
 	CHECK(c);
 }
 
+/* ---- the code view: comments and strings are not code ------------------ */
+
+static void test_code_view(void **state)
+{
+	static const struct scase c[] = {
+		/* call patterns in strings and comments, and a method named eval */
+		{ "x = \"eval(\" in s\n", 0 },
+		{ "s = 'subprocess.run([\"ls\"])'\n", 0 },
+		{ "# subprocess.run([\"ls\"])\nprint(1)\n", 0 },
+		{ "x = 1  # os.system(\"ls\")\n", 0 },
+		{ "class M:\n    def eval(self):\n        return 1\n", 0 },
+		{ "def exec(self, q):\n    pass\n", 0 },
+		{ "def  compile(self):\n    pass\n", 0 },
+		{ "\"\"\"\nimport os as o\nshutil.rmtree(d)\n\"\"\"\n", 0 },
+		{ "x = '''open(\"f\", \"w\")'''\n", 0 },
+		{ "print(\"call os.remove(p) to delete\")\n", 0 },
+		{ "log(\"requests.post(u, data=d)\")\n", 0 },
+		{ "x = b'exec(' + rb\"eval(\"\n", 0 },
+		/* replacement fields are code */
+		{ "print(f\"{os.system(x)}\")\n", SS },
+		{ "print(f\"{x!r:>{os.system(w)}}\")\n", SS },
+		{ "print(t\"{os.system(x)}\")\n", SS },
+		{ "print(Rf'{os.system(\"ls\")}')\n", SS },
+		{ "print(f\"{'{'}{os.system(x)}\")\n", SS },
+		{ "print(f\"{f'{os.system(x)}'}\")\n", SS },
+		{ "print(f'''{\n  os.system(x)}''')\n", SS },
+		{ "print(f\"{{os.system(x)}}\")\n", 0 },	/* escaped braces: text */
+		/* a quote in a format spec is text, so what follows is code */
+		{ "print(f\"{x:'}\") ; os.system(y) ; z = f\"{x:'}\"\n", SS },
+		{ "print(f\"{x:{y:'}}\") ; os.system(z) ; w = f\"{x:{y:'}}\"\n", SS },
+		{ "print(f\"{x:{y:{os.system(z)}}}\")\n", SS },
+		/* where strings end */
+		{ "x = \"a\\\\\" ; os.system(y) #\"\n", SS },
+		{ "x = \"a\\\r\n\" ; os.system(y) #\"\n", SS },
+		{ "s = r\"\\\"\" ; os.system(y) #\"\n", SS },
+		{ "x = \"\"\"a\"b\"\"\" ; os.system(y)\n", SS },
+		{ "x = ''''''; os.system(y)\n", SS },
+		{ "x = \"\" ; os.system(y)\n", SS },
+		{ "x = 'a\nos.system(y)\n", SS },	/* unterminated: the line ends it */
+		{ "x = 1 # c\ros.system(y)\n", SS },		/* CR ends a comment */
+		{ "f(eval  # c\n  (x))\n", DE },	/* a comment is a blank */
+		/* text Python may decode otherwise is read as it is */
+		{ "# -*- coding: utf-7 -*-\nx = \"+ACI-; os.system(y) ;+ACI-\"\n", SS },
+		{ "# coding: utf-8\nx = \"os.system(y)\"\n", 0 },
+		{ "x = f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{"
+		  "f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{f\"{'os.system(y)'\n", SS },
+		/* a snippet that can run a string as code has its strings read as code */
+		{ "import timeit\ntimeit.timeit(\"import os; os.system('id')\", number=1)\n", SS },
+		{ "s = \"os.system('id')\"\nexec(s)\n", SS | DE },
+		{ "code.InteractiveConsole().push(\"os.system('id')\")\n", SS },
+		{ "print(f\"{eval(x)}\")\n", DE },
+		{ "s = \"os.system('id')\"\nprint(s)\n", 0 },
+		/* secret-read and module names still read strings, not comments */
+		{ "p = \"~/.ssh/id_rsa\"\n", SR },
+		{ "open(f\"{home}/.aws/credentials\")\n", SR },
+		{ "# reads ~/.ssh/config\n", 0 },
+		{ "m = __import__(\"ctypes\")\n", SS | DE },
+		{ "f = pkgutil.resolve_name(\"ctypes:CDLL\")\n", SS },
+		/* open()'s mode and the HTTP method are read in the code view */
+		{ "open(p, \"wb+\")\n", FW },
+		{ "open(p, 'r')\n", 0 },
+		{ "requests.request('PATCH', u)\n", DO },
+		{ "requests.get(\"https://x/?q=\" + q)\n", DO },
+	};
+
+	(void)state;
+	CHECK(c);
+}
+
+/* ---- data-out through the names a snippet binds ------------------------- */
+
+static void test_data_out_names(void **state)
+{
+	static const struct scase c[] = {
+		/* HTTP client objects */
+		{ "import requests\ns = requests.Session(); s.put(url, data=payload)\n", DO },
+		{ "requests.Session().patch(u, json=d)\n", DO },
+		{ "with httpx.Client() as c:\n    c.put(u, content=b)\n", DO },
+		{ "async with httpx.AsyncClient() as c:\n    await c.put(u, content=b)\n", DO },
+		{ "async with httpx.AsyncClient(timeout=5) as c:\n    await c.patch(u)\n", DO },
+		{ "async with aiohttp.ClientSession() as s:\n    await s.put(u, data=d)\n", DO },
+		{ "s = aiohttp.ClientSession()\nawait s.post(u, data=d)\n", DO },
+		{ "urllib3.PoolManager().request(\"POST\", u, body=b)\n", DO },
+		{ "pool = urllib3.PoolManager()\npool.request(\"PUT\", u, body=b)\n", DO },
+		{ "c = http.client.HTTPConnection(\"h\")\nc.request(\"POST\", \"/x\", body)\n", DO },
+		{ "http.client.HTTPSConnection(\"h\").request(\"PATCH\", \"/x\", b)\n", DO },
+		{ "urllib.request.build_opener().open(u, data=b)\n", DO },
+		{ "opener = urllib.request.build_opener()\nopener.open(u, b)\n", DO },
+		{ "from requests import Session\ns = Session()\ns.put(u)\n", DO },
+		{ "s = requests . Session()\ns.put(u)\n", DO },
+		{ "from urllib.request import build_opener\no = build_opener()\no.open(u, b)\n", DO },
+		{ "c = urllib3.connection_from_url(u)\nc.put(x)\n", DO },
+		{ "self.http = requests.Session()\nself.http.put(u, data=d)\n", DO },
+		{ "s = requests.Session()\ns.get(u)\n", DO },
+		{ "s = requests.Session()\ns.get(\"https://x\", params={\"q\": q})\n", DO },
+		/* a fullwidth s is s to Python (NFKC) */
+		{ "\xef\xbd\x93 = requests.Session()\ns.put(u)\n", DO },
+		/* a GET of a name bound to a URL built from a string */
+		{ "url = \"https://x.test/?q=\" + secret\ns.get(url)\n", DO },
+		{ "url = f\"https://x.test/?q={secret}\"\nthing.get(url)\n", DO },
+		{ "url = \"https://x.test/?q={}\".format(secret)\nthing.get(url)\n", DO },
+		{ "url = \"https://x.test/?q=%s\" % secret\nthing.get(url)\n", DO },
+		{ "url = \"https://x.test/?q=\"\nurl += secret\nthing.get(url)\n", DO },
+		{ "base = \"https://x.test\"\nurl = base + \"/?q=\" + q\nthing.get(url)\n", DO },
+		{ "base = \"https://x.test\"\nurl = f\"{base}/?q={q}\"\nthing.get(url)\n", DO },
+		{ "url = \"https://x.test/?q=\" + secret\n"
+		  "urllib.request.build_opener().open(url)\n", DO },
+		{ "url = \"https://x.test/?q=\" + secret\nrequests.get(url)\n", DO },
+		{ "from requests import get\nurl = \"https://x/?q=\" + q\nget(url)\n", DO },
+		{ "url = \"https://x.test/?q=\" + secret\nurlopen(url)\n", DO },
+		/* a name bound to a literal and to something else */
+		{ "URL = \"https://x\"\nURL = URL + q\nsession.get(URL)\n", DO },
+		{ "URL = \"https://x\"\nglobals()[\"URL\"] += q\nsession.get(URL)\n", DO },
+		{ "URL = \"https://x\"\nfor URL in urls:\n    session.get(URL)\n", DO },
+		{ "URL = \"https://x\"\nfor (URL) in urls:\n    session.get(URL)\n", DO },
+		{ "URL = \"https://x\"\ndef f(URL):\n    return session.get(URL)\n", DO },
+		{ "URL = \"https://x\"\nfrom m import *\nsession.get(URL)\n", DO },
+		{ "URL = \"https://x\"\nsys._getframe().f_globals[\"URL\"] += q\nsession.get(URL)\n",
+		  DO },
+		{ "URL = \"https://x\"\n(lambda: 0).__globals__[\"URL\"] += q\nsession.get(URL)\n",
+		  DO },
+		{ "URL = \"https://x\"\nwith open(p) as URL:\n    pass\nsession.get(URL)\n", DO },
+		{ "URL = \"https://x\"\n\xef\xbc\xb5RL = f\"https://x/{q}\"\nsession.get(URL)\n", DO },
+		/* near misses: a literal URL, a name bound to a literal, not a client */
+		{ "s = requests.Session()\ns.get(\"https://x\")\n", 0 },
+		{ "with httpx.Client() as c:\n    r = c.get(\"https://x\", timeout=5)\n", 0 },
+		{ "URL = \"https://x\"\nsession = requests.Session()\nsession.get(URL)\n", 0 },
+		{ "URL = \"https://x\"\nr = requests.get(URL, timeout=5)\nprint(URL, r.status_code)\n",
+		  0 },
+		{ "URL = 'https://x'  # the API\nr = urlopen(URL)\n", 0 },
+		{ "base = \"https://x\"\nr = requests.get(base)\n", 0 },
+		{ "url = \"https://x\"\nd.get(url)\n", 0 },
+		{ "opener = build_opener()\nopener.open(\"https://x\")\n", 0 },
+		{ "q = queue.Queue()\nq.put(x)\n", 0 },
+		{ "d.update(x)\nobj.put_item(Item=x)\ncache.put(k, v)\n", 0 },
+		{ "s = requests.Session()\nq.put(x)\n", 0 },
+		{ "key = \"a\" + b\nd.get(key)\n", 0 },
+		{ "db = sqlalchemy.orm.Session()\ndb.get(User, 1)\n", 0 },
+		{ "from sqlalchemy.orm import Session\ns = Session()\ns.put(x)\n", 0 },
+		{ "s = foo.Session()\ns.put(x)\n", 0 },
+	};
+
+	(void)state;
+	CHECK(c);
+}
+
 /* ---- spans, order, size, report ----------------------------------------- */
 
 static void test_spans(void **state)
@@ -604,47 +750,82 @@ static void sanitize(char *s, size_t len)
 		fail_msg("could not blank the flagged lines");
 }
 
+/*
+ * How a scan's time grows with its input: the whole text against its first
+ * quarter.  Linear time gives about 4, quadratic 16.  Unlike the ratio to
+ * ordinary code it does not depend on how fast the C parts (the code view,
+ * the name tests) are built against PCRE2's JIT code (a sanitizer build).
+ */
+static double growth(const char *s, size_t len, struct scan_result *r)
+{
+	double g = time_scan(s, len, r, 5) / time_scan(s, len / 4, r, 5);
+
+	if (g > 6.0)	/* a busy machine: measured again, longer */
+		g = time_scan(s, len, r, 15) / time_scan(s, len / 4, r, 15);
+	time_scan(s, len, r, 1);	/* r describes the whole text */
+	return g;
+}
+
 struct adversary {
 	const char *what, *head, *unit;
 	unsigned want;	/* labels it really matches */
+	bool growth;	/* its growth is checked too (the C parts' adversaries) */
 };
 
 static const struct adversary adversaries[] = {
-	{ "nested open(", "", "open(", FW },	/* too deep to read: flagged */
-	{ "nested open(os.path.join(", "", "open(os.path.join(", FW },
-	{ "nested f(", "", "f(", 0 },
-	{ "open( then 1 MiB of ()", "open(x", "()", 0 },
-	{ "open( then 1 MiB of args", "open(x", "a = b + c ", 0 },
-	{ "open(x, \"w unclosed", "open(x", ", \"w", FW },
-	{ "\"w", "", "\"w", 0 },
-	{ "quotes", "", "'\"", 0 },
-	{ "brackets [", "", "[", 0 },
-	{ "braces {", "", "{", 0 },
-	{ "subprocess", "", "subprocess ", 0 },
-	{ "subprocess .", "", "subprocess\\ ", 0 },
-	{ "os spaces", "os", " ", 0 },
-	{ "backslashes", "os", "\\", 0 },
-	{ "requests.get(", "", "requests.get(", DO },
-	{ "requests.get no call", "", "requests.get ", 0 },
-	{ "requests.get(\"https://", "", "requests.get(\"https://", DO },
-	{ "session.get(lit, params", "session.get(\"https://e.com\"", ", params", 0 },
-	{ "urlopen(", "", "urlopen(", DO },
-	{ "Request(", "", "Request(", DO },
-	{ ".pos", "", ".pos ", 0 },
-	{ "os.open(O", "os.open(", "O", 0 },
-	{ "os.open(O_RDONLY", "os.open(", "O_RDONLY ", 0 },
-	{ ".connect(", "", ".connect(", 0 },
-	{ "from os import a,", "", "from os import a, ", 0 },
-	{ "from os import (a,", "", "from os import (a, ", 0 },
-	{ "long import list", "from os import a", ", a", 0 },
-	{ "import a,", "", "import a, ", 0 },
-	{ "import os", "", "import os ", 0 },
-	{ "x.eval(", "", "x.eval(", 0 },
-	{ ".env lookalikes", "", "os.environ.envx ", 0 },
-	{ "/etc/", "", "/etc/", 0 },
-	{ "/proc/", "", "/proc/", 0 },
-	{ "id_", "", "id_", 0 },
-	{ "= o", "", "= o", 0 },
+	{ "nested open(", "", "open(", FW, false },	/* too deep to read: flagged */
+	{ "nested open(os.path.join(", "", "open(os.path.join(", FW, false },
+	{ "nested f(", "", "f(", 0, false },
+	{ "open( then 1 MiB of ()", "open(x", "()", 0, false },
+	{ "open( then 1 MiB of args", "open(x", "a = b + c ", 0, false },
+	{ "open(x, \"w unclosed", "open(x", ", \"w", FW, false },
+	{ "\"w", "", "\"w", 0, false },
+	{ "quotes", "", "'\"", 0, false },
+	{ "brackets [", "", "[", 0, false },
+	{ "braces {", "", "{", 0, false },
+	{ "subprocess", "", "subprocess ", 0, false },
+	{ "subprocess .", "", "subprocess\\ ", 0, false },
+	{ "os spaces", "os", " ", 0, false },
+	{ "backslashes", "os", "\\", 0, false },
+	{ "requests.get(", "", "requests.get(", DO, false },
+	{ "requests.get no call", "", "requests.get ", 0, false },
+	{ "requests.get(\"https://", "", "requests.get(\"https://", DO, false },
+	{ "session.get(lit, paramsx=", "session.get(\"https://e.com\"", ", paramsx=1", 0, false },
+	{ "urlopen(", "", "urlopen(", DO, false },
+	{ "Request(", "", "Request(", DO, false },
+	{ ".pos", "", ".pos ", 0, false },
+	{ "os.open(O", "os.open(", "O", 0, false },
+	{ "os.open(O_RDONLY", "os.open(", "O_RDONLY ", 0, false },
+	{ ".connect(", "", ".connect(", 0, false },
+	{ "from os import a,", "", "from os import a, ", 0, false },
+	{ "from os import (a,", "", "from os import (a, ", 0, false },
+	{ "long import list", "from os import a", ", a", 0, false },
+	{ "import a,", "", "import a, ", 0, false },
+	{ "import os", "", "import os ", 0, false },
+	{ "x.eval(", "", "x.eval(", 0, false },
+	{ ".env lookalikes", "", "os.environ.envx ", 0, false },
+	{ "/etc/", "", "/etc/", 0, false },
+	{ "/proc/", "", "/proc/", 0, false },
+	{ "id_", "", "id_", 0, false },
+	{ "= o", "", "= o", 0, false },
+	/* the code view */
+	{ "unterminated strings", "", "\"a\n", 0, true },
+	{ "triple quotes", "", "'''\"\"\"", 0, true },
+	{ "unterminated triple quote", "'''", "\\'\n", 0, true },
+	{ "nested f-strings", "", "f\"{", 0, true },
+	{ "format specs", "x = f\"{x:", "{x:", 0, true },
+	{ "escapes", "\"", "\\\\", 0, true },
+	{ "comments", "", "#(\n", 0, true },
+	/* names */
+	{ "put on a non-client", "s = requests.Session()\n", "q.put(1)\n", 0, true },
+	{ "payload gets on a non-client", "s = requests.Session()\n", "d.get(k, data=1)\n", 0, true },
+	{ "nested gets on a non-client", "s = requests.Session()\n", "q.get(a, ", 0, true },
+	{ "get of a non-URL", "u = \"https://x\" + q\n", "d.get(k)\n", 0, true },
+	{ "gets of a literal URL", "U = \"https://x\"\n", "requests.get(U)\n", 0, true },
+	{ "built URLs", "", "u = \"https://x\" + q\n", 0, true },
+	{ "client constructors", "", "requests.Session(", 0, true },
+	{ "with client as", "", "with httpx.Client() as c: ", 0, true },
+	{ "opened clients", "", "requests.Session().", 0, true },
 };
 
 static void test_linear_time(void **state)
@@ -652,8 +833,8 @@ static void test_linear_time(void **state)
 	struct scan_result r;
 	char *ord = malloc(MIB), *adv = malloc(MIB);
 	size_t olen;
-	double t_ord, t_raw, worst = 0;
-	const char *worst_what = "";
+	double t_ord, t_raw, worst = 0, ratio, g, worst_growth = 0;
+	const char *worst_what = "", *worst_growth_what = "";
 	int bad = 0;
 
 	(void)state;
@@ -677,7 +858,9 @@ static void test_linear_time(void **state)
 	for (size_t i = 0; i < sizeof(adversaries) / sizeof(adversaries[0]); i++) {
 		const struct adversary *a = &adversaries[i];
 		size_t len = repeat(adv, MIB, a->head, a->unit);
-		double t = time_scan(adv, len, &r, 5), ratio = t / t_ord;
+		double t = time_scan(adv, len, &r, 5);
+
+		ratio = t / t_ord;
 		char got[128], want[128];
 
 		/* A high ratio on a busy machine is measured again, longer,
@@ -685,6 +868,11 @@ static void test_linear_time(void **state)
 		if (ratio > 5.0)
 			ratio = time_scan(adv, len, &r, 15) / time_scan(ord, olen, &r, 15);
 
+		g = a->growth ? growth(adv, len, &r) : 0;
+		if (g > worst_growth) {
+			worst_growth = g;
+			worst_growth_what = a->what;
+		}
 		for (size_t k = 0; k < r.n; k++) {
 			if (r.hits[k].limited) {
 				print_error("%s: %s reached the PCRE2 limit\n", a->what,
@@ -703,11 +891,37 @@ static void test_linear_time(void **state)
 			worst_what = a->what;
 		}
 	}
+	/* Many names, each bound to a literal URL and got: the literal test
+	 * is made for a bounded number of names, then every get counts. */
+	{
+		size_t n = 0;
+
+		for (unsigned k = 0; n + 64 < MIB; k++)
+			n += (size_t)snprintf(adv + n, MIB - n,
+					      "U%u = \"https://x\"\nrequests.get(U%u)\n", k, k);
+		ratio = time_scan(adv, n, &r, 5) / t_ord;
+		g = growth(adv, n, &r);
+		printf("  names bound to literal URLs: ratio %.2f, growth %.2f\n", ratio, g);
+		if (g > worst_growth) {
+			worst_growth = g;
+			worst_growth_what = "names bound to literal URLs";
+		}
+		if (mask_of(&r) != DO) {
+			print_error("names bound to literal URLs: want data-out\n");
+			bad++;
+		}
+		if (ratio > worst) {
+			worst = ratio;
+			worst_what = "names bound to literal URLs";
+		}
+	}
 	printf("  worst adversarial/ordinary time ratio: %.2f (%s)\n", worst, worst_what);
 	free(ord);
 	free(adv);
 	assert_int_equal(bad, 0);
+	printf("  worst growth, 1 MiB / 256 KiB: %.2f (%s)\n", worst_growth, worst_growth_what);
 	assert_true(worst < 10.0);
+	assert_true(worst_growth < 8.0);
 }
 
 int main(void)
@@ -721,6 +935,8 @@ int main(void)
 		cmocka_unit_test(test_fs_write),
 		cmocka_unit_test(test_data_out),
 		cmocka_unit_test(test_secret_read),
+		cmocka_unit_test(test_code_view),
+		cmocka_unit_test(test_data_out_names),
 		cmocka_unit_test(test_spans),
 		cmocka_unit_test(test_size_limit),
 		cmocka_unit_test(test_names),

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT
+ * The secret set (secrets.h).  The one list of built-in places is
+ * below; SECURITY.md and kotoba-broker.conf(5) describe it.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "broker/broker.h"
+#include "broker/secrets.h"
+
+/* The spec's secret-read list as real places, then where the users of
+ * agents keep credentials.  "~/" is the snippet user's home; an entry
+ * without '/' is a file name looked for in the working directory and
+ * each of its parents; a final '*' matches any rest of the name. */
+static const char *const builtin[] = {
+	"~/.ssh", "~/.aws", "~/.netrc", "~/.keystore_key", ".env", ".env.*",
+	"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
+	"~/.gnupg", "~/.config/gcloud", "~/.azure", "~/.kube", "~/.docker/config.json",
+	"~/.git-credentials", "~/.pgpass", "~/.config/gh", "~/.pypirc", "~/.npmrc",
+	"~/.password-store",
+	/* A per-user broker's store, whichever broker runs the snippet:
+	 * the audit trail holds every snippet, so it is a secret itself. */
+	"~/.local/state/kotoba",
+};
+
+#define N_BUILTIN (sizeof(builtin) / sizeof(builtin[0]))
+/* Room for the built-in set, this broker's state directory and the
+ * configured entries. */
+_Static_assert(N_BUILTIN + 1 + CONFIG_SECRET_PATHS_MAX <= PROTO_SECRETS_MAX,
+	       "job.secrets cannot hold the whole set");
+
+static char paths[PROTO_SECRETS_MAX][PATH_MAX];
+
+static int add(struct msg_job *job, const struct identity *id, const char *s, size_t n,
+	       char *err, size_t errlen)
+{
+	char *out = paths[job->n_secrets];
+	int len;
+
+	if (job->n_secrets == PROTO_SECRETS_MAX) {
+		snprintf(err, errlen, "the secret set has more than %d entries", PROTO_SECRETS_MAX);
+		return -E2BIG;
+	}
+	if (n >= 2 && s[0] == '~' && s[1] == '/') {
+		/* No home, no secrets in it to mask (nobody's is /nonexistent). */
+		if (id->home[0] != '/')
+			return 0;
+		len = snprintf(out, PATH_MAX, "%s%s%.*s", id->home,
+			       id->home[strlen(id->home) - 1] == '/' ? "" : "/", (int)(n - 2),
+			       s + 2);
+	} else {
+		len = snprintf(out, PATH_MAX, "%.*s", (int)n, s);
+	}
+	if (len < 0 || len >= PATH_MAX)
+		return 0; /* no such path can be opened either */
+	job->secrets[job->n_secrets++] = (struct pstr){ out, (size_t)len };
+	return 0;
+}
+
+int secrets_fill_job(const struct broker *b, const struct identity *id, struct msg_job *job,
+		     char *err, size_t errlen)
+{
+	const char *sep = ", \t", *s = b->cfg.secret_paths;
+	int rc = 0;
+
+	job->has_secrets = false;
+	job->n_secrets = 0;
+	if (!b->cfg.secrets)
+		return 0;
+	/* A container sees the working directory only: its file names are
+	 * what the worker turns into the container's masks. */
+	if (job->has_engine && job->engine.n_steps > 0) {
+		job->has_secrets = true;
+		for (size_t i = 0; rc == 0 && i < N_BUILTIN; i++)
+			if (!strchr(builtin[i], '/'))
+				rc = add(job, id, builtin[i], strlen(builtin[i]), err, errlen);
+		while (rc == 0 && *s) {
+			size_t n;
+
+			s += strspn(s, sep);
+			n = strcspn(s, sep);
+			if (n && !memchr(s, '/', n) && s[0] != '~')
+				rc = add(job, id, s, n, err, errlen);
+			s += n;
+		}
+		return rc;
+	}
+	if (job->profile != PROFILE_UNATTENDED)
+		return 0;
+	job->has_secrets = true;
+	for (size_t i = 0; rc == 0 && i < N_BUILTIN; i++)
+		rc = add(job, id, builtin[i], strlen(builtin[i]), err, errlen);
+	if (rc == 0 && b->state_dir[0] == '/')
+		rc = add(job, id, b->state_dir, strlen(b->state_dir), err, errlen);
+	while (rc == 0 && *s) {
+		size_t n;
+
+		s += strspn(s, sep);
+		n = strcspn(s, sep);
+		if (n)
+			rc = add(job, id, s, n, err, errlen);
+		s += n;
+	}
+	return rc;
+}
+
+const char *secrets_state(const struct broker *b, enum proto_profile profile)
+{
+	if (profile == PROFILE_APPROVED)
+		return "unmasked";
+	return b->cfg.secrets ? "masked" : "off";
+}

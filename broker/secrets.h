@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT
+ * The secret set: the places an unattended snippet must not read
+ * ([sandbox] secrets, secret_paths).  The broker names them; the worker
+ * finds which exist and masks them (worker/secrets.c), and in docker mode
+ * the container's command line masks the working directory's (.env).
+ */
+#ifndef KOTOBA_BROKER_SECRETS_H
+#define KOTOBA_BROKER_SECRETS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "broker/privsep.h"
+#include "proto/proto.h"
+
+struct broker;
+
+/* Fills job->secrets for a run of the unattended profile as `id`: the
+ * built-in set, the broker's own state directory and [sandbox]
+ * secret_paths, with "~/" made the user's home; for engine steps that
+ * start a container, the file-name entries only (the container sees the
+ * working directory alone).  Leaves the job without them when [sandbox]
+ * secrets = off.  The strings live until the next call.  0, or -E2BIG
+ * with err filled. */
+int secrets_fill_job(const struct broker *b, const struct identity *id, struct msg_job *job,
+		     char *err, size_t errlen);
+
+/* What `exit` says about the masks: "masked", "off" or "unmasked". */
+const char *secrets_state(const struct broker *b, enum proto_profile profile);
+
+#endif

@@ -1,0 +1,122 @@
+"""The secret set end to end ([sandbox] secrets, secret_paths): what the
+worker masks in an unattended run, what `exit` and the log say, and that
+an approved run (a person read the snippet) sees everything.  The
+hostile spellings are the escape suite's (tests/escape/cases/secret_*)."""
+import os
+import pwd
+
+from conftest import Broker
+
+PLANTED = "kotoba-integration-secret\n"
+# Walks past the pre-screen: the path comes from the environment.
+READ = ("import os\n"
+        "try:\n"
+        "    print(open(os.environ['SECRET_AT']).read(), end='')\n"
+        "except OSError as e:\n"
+        "    print(type(e).__name__, e.errno)\n")
+
+
+def snippet_user():
+    """Who root's snippets run as (the default root_user)."""
+    return pwd.getpwnam("nobody") if os.geteuid() == 0 else pwd.getpwuid(os.geteuid())
+
+
+def plant(d):
+    """A secret file and a secret directory holding one, the snippet user's
+    own, so that only the sandbox can keep a snippet out."""
+    u = snippet_user()
+    os.makedirs(os.path.join(d, "vault"))
+    for p, text in [(os.path.join(d, "token"), PLANTED),
+                    (os.path.join(d, "vault", "key"), PLANTED)]:
+        with open(p, "w") as f:
+            f.write(text)
+    for p in [os.path.join(d, "token"), os.path.join(d, "vault"),
+              os.path.join(d, "vault", "key")]:
+        if os.geteuid() == 0:
+            os.chown(p, u.pw_uid, u.pw_gid)
+    return os.path.join(d, "token"), os.path.join(d, "vault", "key")
+
+
+def config(d, secrets="yes"):
+    return ("[sandbox]\nsecrets = %s\nsecret_paths = %s/token, %s/vault\n"
+            % (secrets, d, d))
+
+
+def run(b, code, path, channel, cwd):
+    """One exec over the raw protocol; returns (stdout, the exit or error frame)."""
+    c = b.client(channel=channel)
+    c.exec(code.replace("os.environ['SECRET_AT']", repr(path)), cwd=cwd)
+    out = c.until_end(on_card=lambda cl, m: cl.send({"type": "answer", "card": m["card"],
+                                                      "choice": "once"}))
+    c.sock.close()
+    return out["stdout"].decode(), out["end"]
+
+
+def test_unattended_read_is_refused_and_exit_says_masked(make_broker, tmpdir_k):
+    token, key = plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k)).start()
+    for path in (token, key):
+        out, end = run(b, READ, path, False, tmpdir_k)
+        assert end["type"] == "exit", end
+        assert out == "PermissionError 13\n", out
+        assert end["secrets"] == "masked", end
+    assert "secrets masked" in b.read_log()
+
+
+def test_approved_run_reads_them_and_exit_says_unmasked(make_broker, tmpdir_k):
+    token, key = plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k)).start()
+    for path in (token, key):
+        out, end = run(b, READ, path, True, tmpdir_k)
+        assert end["type"] == "exit", end
+        assert out == PLANTED, out
+        assert end["profile"] == "approved" and end["secrets"] == "unmasked", end
+
+
+def test_secrets_off_is_said_at_start_in_the_log_and_in_exit(make_broker, tmpdir_k):
+    token, _ = plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k, "off")).start()
+    out, end = run(b, READ, token, False, tmpdir_k)
+    assert out == PLANTED, out
+    assert end["secrets"] == "off", end
+    log = b.read_log()
+    assert "[sandbox] secrets = off" in log, log
+    assert "secrets off" in log, log
+
+
+def test_a_working_directory_inside_a_secret_is_refused(make_broker, tmpdir_k):
+    plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k)).start()
+    out, end = run(b, "print('ran')\n", "", False, os.path.join(tmpdir_k, "vault"))
+    assert end["type"] == "error" and end["code"] == "bad-cwd", end
+    assert end["errno"] == 13, end
+    out, end = run(b, "print('ran')\n", "", True, os.path.join(tmpdir_k, "vault"))
+    assert out == "ran\n", end
+
+
+def test_name_lookups_and_the_users_files_still_work(make_broker, tmpdir_k):
+    plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k)).start()
+    code = ("import os, pwd\n"
+            "print(pwd.getpwuid(os.getuid()).pw_name)\n"
+            "print(sorted(os.listdir('.'))[:3])\n")
+    out, end = run(b, code, "", False, tmpdir_k)
+    assert end["type"] == "exit" and end["code"] == 0, (out, end)
+    assert out.splitlines()[0] == snippet_user().pw_name, out
+
+
+def test_a_mask_over_the_directory_holding_the_first_one_leaves_the_rest_masked(
+        make_broker, tmpdir_k):
+    """The first secret directory carries the masks' sources; a later
+    secret above it must not cut the later masks off from them."""
+    token, key = plant(tmpdir_k)
+    inner = os.path.join(tmpdir_k, "vault", "inner")
+    os.makedirs(inner)
+    if os.geteuid() == 0:
+        u = snippet_user()
+        os.chown(inner, u.pw_uid, u.pw_gid)
+    b = make_broker(config="[sandbox]\nsecret_paths = %s %s/vault %s/token\n"
+                    % (inner, tmpdir_k, tmpdir_k)).start()
+    for path in (token, key):
+        out, end = run(b, READ, path, False, tmpdir_k)
+        assert out == "PermissionError 13\n", (path, out)

@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: MIT
+ * Secret masks for the unattended profile.
+ *
+ * The broker sends the secret set (job.secrets): absolute paths, and file
+ * names looked for in the working directory and each of its parents (a
+ * final '*' matches any rest of the name, as in ".env.*").  S expands it
+ * before the fork, as the snippet's user, into the places that exist now
+ * (plan_secrets).  C then, still single-threaded and before it drops its
+ * capabilities, sets no_new_privs, Landlock or seccomp (mask_secrets):
+ *
+ *   1. unshare(CLONE_NEWUSER | CLONE_NEWNS): a user namespace owned by
+ *      the snippet's user, mapping only its own uid and gid (setgroups
+ *      denied, as the kernel requires of an unprivileged map), and a
+ *      private copy of the mount table.  Nothing done here reaches the
+ *      host: the mounts are this run's and go when its last process does.
+ *   2. Every mount private (MS_REC | MS_PRIVATE), so nothing propagates
+ *      back to the host's peer groups.
+ *   3. The mask sources: a small tmpfs, its root mode 000, holding one
+ *      empty directory and one empty file, both mode 000, all owned by
+ *      the snippet's user, then made read-only (chmod fails with EROFS).
+ *      It is mounted on the first secret directory, which it masks by
+ *      itself; only when the set has no directory does it go on the
+ *      scratch directory and leave it again after step 4 (an unmount
+ *      costs an RCU grace period, sometimes milliseconds).
+ *   4. Each secret: the empty directory bind-mounted over a secret
+ *      directory, the empty file over a secret file.  Opening anything
+ *      at or below it fails with EACCES (no capability will be left to
+ *      override mode 000), however the path is spelled: '..', '//',
+ *      /proc/self/root, /proc/self/cwd, openat on a directory fd, a
+ *      symlink pointing at it all end at the mount.
+ *
+ * A place the user cannot read anyway (access() as the user fails) gets
+ * no mask: the snippet holds less than S.
+ *
+ * The approved profile gets none of this: a person read the snippet.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "worker/secrets.h"
+
+/* More than any real home and project tree holds; past it the run fails
+ * (closed) rather than masking a part. */
+#define SECRET_MASKS_MAX 512
+
+/* ---- S: expanding the set ---------------------------------------------- */
+
+/* What a path that does not resolve can mean: nothing there to read for
+ * this user, now.  Anything else (EIO, ENOMEM) fails the run. */
+static bool nothing_there(int err)
+{
+	return err == ENOENT || err == ENOTDIR || err == EACCES || err == ELOOP ||
+	       err == ENAMETOOLONG;
+}
+
+/* What the user cannot read already (S runs as the snippet's user, with
+ * its groups): /etc/shadow for most, the system broker's state.  The
+ * snippet, holding less than S, cannot either, and a mask costs a mount. */
+static bool user_cannot_read(const char *path, const struct stat *st)
+{
+	return access(path, S_ISDIR(st->st_mode) ? X_OK : R_OK) < 0 && errno == EACCES;
+}
+
+static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	char *copy;
+
+	if (stat(path, &st) < 0) {
+		if (nothing_there(errno))
+			return 0;
+		snprintf(err, errlen, "cannot stat secret %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (user_cannot_read(path, &st))
+		return 0;
+	if (p->n_masks == SECRET_MASKS_MAX) {
+		snprintf(err, errlen, "more than %d secrets to mask (last: %s)", SECRET_MASKS_MAX,
+			 path);
+		return -E2BIG;
+	}
+	copy = strdup(path);
+	if (!copy) {
+		snprintf(err, errlen, "out of memory listing secrets");
+		return -ENOMEM;
+	}
+	p->masks[p->n_masks].path = copy;
+	p->masks[p->n_masks++].dir = S_ISDIR(st.st_mode);
+	return 0;
+}
+
+static int add_joined(struct plan *p, const char *dir, const char *name, size_t namelen,
+		      char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	int n = snprintf(path, sizeof(path), "%s/%.*s", strcmp(dir, "/") ? dir : "",
+			 (int)namelen, name);
+
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return 0; /* too long to open, so too long to read */
+	return add_mask(p, path, err, errlen);
+}
+
+/* name ends in '*': every entry of dir that starts with the rest.  A
+ * directory the user may enter but not list is skipped: its exact names
+ * (".env") are separate entries of the set. */
+static int add_matching(struct plan *p, const char *dir, const char *name, size_t len,
+			char *err, size_t errlen)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int rc = 0;
+
+	if (!d)
+		return nothing_there(errno) ? 0 : -errno;
+	while (rc == 0 && (e = readdir(d)))
+		if (!strncmp(e->d_name, name, len - 1) && strcmp(e->d_name, ".") &&
+		    strcmp(e->d_name, ".."))
+			rc = add_joined(p, dir, e->d_name, strlen(e->d_name), err, errlen);
+	closedir(d);
+	return rc;
+}
+
+/* One file name in dir and in each directory above it, up to /. */
+static int add_in_parents(struct plan *p, const char *start, struct pstr name, char *err,
+			  size_t errlen)
+{
+	char dir[PATH_MAX];
+	int rc = 0;
+
+	snprintf(dir, sizeof(dir), "%s", start);
+	for (;;) {
+		char *slash;
+
+		if (name.ptr[name.len - 1] == '*')
+			rc = add_matching(p, dir, name.ptr, name.len, err, errlen);
+		else
+			rc = add_joined(p, dir, name.ptr, name.len, err, errlen);
+		if (rc < 0 || !strcmp(dir, "/"))
+			return rc;
+		slash = strrchr(dir, '/');
+		if (slash == dir)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+	}
+}
+
+/* The working directory as the job names it, and as the kernel resolves
+ * it: '..' from the snippet's cwd follows the second, a path spelled
+ * through a symlinked parent the first. */
+static int add_name(struct plan *p, const char *real_cwd, struct pstr name, char *err,
+		    size_t errlen)
+{
+	int rc = add_in_parents(p, p->cwd, name, err, errlen);
+
+	if (rc == 0 && real_cwd[0] && strcmp(real_cwd, p->cwd))
+		rc = add_in_parents(p, real_cwd, name, err, errlen);
+	return rc;
+}
+
+static bool is_engine(const struct plan *p)
+{
+	return p->profile == PROFILE_ENGINE;
+}
+
+/* Engine: the container mounts the working directory alone, so only its
+ * own entries of the file names matter there. */
+static int add_in_cwd(struct plan *p, struct pstr name, char *err, size_t errlen)
+{
+	if (name.ptr[0] == '/')
+		return 0;
+	if (name.ptr[name.len - 1] == '*')
+		return add_matching(p, p->cwd, name.ptr, name.len, err, errlen);
+	return add_joined(p, p->cwd, name.ptr, name.len, err, errlen);
+}
+
+int plan_secrets(struct plan *p, char *err, size_t errlen)
+{
+	const struct msg_job *job = p->job;
+	char real_cwd[PATH_MAX] = "";
+	int rc = 0;
+
+	if (!job->has_secrets)
+		return 0;
+	p->masks = calloc(SECRET_MASKS_MAX, sizeof(*p->masks));
+	if (!p->masks) {
+		snprintf(err, errlen, "out of memory listing secrets");
+		return -ENOMEM;
+	}
+	if (is_engine(p)) {
+		for (size_t i = 0; rc == 0 && i < job->n_secrets; i++)
+			rc = add_in_cwd(p, job->secrets[i], err, errlen);
+		return rc;
+	}
+	/* A working directory that does not resolve fails at the cwd step. */
+	if (!realpath(p->cwd, real_cwd))
+		real_cwd[0] = '\0';
+	for (size_t i = 0; rc == 0 && i < job->n_secrets; i++) {
+		struct pstr s = job->secrets[i];
+		char path[PATH_MAX];
+
+		if (s.len >= sizeof(path))
+			continue; /* no such path can be opened */
+		if (s.ptr[0] == '/') {
+			memcpy(path, s.ptr, s.len);
+			path[s.len] = '\0';
+			rc = add_mask(p, path, err, errlen);
+		} else {
+			rc = add_name(p, real_cwd, s, err, errlen);
+		}
+	}
+	return rc;
+}
+
+/* One engine argument masking m in the container, or NULL (ENOMEM).
+ * docker and podman alike: /dev/null over a file (reads find it empty:
+ * no mount of a file can refuse them), an empty mode-000 tmpfs over a
+ * directory. */
+static char *container_mask(const struct secret_mask *m)
+{
+	char *s;
+
+	if (asprintf(&s, m->dir ? "--mount=type=tmpfs,destination=%s,tmpfs-mode=0000"
+				: "--volume=/dev/null:%s:ro", m->path) < 0)
+		return NULL;
+	return s;
+}
+
+int secrets_engine_args(const struct plan *p, char ***argv, char *err, size_t errlen)
+{
+	size_t n = 0, at = SIZE_MAX, k = 0;
+	char **v = *argv, **out;
+
+	for (; v && v[n]; n++)
+		if (!strcmp(v[n], PROTO_SECRET_MASKS_ARG))
+			at = n;
+	if (at == SIZE_MAX)
+		return 0;
+	for (size_t i = 0; i < p->n_masks; i++) {
+		/* The engine's volume syntax splits on ':' and ','. */
+		if (strpbrk(p->masks[i].path, ":,")) {
+			snprintf(err, errlen, "cannot mask %s in the container: its name has "
+					      "':' or ','", p->masks[i].path);
+			return -EINVAL;
+		}
+	}
+	out = calloc(n + p->n_masks + 1, sizeof(*out));
+	if (!out)
+		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		if (i != at) {
+			out[k++] = v[i];
+			continue;
+		}
+		for (size_t m = 0; m < p->n_masks; m++)
+			if (!(out[k++] = container_mask(&p->masks[m])))
+				goto nomem_out;
+		free(v[i]);
+	}
+	free(v);
+	*argv = out;
+	return 0;
+nomem_out:
+	/* v still owns its strings; out owns only the masks made so far. */
+	for (size_t i = at; i < k; i++)
+		free(out[i]);
+	free(out);
+nomem:
+	snprintf(err, errlen, "out of memory building the container's secret masks");
+	return -ENOMEM;
+}
+
+void plan_free_secrets(struct plan *p)
+{
+	for (size_t i = 0; i < p->n_masks; i++)
+		free(p->masks[i].path);
+	free(p->masks);
+	p->masks = NULL;
+	p->n_masks = 0;
+}
+
+/* ---- C: the namespace and the masks ------------------------------------ */
+
+/* The failing call and its path, for die_step; static, as nothing may be
+ * allocated in C. */
+static char what_buf[PATH_MAX + 64];
+
+static const char *say(const char *call, const char *path)
+{
+	snprintf(what_buf, sizeof(what_buf), "%s %s", call, path);
+	return what_buf;
+}
+
+static int write_file(const char *path, const char *text)
+{
+	size_t n = strlen(text);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, n) != (ssize_t)n)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* Our own uid and gid, and nothing else: all an unprivileged process may
+ * map.  Files of other owners then show as the overflow ids (65534).
+ * Read before the unshare: until the map is written, getuid() in the new
+ * namespace answers the overflow id. */
+static int map_ids(uid_t uid, gid_t gid, const char **what)
+{
+	char line[64];
+	int rc;
+
+	*what = "writing /proc/self/setgroups";
+	if ((rc = write_file("/proc/self/setgroups", "deny")) < 0)
+		return rc;
+	*what = "writing /proc/self/uid_map";
+	snprintf(line, sizeof(line), "%u %u 1", (unsigned)uid, (unsigned)uid);
+	if ((rc = write_file("/proc/self/uid_map", line)) < 0)
+		return rc;
+	*what = "writing /proc/self/gid_map";
+	snprintf(line, sizeof(line), "%u %u 1", (unsigned)gid, (unsigned)gid);
+	return write_file("/proc/self/gid_map", line);
+}
+
+/* The map files of a non-dumpable process (S made itself one, and C
+ * inherits it) belong to root: C is dumpable only while it writes them.
+ * Before the unshare, C's capabilities keep the user's other processes
+ * from attaching in that moment; after it, it holds nothing they do not
+ * own, and its fds are only the code, the output pipes and the report
+ * channel. */
+static int enter_namespaces(const char **what)
+{
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	int rc;
+
+	*what = "prctl(PR_SET_DUMPABLE, 1)";
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+		return -errno;
+	*what = "unshare(CLONE_NEWUSER | CLONE_NEWNS) (user namespaces are needed to mask "
+		"secrets; or set [sandbox] secrets = off)";
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		return -errno;
+	rc = map_ids(uid, gid, what);
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 && rc == 0) {
+		*what = "prctl(PR_SET_DUMPABLE, 0)";
+		rc = -errno;
+	}
+	return rc;
+}
+
+static char mask_dir[PATH_MAX + 4], mask_file[PATH_MAX + 4];
+static int src_fd[2] = { -1, -1 };
+
+/* The binds name the sources by fd (/proc/self/fd/N), never by path: a
+ * path through the directory carrying them would stop resolving once a
+ * mask covers a directory above it, and the binds after that would find
+ * no source. */
+static int hold_sources(const char **what)
+{
+	*what = say("open", mask_dir);
+	src_fd[0] = open(mask_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (src_fd[0] < 0)
+		return -errno;
+	*what = say("open", mask_file);
+	src_fd[1] = open(mask_file, O_PATH | O_CLOEXEC);
+	if (src_fd[1] < 0)
+		return -errno;
+	snprintf(mask_dir, sizeof(mask_dir), "/proc/self/fd/%d", src_fd[0]);
+	snprintf(mask_file, sizeof(mask_file), "/proc/self/fd/%d", src_fd[1]);
+	return 0;
+}
+
+static void release_sources(void)
+{
+	for (int i = 0; i < 2; i++)
+		if (src_fd[i] >= 0)
+			close(src_fd[i]);
+	src_fd[0] = src_fd[1] = -1;
+}
+
+/* Step 3 above: the tmpfs of the two sources, on `at`.  Its root is mode
+ * 000 too: C passes it with CAP_DAC_OVERRIDE of its own namespace, the
+ * snippet cannot. */
+static int make_sources(const char *at, const char **what)
+{
+	const unsigned long fl = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+	int fd;
+
+	*what = say("mount the masks' tmpfs on", at);
+	if (mount("kotoba-mask", at, "tmpfs", fl, "mode=0000,size=4k,nr_inodes=4") < 0)
+		return -errno;
+	snprintf(mask_dir, sizeof(mask_dir), "%s/d", at);
+	snprintf(mask_file, sizeof(mask_file), "%s/f", at);
+	*what = say("mkdir", mask_dir);
+	if (mkdir(mask_dir, 0) < 0)
+		return -errno;
+	*what = say("creat", mask_file);
+	fd = open(mask_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	*what = say("remount read-only", at);
+	if (mount(NULL, at, NULL, MS_REMOUNT | MS_RDONLY | fl, NULL) < 0)
+		return -errno;
+	return hold_sources(what);
+}
+
+/* The first secret directory that still resolves carries the sources
+ * (and is masked by them); returns its index, or n_masks when the set
+ * has none and they went on the scratch directory. */
+static int place_sources(const struct plan *p, size_t *host, const char **what)
+{
+	int rc;
+
+	for (size_t i = 0; i < p->n_masks; i++) {
+		if (!p->masks[i].dir)
+			continue;
+		rc = make_sources(p->masks[i].path, what);
+		if (rc == -ENOENT || rc == -EACCES) {
+			release_sources();
+			continue; /* gone since S looked: nothing to mask there */
+		}
+		*host = i;
+		return rc;
+	}
+	*host = p->n_masks;
+	return make_sources(p->scratch, what);
+}
+
+/* Step 4.  A secret that no longer resolves (gone since S looked, or
+ * inside a directory masked just before) has nothing left to read. */
+static int mask_one(const struct secret_mask *m, const char **what)
+{
+	if (mount(m->dir ? mask_dir : mask_file, m->path, NULL, MS_BIND, NULL) == 0)
+		return 0;
+	if (errno == ENOENT || errno == EACCES)
+		return 0;
+	*what = say(m->dir ? "mount the empty directory over" : "mount the empty file over",
+		    m->path);
+	return -errno;
+}
+
+int mask_secrets(const struct plan *p, const char **what)
+{
+	size_t host;
+	int rc;
+
+	*what = "";
+	/* Engine commands run on the host with no snippet code in them;
+	 * their masks are the container's. */
+	if (p->n_masks == 0 || is_engine(p))
+		return 0;
+	if ((rc = enter_namespaces(what)) < 0)
+		return rc;
+	*what = "making every mount private (MS_REC | MS_PRIVATE on /)";
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -errno;
+	rc = place_sources(p, &host, what);
+	for (size_t i = 0; rc == 0 && i < p->n_masks; i++)
+		if (i != host)
+			rc = mask_one(&p->masks[i], what);
+	release_sources();
+	if (rc < 0)
+		return rc;
+	*what = say("umount", p->scratch);
+	if (host == p->n_masks && umount2(p->scratch, MNT_DETACH) < 0)
+		return -errno;
+	return 1;
+}
