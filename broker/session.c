@@ -66,18 +66,15 @@ static void flush(struct session *s)
 	loop_mod(&s->w, (s->state == SESSION_CLOSING || s->read_eof || session_backlogged(s)
 				 ? 0 : EPOLLIN) |
 				(TAILQ_EMPTY(&s->outq) ? 0 : EPOLLOUT));
-	if (s->read_eof && TAILQ_EMPTY(&s->outq)) {
-		maybe_finish(s);
-		return;
-	}
 	if (s->queued < SESSION_QUEUE_LOW) {
 		struct run *r;
 
 		TAILQ_FOREACH(r, &s->runs, slink)
 			run_resume(r);
-		if (!s->dispatching)
+		if (!s->dispatching && !s->read_eof)
 			read_frames(s);
 	}
+	maybe_finish(s);
 }
 
 /* Takes ownership of *f. */

@@ -409,6 +409,20 @@ def test_half_close_still_gets_the_output(broker):
     assert c.closed()  # and then the broker closes
 
 
+def test_half_close_gets_output_past_the_queue_high_mark(make_broker):
+    # 4 MB kept: above its queue's high mark (1 MiB) the broker pauses the
+    # run, and must resume it as the half-closed client reads
+    broker = make_broker(config="[limits]\noutput = 8M\n").start()
+    c = broker.client()
+    c.exec("import sys\nfor i in range(4000): sys.stdout.write('x' * 999 + '\\n')", id=1)
+    c.sock.shutdown(socket.SHUT_WR)
+    time.sleep(1)  # the queue fills while nobody reads
+    out = c.until_end()
+    assert out["end"]["type"] == "exit" and not out["end"]["truncated"], out["end"]
+    assert len(out["stdout"]) == 4000 * 1000
+    assert c.closed()
+
+
 def test_half_close_after_an_answer_still_gets_the_output(broker):
     c = broker.client(channel=True)
     c.exec("import time; time.sleep(0.5); print('approved')", id=1)
