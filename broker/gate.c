@@ -303,7 +303,7 @@ static int try_start(struct session *s, struct run_request *rq, char *busy, size
 		session_send_error(s, true, rq->id, PERR_BAD_CWD, "%s", err);
 		break;
 	case -ENOEXEC:
-		run_send_setup_error(s, rq->id, "engine", ENOEXEC, err, true);
+		run_send_setup_error(s, rq->id, step_name(STEP_ENGINE), ENOEXEC, err, true);
 		break;
 	default:
 		session_send_error(s, true, rq->id, PERR_INTERNAL, "%s", err);

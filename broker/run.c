@@ -139,12 +139,13 @@ static int spawn_as_peer(struct broker *b, const int *fd, const struct identity 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (cg_rc < 0)
-		child_fail("cgroup", -cg_rc, "cannot join the run's cgroup");
+		child_fail(step_name(STEP_CGROUP), -cg_rc, "cannot join the run's cgroup");
 	rc = privsep_enter(id);
 	if (rc < 0)
-		child_fail("identity", -rc, "cannot take on the peer's uid, gid and groups");
+		child_fail(step_name(STEP_IDENTITY), -rc,
+			   "cannot take on the peer's uid, gid and groups");
 	execve(b->worker_path, argv, envp);
-	child_fail("worker", errno, "cannot exec kotoba-worker");
+	child_fail(step_name(STEP_WORKER), errno, "cannot exec kotoba-worker");
 }
 
 /* The engine CLI's own environment; the snippet's goes into its argv. */
@@ -437,7 +438,7 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 			kill(r->worker, SIGKILL);
 		r->done = true;
 		r->end = END_SETUP;
-		snprintf(r->setup_step, sizeof(r->setup_step), "worker");
+		snprintf(r->setup_step, sizeof(r->setup_step), "%s", step_name(STEP_WORKER));
 		run_release(r);
 		return rc;
 	}
@@ -463,7 +464,7 @@ int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
 void run_send_setup_error(struct session *s, uint64_t id, const char *step, int64_t err_no,
 			  const char *why, bool in_container)
 {
-	const char *code = !strcmp(step, "cwd") ? PERR_BAD_CWD : PERR_SETUP_FAILED;
+	const char *code = !strcmp(step, step_name(STEP_CWD)) ? PERR_BAD_CWD : PERR_SETUP_FAILED;
 	struct msg_error m = { .has_id = true, .id = id, .code = pstr_c(code),
 			       .step = pstr_c(step), .err_no = err_no };
 	char text[768];
@@ -584,7 +585,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		r->t_finished = now_us();
 		r->result = m->u.finished.r;
 	} else if (m->type == MSG_SETUP_ERROR && r->end != END_NONE &&
-		   pstr_eq(m->u.setup_error.step, "cleanup")) {
+		   pstr_eq(m->u.setup_error.step, step_name(STEP_CLEANUP))) {
 		/* After the result: the run's scratch directory could not be
 		 * removed.  The result stands; the log says where it is. */
 		log_err("uid=%u run=%" PRIu64 " %.*s", (unsigned)r->uid, r->run_id,

@@ -324,7 +324,7 @@ void plan_remove_scratch(struct plan *p)
 	if (rmdir(p->scratch) < 0) {
 		rc = remove_tree(p->scratch, err, sizeof(err));
 		if (rc < 0)
-			report_setup_error("cleanup", -rc, err);
+			report_setup_error(step_name(STEP_CLEANUP), -rc, err);
 	}
 	p->scratch[0] = '\0';
 }

@@ -133,7 +133,7 @@ static void drain_signals(struct run *r)
 
 static void child_protocol_error(struct run *r, int err, const char *what)
 {
-	snprintf(r->rep.step, sizeof(r->rep.step), "supervise");
+	snprintf(r->rep.step, sizeof(r->rep.step), "%s", step_name(STEP_SUPERVISE));
 	r->rep.err = err;
 	snprintf(r->rep.msg, sizeof(r->rep.msg), "%s", what);
 	r->failed = true;
@@ -396,7 +396,7 @@ static int report_end(struct run *r)
 		return WORKER_EXIT_FAIL;
 	}
 	if (r->timed_out && !r->ready) {
-		report_setup_error("timeout", ETIMEDOUT,
+		report_setup_error(step_name(STEP_TIMEOUT), ETIMEDOUT,
 				   "the sandbox was not set up within the time limit");
 		return WORKER_EXIT_FAIL;
 	}

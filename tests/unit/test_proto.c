@@ -339,7 +339,7 @@ static void test_audit_rows_vector_hashes_the_exec_code(void **state)
 static void test_name_tables(void **state)
 {
 	const struct proto_names *t[] = { &proto_profiles, &proto_approvers, &proto_decisions,
-					  &proto_errcodes };
+					  &proto_events, &proto_steps, &proto_errcodes };
 
 	for (size_t k = 0; k < sizeof(t) / sizeof(t[0]); k++)
 		for (unsigned i = 0; i < t[k]->n; i++) {
