@@ -471,3 +471,24 @@ def test_hello_client_name_logged_escaped(broker):
     log = broker.read_log()
     assert want in log, log[-2000:]
     assert "\x1b" not in log
+
+
+# ---- docker-mode audit rows read back with their profile ---------------------
+
+def test_audit_tail_shows_the_container_profile(make_broker):
+    # An engine that is /bin/false: the decision row (profile container) is
+    # written before the engine's first step fails; no container starts.
+    broker = make_broker(config="[broker]\nsandbox = docker\n[docker]\ncli = /bin/false\n"
+                                "image = kotoba-test/none:1\n").start()
+    c = broker.client()
+    c.exec("print(1)", id=1)
+    end = c.until_end(id=1)["end"]
+    assert end["type"] == "error" and end["step"] == "engine", end
+    c.send({"type": "audit", "id": 2, "op": "tail"})
+    rows = c.recv()["rows"]
+    assert [(r["event"], r["profile"]) for r in rows] == \
+        [("decision", "container"), ("exit", "container")], rows
+    p = broker.kotoba("audit", "tail")
+    assert p.returncode == 0, p.stderr
+    lines = [l for l in p.stdout.decode().splitlines() if " run 1 " in l]
+    assert len(lines) == 2 and all(" container " in l for l in lines), p.stdout
