@@ -44,8 +44,9 @@ PROTO_SRC := $(wildcard proto/*.c)
 BROKER_SRC := $(wildcard broker/*.c)
 WORKER_SRC := $(wildcard worker/*.c)
 CLIENT_SRC := $(wildcard client/*.c)
-# Broker code shared with the CLI (`kotoba scan` runs the pre-screen offline).
-SCAN_SRC := $(wildcard broker/scan.c)
+# Broker code shared with the CLI (`kotoba scan` runs the pre-screen offline,
+# `kotoba audit verify --db` checks a copy of the audit trail).
+SCAN_SRC := $(wildcard broker/scan.c broker/store.c broker/seal.c)
 
 PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 BROKER_OBJ := $(BROKER_SRC:%.c=$(BUILD)/%.o)

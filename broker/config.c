@@ -178,6 +178,17 @@ static const struct key keys[] = {
 	     "documented runs it under the unattended kernel profile, as the\n"
 	     "spec documents; refuse refuses it."),
 
+	NUM("audit", "anchor_rows", KEY_COUNT, audit_anchor_rows, 0, 1000000, "100",
+	    "The broker logs the audit chain's head (audit-anchor seq=N\n"
+	    "hash=H) at start, at stop, every this many rows and every\n"
+	    "anchor_interval; kotoba audit verify --anchors checks a copy of\n"
+	    "the trail against those lines (AUDIT.md).  0: not by row count."),
+	NUM("audit", "anchor_interval", KEY_DURATION, audit_anchor_ms, SEC, 24 * HOUR, "600s",
+	    "The longest time between two anchors in the log."),
+	NUM("audit", "verify_rows", KEY_COUNT, audit_verify_rows, 1, UINT32_MAX, "100000",
+	    "At start the broker checks the chain's newest this many rows and\n"
+	    "its head; a break is an error in the log and an epoch row."),
+
 	BOOL("sandbox", "landlock", landlock, "yes",
 	     "Enforce the unattended profile with Landlock where the kernel has\n"
 	     "it; no: seccomp argument filters only, which cannot tell paths\n"

@@ -57,6 +57,9 @@ struct config {
 	uint64_t frame_max;            /* [limits] frame, default 4M; must be > snippet + 64K */
 	uint64_t card_timeout_ms;      /* [gate] card_timeout, default 300s */
 	enum unattended_policy unattended; /* [gate] unattended = documented|refuse */
+	uint64_t audit_anchor_rows;    /* [audit] anchor_rows, default 100; 0 = none by count */
+	uint64_t audit_anchor_ms;      /* [audit] anchor_interval, default 10m */
+	uint64_t audit_verify_rows;    /* [audit] verify_rows at start, default 100000 */
 	bool landlock;                 /* [sandbox] landlock = yes|no, default yes */
 	bool secrets;                  /* [sandbox] secrets = yes|no: mask the secret set, default yes */
 	char secret_paths[2048];       /* [sandbox] secret_paths: more secrets, comma/space list */

@@ -125,7 +125,8 @@ static int audit_decision(struct session *s, uint64_t id, const char *code, size
 {
 	char labels[256];
 	struct audit_row row = { .uid = s->peer.uid, .pid = s->peer.pid, .run_id = id,
-				 .event = "decision", .code = code, .code_len = code_len,
+				 .event = event_name(EVENT_DECISION), .code = code,
+				 .code_len = code_len,
 				 .labels = labels, .mode = sandbox_mode_name(gb->cfg.sandbox),
 				 .decision = decision_name(decision),
 				 .approver = approver_name(v ? v->approver : APPROVER_NONE),
@@ -157,7 +158,8 @@ static int audit_decision(struct session *s, uint64_t id, const char *code, size
 void gate_run_ended(struct run *r)
 {
 	struct audit_row row = { .uid = r->uid, .pid = r->peer_pid, .run_id = r->id,
-				 .event = "exit", .mode = sandbox_mode_name(gb->cfg.sandbox),
+				 .event = event_name(EVENT_EXIT),
+				 .mode = sandbox_mode_name(gb->cfg.sandbox),
 				 .approver = approver_name(r->approver),
 				 .profile = profile_name(r->profile) };
 	char labels[256] = "";
@@ -190,7 +192,8 @@ void gate_run_ended(struct run *r)
 void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run *r, const char *why)
 {
 	struct audit_row row = { .uid = uid, .pid = pid, .run_id = r ? r->id : 0,
-				 .event = "connect", .decision = decision_name(DECISION_REFUSED),
+				 .event = event_name(EVENT_CONNECT),
+				 .decision = decision_name(DECISION_REFUSED),
 				 .labels = why, .mode = sandbox_mode_name(gb->cfg.sandbox),
 				 .approver = approver_name(r ? r->approver : APPROVER_NONE),
 				 .profile = profile_name(r ? r->profile : PROFILE_NONE) };
@@ -1103,9 +1106,9 @@ static int take_row(const struct audit_row *row, void *arg)
 	snprintf(t->labels[i], 256, "%s", row->labels ? row->labels : "");
 	*a = (struct audit_info){ .seq = (uint64_t)row->seq, .time_ms = row->time_ms,
 				  .run = row->run_id, .pid = row->pid,
-				  .event = names_get(&proto_events, (unsigned)named(&proto_events,
-											    row->event,
-											    EVENT_DECISION)),
+				  .event = event_name((enum proto_event)named(&proto_events,
+									      row->event,
+									      EVENT_DECISION)),
 				  .sha256 = pstr_c(t->sha[i]), .labels = pstr_c(t->labels[i]),
 				  .mode = canonical(row->mode, modes),
 				  .decision = (enum proto_decision)named(&proto_decisions, row->decision,

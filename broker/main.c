@@ -18,6 +18,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "broker/auditlog.h"
 #include "broker/broker.h"
 #include "broker/cgroup.h"
 #include "broker/container.h"
@@ -37,6 +38,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: kotoba-brokerd [--socket PATH] [--state-dir DIR] [--config FILE]\n"
 		"                      [--sandbox local|docker|none] [--check-config] [--verbose]\n"
+		"       kotoba-brokerd --audit-key-init [--state-dir DIR] [--config FILE]\n"
 		"\n"
 		"Runs the kotoba broker in the foreground, logging to stderr.\n"
 		"  --socket PATH     listen here (default: $XDG_RUNTIME_DIR/kotoba/broker.sock,\n"
@@ -47,7 +49,9 @@ static void usage(FILE *out)
 		"                    ~/.config/kotoba/broker.conf otherwise, when present)\n"
 		"  --sandbox MODE    overrides the config file and KOTOBA_SANDBOX\n"
 		"  --check-config    validate, print the effective configuration, exit\n"
-		"  --verbose         log each connection\n");
+		"  --verbose         log each connection\n"
+		"  --audit-key-init  start sealing the audit trail and print its verification\n"
+		"                    key, once (AUDIT.md); as root, or as the service user\n");
 }
 
 /* OpenSSH's sanitise_stdfd: a daemon started with 0-2 closed would
@@ -65,34 +69,72 @@ static void sanitise_stdfd(void)
 struct options {
 	const char *config;
 	bool check_config;
-	struct { const char *section, *key, *value; } set[8];
+	/* One per option that sets a key: each is given at most once. */
+	struct { const char *section, *key, *value; } set[3];
+	bool audit_key_init;
 	size_t n_set;
 };
 
 static struct options opts;
 
+static const struct option longopts[] = {
+	{ "socket", required_argument, NULL, 's' },
+	{ "state-dir", required_argument, NULL, 'd' },
+	{ "config", required_argument, NULL, 'c' },
+	{ "sandbox", required_argument, NULL, 'm' },
+	{ "check-config", no_argument, NULL, 'C' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "audit-key-init", no_argument, NULL, 'K' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* Each option at most once, and never with an empty argument: which of
+ * two --socket values counts, or what an empty --config means, should not
+ * be left to guess.  Returns false after saying why. */
+static bool first_and_filled(int c, unsigned *seen)
+{
+	for (unsigned i = 0; longopts[i].name; i++) {
+		if (longopts[i].val != c)
+			continue;
+		if (*seen & 1u << i) {
+			fprintf(stderr, "kotoba-brokerd: --%s given more than once\n",
+				longopts[i].name);
+			return false;
+		}
+		*seen |= 1u << i;
+		if (longopts[i].has_arg && !*optarg) {
+			fprintf(stderr, "kotoba-brokerd: --%s needs a non-empty argument\n",
+				longopts[i].name);
+			return false;
+		}
+	}
+	return true;
+}
+
+static void set_key(struct options *o, const char *key, const char *value)
+{
+	o->set[o->n_set++] = (typeof(o->set[0])){ "broker", key, value };
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	static const struct option longopts[] = {
-		{ "socket", required_argument, NULL, 's' },
-		{ "state-dir", required_argument, NULL, 'd' },
-		{ "config", required_argument, NULL, 'c' },
-		{ "sandbox", required_argument, NULL, 'm' },
-		{ "check-config", no_argument, NULL, 'C' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
+	unsigned seen = 0;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (!first_and_filled(c, &seen)) {
+			usage(stderr);
+			return -1;
+		}
 		switch (c) {
-		case 's': o->set[o->n_set++] = (typeof(o->set[0])){ "broker", "socket", optarg }; break;
-		case 'd': o->set[o->n_set++] = (typeof(o->set[0])){ "broker", "state_dir", optarg }; break;
-		case 'm': o->set[o->n_set++] = (typeof(o->set[0])){ "broker", "sandbox", optarg }; break;
+		case 's': set_key(o, "socket", optarg); break;
+		case 'd': set_key(o, "state_dir", optarg); break;
+		case 'm': set_key(o, "sandbox", optarg); break;
 		case 'c': o->config = optarg; break;
 		case 'C': o->check_config = true; break;
 		case 'v': log_threshold = LOG_LVL_DEBUG; break;
+		case 'K': o->audit_key_init = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -370,7 +412,8 @@ static int next_timeout(struct broker *b)
 {
 	uint64_t now = now_ms();
 	int t[] = { runs_next_deadline(b, now), gate_next_deadline(b, now),
-		    containers_tick(b, now), sessions_next_deadline(b, now) };
+		    containers_tick(b, now), sessions_next_deadline(b, now),
+		    audit_watch_next_deadline(now) };
 	int next = -1;
 
 	if (b->stopping)
@@ -414,6 +457,7 @@ static int serve(struct broker *b)
 		runs_tick(b, now_ms());
 		gate_tick(b, now_ms());
 		sessions_tick(b, now_ms());
+		audit_watch_tick(now_ms());
 	}
 	shut_down(b);
 	return 0;
@@ -429,6 +473,21 @@ static void setup_cgroups(void)
 	if (privsep_system_mode())
 		privsep_service_ids(&uid, &gid);
 	cgroup_setup(uid, gid, privsep_system_mode());
+}
+
+/* --audit-key-init: in the state directory, as the service user, as the
+ * broker itself would write there; then it exits. */
+static int key_init(struct broker *b)
+{
+	char err[400] = "";
+
+	if (privsep_resolve(&b->cfg, err, sizeof(err)) < 0 || prepare_state_dir(b) < 0 ||
+	    (privsep_system_mode() && privsep_drop(err, sizeof(err)) < 0)) {
+		if (err[0])
+			log_err("%s", err);
+		return 1;
+	}
+	return audit_key_init(b->state_dir);
 }
 
 /* Everything that needs root happens here, then root is given up for
@@ -468,6 +527,10 @@ static int start_up(struct broker *b)
 		log_err("%s", err);
 		return -1;
 	}
+	if (audit_watch_start(b, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -1;
+	}
 	if (b->cfg.sandbox == SANDBOX_DOCKER)
 		container_check_image(b);
 	sd_notifyf(0, "READY=1\nSTATUS=serving, sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
@@ -489,9 +552,12 @@ int main(int argc, char **argv)
 		config_print(stdout, &b.cfg);
 		return BROKERD_EXIT_OK;
 	}
+	if (opts.audit_key_init)
+		return key_init(&b);
 	if (start_up(&b) < 0)
 		return BROKERD_EXIT_START;
 	serve(&b);
+	audit_watch_stop();
 	cgroup_teardown();
 	gate_fini();
 	loop_fini();

@@ -26,6 +26,7 @@
 #include "broker/privsep.h"
 #include "proto/status.h"
 #include "broker/secrets.h"
+#include "proto/limits.h"
 
 /* A worker that has not finished this long after its own deadline is
  * killed, and this long after that the run is given up on. */
@@ -108,6 +109,17 @@ static __attribute__((noreturn)) void child_fail(const char *step, int err, cons
 	_exit(WORKER_CHILD_DIED);
 }
 
+/* child_fail(), the errno said in words, naming the limit when one was
+ * reached. */
+static __attribute__((noreturn)) void child_fail_named(const char *step, int err, const char *what)
+{
+	char why[200], msg[300];
+
+	limit_named(err, "the broker's fork of the worker", why, sizeof(why));
+	snprintf(msg, sizeof(msg), "%s: %s", what, why);
+	child_fail(step, err, msg);
+}
+
 /* posix_spawn cannot change identity, so a worker for another user is
  * forked: the child takes the peer's groups, gid and uid (the kept
  * CAP_SETUID/CAP_SETGID allow it) and execs the worker, which starts
@@ -145,7 +157,9 @@ static int spawn_as_peer(struct broker *b, const int *fd, const struct identity 
 		child_fail(step_name(STEP_IDENTITY), -rc,
 			   "cannot take on the peer's uid, gid and groups");
 	execve(b->worker_path, argv, envp);
-	child_fail(step_name(STEP_WORKER), errno, "cannot exec kotoba-worker");
+	/* EAGAIN: the peer's user is over its process limit (the kernel
+	 * checks it at the exec after the change of user). */
+	child_fail_named(step_name(STEP_WORKER), errno, "cannot exec kotoba-worker");
 }
 
 /* The engine CLI's own environment; the snippet's goes into its argv. */
@@ -379,9 +393,12 @@ static int spawn_worker(struct broker *b, struct run *r, const struct run_reques
 			     : spawn_same_user(b, child_fds, &r->worker);
 	}
 	cgroup_run_close(&r->cg);
-	if (rc < 0)
-		snprintf(err, errlen, "could not start the worker %s: %s", b->worker_path,
-			 strerror(-rc));
+	if (rc < 0) {
+		char why[200];
+
+		limit_named(-rc, "the broker", why, sizeof(why));
+		snprintf(err, errlen, "could not start the worker %s: %s", b->worker_path, why);
+	}
 	close_all((int[]){ fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] }, 4);
 	fd[F_CODE] = fd[F_OUT_W] = fd[F_ERR_W] = fd[F_SOCK_W] = -1;
 	return rc;
@@ -609,6 +626,11 @@ static void on_sock(struct watch *w, uint32_t events)
 	ssize_t n;
 
 	n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+	/* ECONNRESET: the worker ended with our job frame unread (its exec
+	 * failed, say); the kernel reports that before the frames it sent,
+	 * which are still queued and say why.  The error is reported once. */
+	if (n < 0 && errno == ECONNRESET)
+		n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {

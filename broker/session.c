@@ -5,6 +5,7 @@
  * that loses the framing also closes that one connection.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "broker/log.h"
 #include "broker/peer.h"
 #include "broker/privsep.h"
+#include "proto/limits.h"
 
 #define BROKER_NAME "kotoba-brokerd/0.1"
 /* A reader buffer larger than this is freed once no frame is half-read. */
@@ -509,6 +511,39 @@ static struct session *session_new(struct broker *b, int fd, const struct ucred 
 	return s;
 }
 
+/* One descriptor held in reserve.  At the open-file limit accept() fails
+ * with EMFILE and leaves the connection queued: the listener stays
+ * readable and the loop would spin on it.  Giving the reserve up lets the
+ * broker take that connection, tell the peer which limit was reached, and
+ * close it. */
+static int reserve_fd = -1;
+
+static void keep_reserve(void)
+{
+	if (reserve_fd < 0)
+		reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void refuse_over_fd_limit(int listen_fd, int err)
+{
+	char why[200], msg[300];
+	int fd;
+
+	if (reserve_fd >= 0) {
+		close(reserve_fd);
+		reserve_fd = -1;
+	}
+	fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	limit_named(err, "the broker", why, sizeof(why));
+	if (fd >= 0) {
+		log_warn("refused a connection: %s", why);
+		snprintf(msg, sizeof(msg), "the broker cannot take more connections now (%s); "
+			 "try again later", why);
+		refuse(fd, PERR_BUSY, msg);
+	}
+	keep_reserve();
+}
+
 void session_accept(struct watch *w, uint32_t events)
 {
 	struct broker *b = w->ctx;
@@ -517,7 +552,12 @@ void session_accept(struct watch *w, uint32_t events)
 	char why[400];
 	int fd;
 
+	keep_reserve();
 	fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+		refuse_over_fd_limit(w->fd, errno);
+		return;
+	}
 	if (fd < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			log_warn("accept: %s", strerror(errno));

@@ -15,6 +15,8 @@
  *     's' + 8-byte big-endian byte length + the bytes
  *     'n'                    (NULL, only code can be NULL)
  * Fixed order, type tags and length prefixes make the encoding injective.
+ * AUDIT.md gives it byte by byte, with the seals (broker/seal.h) and a
+ * procedure that checks a copy with sqlite3 and openssl alone.
  */
 /* O_PATH */
 #ifndef _GNU_SOURCE
@@ -31,9 +33,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <nettle/memops.h>
 #include <nettle/sha2.h>
 #include <sqlite3.h>
 
+#include "broker/seal.h"
 #include "broker/store.h"
 
 #define DB_NAME "kotoba.db"
@@ -46,6 +50,8 @@ struct store {
 	uint64_t quota_bytes, quota_period_ms;
 	char path[PATH_MAX];
 	char err[768];
+	char dir[PATH_MAX]; /* the state directory: the sealing key's */
+	bool copy;          /* store_open_copy: read only, never sealed */
 };
 
 /* ---- schema ------------------------------------------------------------ */
@@ -102,6 +108,17 @@ static const char *const migrations[] = {
 	"  uid INTEGER PRIMARY KEY, period_start_ms INTEGER NOT NULL,"
 	"  bytes INTEGER NOT NULL"
 	") STRICT;",
+
+	/* The seal of each sealed row (broker/seal.h): beside the row, so the
+	 * row and its hash are what they were, and in the transaction that
+	 * writes the row. */
+	"CREATE TABLE audit_seal ("
+	"  seq INTEGER PRIMARY KEY, key_index INTEGER NOT NULL, mac TEXT NOT NULL"
+	") STRICT;"
+	"CREATE TRIGGER audit_seal_no_update BEFORE UPDATE ON audit_seal"
+	"  BEGIN SELECT RAISE(ABORT, 'audit rows are append-only'); END;"
+	"CREATE TRIGGER audit_seal_no_delete BEFORE DELETE ON audit_seal"
+	"  BEGIN SELECT RAISE(ABORT, 'audit rows are append-only'); END;",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -315,6 +332,7 @@ static int check_dir(struct store *s, const char *dir)
 		return set_err(s, -EPERM, "state directory %s is writable by every user; use a private directory (mode 0700)", dir);
 	if ((size_t)snprintf(s->path, sizeof(s->path), "%s/%s", dir, DB_NAME) >= sizeof(s->path))
 		return set_err(s, -ENAMETOOLONG, "state directory path %s is too long", dir);
+	snprintf(s->dir, sizeof(s->dir), "%s", dir);
 	return 0;
 }
 
@@ -577,6 +595,54 @@ int store_open(const char *state_dir, struct store **out, char *err, size_t errl
 		return rc;
 	}
 	s->err[0] = '\0';
+	*out = s;
+	return 0;
+}
+
+/* A copy for an auditor: read only, no migration, no key.  The schema must
+ * be this version's: an older copy has no seal table to read. */
+static int open_copy(struct store *s, const char *path)
+{
+	int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE;
+	int64_t v = 0;
+	int rc;
+
+	if ((size_t)snprintf(s->path, sizeof(s->path), "%s", path) >= sizeof(s->path))
+		return set_err(s, -ENAMETOOLONG, "database path %s is too long", path);
+	if (access(path, R_OK) < 0)
+		return set_err(s, -errno, "cannot read %s: %s", path, strerror(errno));
+	rc = sqlite3_open_v2(path, &s->db, flags, NULL);
+	if (rc != SQLITE_OK)
+		return sql_fail(s, rc, "cannot open the database");
+	sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+	sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+	rc = read_int(s, "PRAGMA user_version", &v, "cannot read the database (not a database?)");
+	if (!rc && v != SCHEMA_VERSION)
+		rc = set_err(s, -EPROTO, "%s has schema version %lld, not %d: verify it with the "
+			     "kotoba that wrote it, or let this broker open the original once",
+			     path, (long long)v, SCHEMA_VERSION);
+	if (!rc)
+		rc = quick_check(s);
+	return rc;
+}
+
+int store_open_copy(const char *path, struct store **out, char *err, size_t errlen)
+{
+	struct store *s = calloc(1, sizeof(*s));
+	int rc;
+
+	*out = NULL;
+	if (!s) {
+		snprintf(err, errlen, "out of memory opening %s", path);
+		return -ENOMEM;
+	}
+	s->copy = true;
+	rc = open_copy(s, path);
+	if (rc) {
+		snprintf(err, errlen, "%s", s->err);
+		store_close(s);
+		return rc;
+	}
 	*out = s;
 	return 0;
 }
@@ -1149,6 +1215,9 @@ static int append_locked(struct store *s, struct audit_row *row, const char *wha
 	return 0;
 }
 
+static int seal_locked(struct store *s, const struct audit_row *row, const char *what);
+static void anchor_after(const struct audit_row *row);
+
 int store_audit_append(struct store *s, struct audit_row *row)
 {
 	const char *what = "cannot append to the audit trail";
@@ -1162,6 +1231,8 @@ int store_audit_append(struct store *s, struct audit_row *row)
 		return rc;
 	rc = append_locked(s, row, what);
 	if (!rc)
+		rc = seal_locked(s, row, what);
+	if (!rc)
 		rc = commit(s, what);
 	else
 		rollback(s);
@@ -1170,7 +1241,201 @@ int store_audit_append(struct store *s, struct audit_row *row)
 		row->seq = seq;
 		row->prev_hash[0] = row->hash[0] = '\0';
 	}
+	if (!rc)
+		anchor_after(row);
 	return rc;
+}
+
+/* ---- audit: anchors ------------------------------------------------------ */
+
+static struct {
+	uint64_t every;
+	store_anchor_fn fn;
+} anchor;
+
+void store_set_anchor_hook(uint64_t every_rows, store_anchor_fn fn)
+{
+	anchor.every = every_rows;
+	anchor.fn = fn;
+}
+
+static void anchor_after(const struct audit_row *row)
+{
+	if (anchor.fn && anchor.every && row->seq > 0 && (uint64_t)row->seq % anchor.every == 0)
+		anchor.fn(row->seq, row->hash);
+}
+
+int store_audit_head(struct store *s, int64_t *seq, char hash[65])
+{
+	return read_head(s, seq, hash, "cannot read the audit head");
+}
+
+/* ---- audit: sealing ------------------------------------------------------ */
+
+/* The key index of the newest seal; -1 when no row is sealed. */
+static int last_key_index(struct store *s, int64_t *index, const char *what)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*index = -1;
+	rc = prep(s, "SELECT key_index FROM audit_seal ORDER BY seq DESC LIMIT 1", &st, what);
+	if (rc)
+		return rc;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*index = sqlite3_column_int64(st, 0);
+	rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_fail(s, rc, what);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int insert_seal(struct store *s, int64_t seq, const struct seal_key *k, const char *hash,
+		       const char *what)
+{
+	sqlite3_stmt *st;
+	char mac[65];
+	int rc;
+
+	seal_mac(k, hash, mac);
+	rc = prep(s, "INSERT INTO audit_seal (seq, key_index, mac) VALUES (?1, ?2, ?3)", &st, what);
+	if (rc)
+		return rc;
+	if (sqlite3_bind_int64(st, 1, seq) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 2, (int64_t)k->index) != SQLITE_OK ||
+	    sqlite3_bind_text(st, 3, mac, 64, SQLITE_TRANSIENT) != SQLITE_OK) {
+		rc = sql_fail(s, sqlite3_errcode(s->db), what);
+		sqlite3_finalize(st);
+		return rc;
+	}
+	return step_done(s, st, what);
+}
+
+/* Loads the current key, or *have = false when sealing was never set up.
+ * Once a row is sealed every later one must be: without the key file, or
+ * with one older than the newest seal, nothing is written. */
+static int current_key(struct store *s, struct seal_key *k, bool *have, const char *what)
+{
+	char err[400];
+	int64_t last;
+	int rc = last_key_index(s, &last, what);
+
+	*have = false;
+	if (rc)
+		return rc;
+	rc = seal_key_load(s->dir, k, err, sizeof(err));
+	if (rc == -ENOENT && last < 0)
+		return 0;
+	if (rc == -ENOENT)
+		return set_err(s, -EKEYREJECTED, "the audit trail is sealed (key %lld) but %s/%s "
+			       "is gone: no unsealed row is written after sealed ones",
+			       (long long)last, s->dir, SEAL_KEY_FILE);
+	if (rc)
+		return set_err(s, rc, "%s", err);
+	if ((int64_t)k->index <= last) {
+		seal_key_wipe(k);
+		return set_err(s, -EKEYREJECTED, "the sealing key in %s/%s is at index %llu but "
+			       "row seals reach %lld: an old key file was put back",
+			       s->dir, SEAL_KEY_FILE, (unsigned long long)k->index, (long long)last);
+	}
+	*have = true;
+	return 0;
+}
+
+/* Seals the row just inserted, in its transaction, and evolves the key
+ * before the COMMIT: once the row is durable its key is gone from the
+ * file.  A crash between the two leaves an unused key index, never a
+ * row sealed under a key that is still on disk. */
+static int seal_locked(struct store *s, const struct audit_row *row, const char *what)
+{
+	struct seal_key k;
+	char err[400];
+	bool have;
+	int rc;
+
+	if (s->copy)
+		return set_err(s, -EROFS, "a copy opened for verification is read only");
+	rc = current_key(s, &k, &have, what);
+	if (rc || !have)
+		return rc;
+	rc = insert_seal(s, row->seq, &k, row->hash, what);
+	seal_key_evolve(&k);
+	if (!rc && seal_key_save(s->dir, &k, err, sizeof(err)) < 0)
+		rc = set_err(s, -EIO, "%s", err);
+	seal_key_wipe(&k);
+	return rc;
+}
+
+static int seal_init_locked(struct store *s, char key_hex[65], const char *what)
+{
+	struct audit_row row = { .uid = (uint32_t)geteuid(), .pid = (int32_t)getpid(),
+				 .event = AUDIT_EPOCH, .decision = AUDIT_EPOCH_SEALED,
+				 .follows = true };
+	struct seal_key k;
+	char err[400];
+	int64_t last;
+	int rc = last_key_index(s, &last, what);
+
+	if (rc)
+		return rc;
+	if (last >= 0)
+		return set_err(s, -EEXIST, "the audit trail in %s is sealed already; its key "
+			       "cannot be replaced", s->path);
+	rc = seal_key_load(s->dir, &k, err, sizeof(err));
+	seal_key_wipe(&k);
+	if (rc != -ENOENT)
+		return set_err(s, rc ? rc : -EEXIST, "%s", rc ? err :
+			       "a sealing key exists already; remove it only if no row was sealed");
+	rc = seal_key_new(&k);
+	if (rc)
+		return set_err(s, rc, "cannot draw a key: %s", strerror(-rc));
+	seal_key_hex(&k, key_hex);
+	rc = seal_key_save(s->dir, &k, err, sizeof(err));
+	seal_key_wipe(&k);
+	if (rc)
+		return set_err(s, rc, "%s", err);
+	rc = normalise(s, &row);
+	if (!rc)
+		rc = append_locked(s, &row, what);
+	if (!rc)
+		rc = seal_locked(s, &row, what);
+	if (rc) {
+		/* Rolled back: no row is sealed, so no key may stay behind. */
+		char path[PATH_MAX + sizeof(SEAL_KEY_FILE) + 1];
+
+		snprintf(path, sizeof(path), "%s/%s", s->dir, SEAL_KEY_FILE);
+		unlink(path);
+	}
+	return rc;
+}
+
+int store_audit_seal_init(struct store *s, char key_hex[65])
+{
+	const char *what = "cannot start sealing the audit trail";
+	int rc;
+
+	key_hex[0] = '\0';
+	if (s->copy)
+		return set_err(s, -EROFS, "a copy opened for verification is read only");
+	rc = begin_write(s, what);
+	if (rc)
+		return rc;
+	rc = seal_init_locked(s, key_hex, what);
+	if (!rc)
+		rc = commit(s, what);
+	else
+		rollback(s);
+	if (rc)
+		explicit_bzero(key_hex, 65);
+	return rc;
+}
+
+int store_audit_mark_break(struct store *s, int64_t bad_seq, struct audit_row *row)
+{
+	*row = (struct audit_row){ .uid = (uint32_t)geteuid(), .pid = (int32_t)getpid(),
+				   .run_id = (uint64_t)bad_seq, .event = AUDIT_EPOCH,
+				   .decision = AUDIT_EPOCH_BROKEN, .follows = true };
+	return store_audit_append(s, row);
 }
 
 /* ---- audit: read back -------------------------------------------------- */
@@ -1256,8 +1521,10 @@ int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, voi
 	sqlite3_stmt *st;
 	int rc;
 
+	/* The broker's own epoch rows are no client's decisions. */
 	rc = prep(s, "SELECT " AUDIT_READ_COLS " FROM (SELECT * FROM audit WHERE uid = ?1"
-		  " ORDER BY seq DESC LIMIT ?2) a ORDER BY a.seq", &st, what);
+		  " AND event != '" AUDIT_EPOCH "' ORDER BY seq DESC LIMIT ?2) a ORDER BY a.seq",
+		  &st, what);
 	if (rc)
 		return rc;
 	if (sqlite3_bind_int64(st, 1, uid) != SQLITE_OK ||
@@ -1286,110 +1553,319 @@ int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, voi
 /* ---- audit: verify ----------------------------------------------------- */
 
 struct walk {
+	struct store *s;
+	struct audit_report *rep;
+	const struct audit_anchor *anchors;
+	size_t n_anchors, next_anchor;
+	struct seal_key key;   /* the key of the last seal checked */
+	bool have_key;
+	int64_t seal_start;    /* seq of the row that began sealing, 0 none */
 	char prev[65];
-	int64_t seq;    /* last intact row */
-	uint64_t rows;
-	int64_t bad;
+	int64_t seq;           /* the row before, 0 none yet */
+	bool partial;          /* from a row past the first: its link is taken on trust */
 };
 
-/* Checks the current row against the chain so far. */
-static int check_row(struct store *s, sqlite3_stmt *st, struct walk *w)
+static void add_problem(struct audit_report *rep, enum audit_problem_kind kind, int64_t seq,
+			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void add_problem(struct audit_report *rep, enum audit_problem_kind kind, int64_t seq,
+			const char *fmt, ...)
+{
+	struct audit_problem *p;
+	va_list ap;
+
+	if (kind == AUDIT_SEAL)
+		rep->seal_problems++;
+	else if (kind == AUDIT_ANCHOR)
+		rep->anchor_problems++;
+	else
+		rep->chain_problems++;
+	if (rep->n >= AUDIT_PROBLEMS_MAX) {
+		rep->dropped++;
+		return;
+	}
+	p = &rep->problems[rep->n++];
+	p->kind = kind;
+	p->seq = seq;
+	p->acked_by = 0;
+	va_start(ap, fmt);
+	vsnprintf(p->why, sizeof(p->why), fmt, ap);
+	va_end(ap);
+}
+
+/* An epoch row that records the break at seq, if one was written. */
+static void ack_break(struct audit_report *rep, int64_t bad, int64_t epoch_seq)
+{
+	for (size_t i = 0; i < rep->n; i++)
+		if (rep->problems[i].kind == AUDIT_CHAIN && rep->problems[i].seq == bad &&
+		    !rep->problems[i].acked_by)
+			rep->problems[i].acked_by = epoch_seq;
+}
+
+static void check_link(struct walk *w, int64_t seq, const char *prev)
+{
+	struct audit_report *rep = w->rep;
+
+	if (w->partial && !rep->rows)
+		return; /* the first row read: the walk starts here */
+	if (seq != w->seq + 1)
+		add_problem(rep, AUDIT_CHAIN, w->seq + 1, "rows %lld to %lld are missing (row %lld "
+			    "follows row %lld)", (long long)w->seq + 1, (long long)seq - 1,
+			    (long long)seq, (long long)w->seq);
+	else if (strcmp(prev, w->prev))
+		add_problem(rep, AUDIT_CHAIN, seq, "row %lld does not link to row %lld (a row was "
+			    "replaced, inserted or reordered)", (long long)seq, (long long)w->seq);
+}
+
+/* The seal of a row, with key[0] given: keys only move forward. */
+static void check_seal(struct walk *w, sqlite3_stmt *st, int64_t seq, const char *calc,
+		       bool is_start)
+{
+	struct audit_report *rep = w->rep;
+	int64_t index = sqlite3_column_int64(st, C_HASH + 1);
+	const unsigned char *mac = sqlite3_column_text(st, C_HASH + 2);
+	char want[65];
+
+	if (!w->seal_start && !(is_start && index == 0)) {
+		add_problem(rep, AUDIT_SEAL, seq, "row %lld is sealed under key %lld, but the row "
+			    "that began sealing (key 0) is not before it", (long long)seq,
+			    (long long)index);
+		return;
+	}
+	if (is_start && index == 0 && w->seal_start) {
+		add_problem(rep, AUDIT_SEAL, seq, "row %lld begins sealing again, after row %lld",
+			    (long long)seq, (long long)w->seal_start);
+		return;
+	}
+	if (index < 0 || (uint64_t)index < w->key.index) {
+		add_problem(rep, AUDIT_SEAL, seq, "row %lld is sealed under key %lld, older than "
+			    "key %llu of a row before it", (long long)seq, (long long)index,
+			    (unsigned long long)w->key.index);
+		return;
+	}
+	if (!w->seal_start)
+		w->seal_start = seq;
+	while (w->key.index < (uint64_t)index)
+		seal_key_evolve(&w->key);
+	seal_mac(&w->key, calc, want);
+	if (!mac || sqlite3_column_bytes(st, C_HASH + 2) != 64 ||
+	    !memeql_sec(mac, want, 64))
+		add_problem(rep, AUDIT_SEAL, seq, "its seal does not verify under key %lld (the "
+			    "row or its seal was written without that key)", (long long)index);
+}
+
+static void check_sealing(struct walk *w, sqlite3_stmt *st, int64_t seq, const char *calc,
+			  bool is_start)
+{
+	struct audit_report *rep = w->rep;
+	bool sealed = sqlite3_column_type(st, C_HASH + 1) != SQLITE_NULL;
+
+	if (sealed) {
+		rep->sealed++;
+		if (!rep->first_sealed)
+			rep->first_sealed = seq;
+		rep->last_key_index = sqlite3_column_int64(st, C_HASH + 1);
+	}
+	if (!w->have_key)
+		return;
+	if (sealed)
+		check_seal(w, st, seq, calc, is_start);
+	else if (w->seal_start)
+		add_problem(rep, AUDIT_SEAL, seq, "row %lld is not sealed, though sealing began at "
+			    "row %lld", (long long)seq, (long long)w->seal_start);
+}
+
+static void check_anchors_at(struct walk *w, int64_t seq, const char *stored)
+{
+	for (; w->next_anchor < w->n_anchors && w->anchors[w->next_anchor].seq <= seq;
+	     w->next_anchor++) {
+		const struct audit_anchor *a = &w->anchors[w->next_anchor];
+
+		if (a->seq <= 0)
+			w->rep->anchors_ok++; /* an empty trail's head says nothing */
+		else if (a->seq < seq)
+			add_problem(w->rep, AUDIT_ANCHOR, a->seq, "row %lld of an anchor is missing",
+				    (long long)a->seq);
+		else if (strcmp(a->hash, stored))
+			add_problem(w->rep, AUDIT_ANCHOR, a->seq, "row %lld's hash differs from its "
+				    "anchor (rows rewritten since the anchor was logged)",
+				    (long long)a->seq);
+		else
+			w->rep->anchors_ok++;
+	}
+}
+
+static int check_row(struct walk *w, sqlite3_stmt *st)
 {
 	struct field f[C_NFIELDS];
-	char prev[65], stored[65], calc[65];
+	char prev[65] = "", stored[65] = "", calc[65];
 	int64_t seq = sqlite3_column_int64(st, C_SEQ);
-	int rc;
+	bool epoch = !strcmp(col_str(st, C_EVENT), AUDIT_EPOCH);
+	bool ok = true;
 
-	w->bad = seq;
-	if (seq != w->seq + 1)
-		return set_err(s, -EBADMSG, "audit chain broken: row %lld follows row %lld (rows deleted or renumbered)",
-			       (long long)seq, (long long)w->seq);
-	if (col_hash(s, st, C_PREV, prev) || col_hash(s, st, C_HASH, stored))
-		return set_err(s, -EBADMSG, "audit chain broken at row %lld: its stored hashes are malformed",
-			       (long long)seq);
-	if (strcmp(prev, w->prev))
-		return set_err(s, -EBADMSG, "audit chain broken at row %lld: it does not link to the row before it (a row was deleted, inserted or reordered)",
-			       (long long)seq);
+	if (col_hash(w->s, st, C_PREV, prev) || col_hash(w->s, st, C_HASH, stored)) {
+		add_problem(w->rep, AUDIT_CHAIN, seq, "its stored hashes are malformed");
+		ok = false;
+	}
+	if (ok)
+		check_link(w, seq, prev);
 	col_fields(st, f);
-	rc = row_hash(s, prev, f, calc);
-	if (rc)
-		return rc;
-	if (strcmp(calc, stored))
-		return set_err(s, -EBADMSG, "audit chain broken at row %lld: its contents do not match its hash (the row was edited)",
-			       (long long)seq);
+	row_hash(w->s, prev[0] ? prev : ZERO_HASH, f, calc);
+	if (ok && strcmp(calc, stored)) {
+		add_problem(w->rep, AUDIT_CHAIN, seq, "its contents do not match its hash (the row "
+			    "was edited)");
+	}
+	if (epoch && !strcmp(col_str(st, C_DECISION), AUDIT_EPOCH_BROKEN))
+		ack_break(w->rep, sqlite3_column_int64(st, C_RUN), seq);
+	check_sealing(w, st, seq, calc, epoch && !strcmp(col_str(st, C_DECISION),
+							   AUDIT_EPOCH_SEALED));
+	check_anchors_at(w, seq, stored);
+	/* Go on from what is stored, so every later break shows too. */
 	memcpy(w->prev, stored, sizeof(stored));
 	w->seq = seq;
-	w->rows++;
-	w->bad = 0;
+	if (!w->rep->first_seq)
+		w->rep->first_seq = seq;
+	w->rep->rows++;
 	return 0;
 }
 
-static int check_head(struct store *s, struct walk *w, const char *what)
+static int walk_rows(struct walk *w, int64_t from, const char *what)
 {
-	char hash[65];
-	int64_t seq;
-	int rc = read_head(s, &seq, hash, what);
-
-	if (rc) {
-		w->bad = w->seq + 1;
-		if (rc != -EUCLEAN)
-			return rc;
-		return set_err(s, -EBADMSG, "audit chain broken: the audit head row is missing or malformed");
-	}
-	if (seq != w->seq) {
-		w->bad = (seq < w->seq ? seq : w->seq) + 1;
-		return set_err(s, -EBADMSG, "audit chain broken: the head names row %lld but the last row is %lld (rows deleted at the end, or appended without the head)",
-			       (long long)seq, (long long)w->seq);
-	}
-	if (strcmp(hash, w->prev)) {
-		w->bad = seq;
-		return set_err(s, -EBADMSG, "audit chain broken at row %lld: the head hash does not match the last row",
-			       (long long)seq);
-	}
-	return 0;
-}
-
-static int walk_chain(struct store *s, struct walk *w, const char *what)
-{
+	struct store *s = w->s;
 	sqlite3_stmt *st;
 	int rc;
 
-	rc = prep(s, "SELECT " AUDIT_READ_COLS " FROM audit a ORDER BY a.seq", &st, what);
+	rc = prep(s, "SELECT " AUDIT_READ_COLS ", x.key_index, x.mac FROM audit a LEFT JOIN "
+		  "audit_seal x ON x.seq = a.seq WHERE a.seq >= ?1 ORDER BY a.seq", &st, what);
 	if (rc)
 		return rc;
+	if (sqlite3_bind_int64(st, 1, from) != SQLITE_OK) {
+		rc = sql_fail(s, sqlite3_errcode(s->db), what);
+		sqlite3_finalize(st);
+		return rc;
+	}
 	for (rc = 0; !rc;) {
 		int step = sqlite3_step(st);
 
 		if (step == SQLITE_DONE)
 			break;
-		if (step != SQLITE_ROW)
-			rc = sql_fail(s, step, what);
-		else
-			rc = check_row(s, st, w);
+		rc = step == SQLITE_ROW ? check_row(w, st) : sql_fail(s, step, what);
 	}
 	sqlite3_finalize(st);
 	return rc;
 }
 
-int store_audit_verify(struct store *s, uint64_t *rows, int64_t *bad_seq)
+/* The head against the last row, then anchors past the last row. */
+static void check_end(struct walk *w, int64_t head, const char *head_hash)
+{
+	struct audit_report *rep = w->rep;
+
+	rep->head_seq = head;
+	memcpy(rep->head_hash, head_hash, 65);
+	if (head > w->seq)
+		add_problem(rep, AUDIT_CHAIN, w->seq + 1, "the head names row %lld but the last "
+			    "row is %lld: rows %lld to %lld were deleted at the end", (long long)head,
+			    (long long)w->seq, (long long)w->seq + 1, (long long)head);
+	else if (head < w->seq)
+		add_problem(rep, AUDIT_CHAIN, head + 1, "rows %lld to %lld come after the head "
+			    "(row %lld)", (long long)head + 1, (long long)w->seq, (long long)head);
+	else if (strcmp(head_hash, w->seq ? w->prev : ZERO_HASH))
+		add_problem(rep, AUDIT_CHAIN, head, "the head's hash does not match row %lld",
+			    (long long)head);
+	for (; w->next_anchor < w->n_anchors; w->next_anchor++) {
+		const struct audit_anchor *a = &w->anchors[w->next_anchor];
+
+		add_problem(rep, AUDIT_ANCHOR, w->seq + 1, "an anchor names row %lld but the trail "
+			    "ends at row %lld: rows %lld to %lld were removed (truncated or rolled "
+			    "back)", (long long)a->seq, (long long)w->seq, (long long)w->seq + 1,
+			    (long long)a->seq);
+	}
+	if (w->have_key && !w->seal_start)
+		add_problem(rep, AUDIT_SEAL, w->seq + 1, "no row begins sealing: with a key, the "
+			    "trail must hold the row sealed under key 0 (rows were removed, or "
+			    "this key is not this trail's)");
+}
+
+static int cmp_anchor(const void *a, const void *b)
+{
+	const struct audit_anchor *x = a, *y = b;
+
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return strcmp(x->hash, y->hash);
+}
+
+/* The same anchor logged twice (at a row count and at stop) is one. */
+static size_t unique_anchors(struct audit_anchor *a, size_t n)
+{
+	size_t out = 1;
+
+	for (size_t i = 1; i < n; i++)
+		if (a[i].seq != a[out - 1].seq || strcmp(a[i].hash, a[out - 1].hash))
+			a[out++] = a[i];
+	return out;
+}
+
+int store_audit_check(struct store *s, const struct audit_check *opt, struct audit_report *rep)
 {
 	const char *what = "cannot read the audit trail";
-	struct walk w = { .prev = ZERO_HASH };
+	struct walk w = { .s = s, .rep = rep, .prev = ZERO_HASH };
+	char head_hash[65];
+	int64_t head;
 	int rc;
 
-	*rows = 0;
-	*bad_seq = 0;
-	/* One read transaction, so the rows and the head are one snapshot
-	 * even while another connection appends. */
+	memset(rep, 0, sizeof(*rep));
+	w.partial = opt->from_seq > 1;
+	if (opt->key) {
+		w.key = *opt->key;
+		w.have_key = true;
+		rep->seals_checked = true;
+	}
+	if (opt->n_anchors) {
+		qsort(opt->anchors, opt->n_anchors, sizeof(*opt->anchors), cmp_anchor);
+		w.anchors = opt->anchors;
+		w.n_anchors = unique_anchors(opt->anchors, opt->n_anchors);
+	}
+	/* One read transaction: the rows and the head are one snapshot even
+	 * while another connection appends. */
 	rc = exec(s, "BEGIN", what);
 	if (rc)
-		return rc;
-	rc = walk_chain(s, &w, what);
-	if (!rc)
-		rc = check_head(s, &w, what);
+		goto out;
+	rc = walk_rows(&w, opt->from_seq, what);
+	if (!rc) {
+		rc = read_head(s, &head, head_hash, what);
+		if (rc == -EUCLEAN) {
+			add_problem(rep, AUDIT_CHAIN, w.seq + 1, "the head row is missing or malformed");
+			rc = 0;
+		} else if (!rc) {
+			check_end(&w, head, head_hash);
+		}
+	}
 	rollback(s);
-	*rows = w.rows;
-	if (rc == -EBADMSG)
-		*bad_seq = w.bad;
+	rep->last_seq = w.seq;
+out:
+	seal_key_wipe(&w.key);
 	return rc;
+}
+
+/* The broker's own check (the `audit verify` request): the chain alone. */
+int store_audit_verify(struct store *s, uint64_t *rows, int64_t *bad_seq)
+{
+	struct audit_check opt = { 0 };
+	struct audit_report rep;
+	int rc = store_audit_check(s, &opt, &rep);
+
+	*rows = rep.rows;
+	*bad_seq = 0;
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < rep.n; i++) {
+		if (rep.problems[i].kind == AUDIT_CHAIN) {
+			*bad_seq = rep.problems[i].seq;
+			*rows = (uint64_t)(*bad_seq > 1 ? *bad_seq - 1 : 0);
+			return set_err(s, -EBADMSG, "audit chain broken at row %lld: %s",
+				       (long long)*bad_seq, rep.problems[i].why);
+		}
+	}
+	return 0;
 }

@@ -109,10 +109,76 @@ int store_audit_append(struct store *s, struct audit_row *row);
 typedef int (*audit_cb)(const struct audit_row *row, void *arg);
 int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, void *arg);
 
+/* Epoch rows: written by the broker itself, uid = its own, event "epoch".
+ * decision "sealed": sealing began here (this row is sealed under key 0);
+ * decision "broken": at start the chain was found broken at row run_id. */
+#define AUDIT_EPOCH "epoch"
+#define AUDIT_EPOCH_SEALED "sealed"
+#define AUDIT_EPOCH_BROKEN "broken"
+
+/* Starts sealing (broker/seal.h): draws key[0], writes the key file of the
+ * state directory, appends the "sealed" epoch row sealed under key[0] and
+ * leaves key[1] in the file, in one transaction.  key_hex gets key[0], for
+ * the administrator; the store keeps no copy.  -EEXIST when the trail is
+ * sealed already or a key file exists. */
+int store_audit_seal_init(struct store *s, char key_hex[65]);
+/* Appends the "broken" epoch row for a break at bad_seq; row is filled. */
+int store_audit_mark_break(struct store *s, int64_t bad_seq, struct audit_row *row);
+/* The head: the newest row's seq and hash (0 and 64 '0' when empty). */
+int store_audit_head(struct store *s, int64_t *seq, char hash[65]);
+
+/* Logs the chain head: fn is called after every append whose seq is a
+ * multiple of every_rows (0: never).  For the whole process. */
+typedef void (*store_anchor_fn)(int64_t seq, const char *hash);
+void store_set_anchor_hook(uint64_t every_rows, store_anchor_fn fn);
+
+/* Opens a copy of a database read only, for an auditor: no migration, no
+ * key, nothing written.  The schema must be this version's. */
+int store_open_copy(const char *path, struct store **out, char *err, size_t errlen);
+
+/* A head logged elsewhere (the broker's log): row seq had this hash. */
+struct audit_anchor {
+	int64_t seq;
+	char hash[65];
+};
+struct seal_key;
+struct audit_check {
+	int64_t from_seq;             /* 0 or 1: all; else from here, its link on trust */
+	const struct seal_key *key;   /* key[0] to check the seals, or NULL */
+	struct audit_anchor *anchors; /* sorted here by seq, duplicates moved out */
+	size_t n_anchors;
+};
+enum audit_problem_kind { AUDIT_CHAIN, AUDIT_SEAL, AUDIT_ANCHOR };
+#define AUDIT_PROBLEMS_MAX 32
+struct audit_problem {
+	enum audit_problem_kind kind;
+	int64_t seq;       /* the first row concerned (the first missing, for a gap) */
+	int64_t acked_by;  /* a chain break a later "broken" epoch row records */
+	char why[200];
+};
+struct audit_report {
+	uint64_t rows;
+	int64_t first_seq, last_seq, head_seq;
+	char head_hash[65];
+	uint64_t sealed;           /* rows with a seal (checked or not) */
+	int64_t first_sealed, last_key_index;
+	bool seals_checked;
+	uint64_t anchors_ok;
+	uint64_t chain_problems, seal_problems, anchor_problems;
+	size_t n, dropped;         /* problems[] kept, and those past the array */
+	struct audit_problem problems[AUDIT_PROBLEMS_MAX];
+};
+/* Walks the chain from opt->from_seq to the head in one read snapshot and
+ * lists every problem (it goes on from each row's stored hash, so a break
+ * does not hide the next).  0 when the walk could be made, whatever it
+ * found; a negative errno when the database could not be read. */
+int store_audit_check(struct store *s, const struct audit_check *opt, struct audit_report *rep);
+
 /* Walks the whole chain in one read snapshot.  Returns 0 with *rows = the
  * number of rows when intact.  Otherwise -EBADMSG, *rows = rows intact
- * before the break and *bad_seq = the first row whose seq, link or hash is
- * wrong (for a row deleted at the end: the missing seq the head names). */
+ * before the break and *bad_seq = the first row whose link or hash is
+ * wrong, or the first missing row of a gap (deleted in the middle, or at
+ * the end below the head). */
 int store_audit_verify(struct store *s, uint64_t *rows, int64_t *bad_seq);
 
 /* The sentence describing the last failure ("" if none). */

@@ -2,6 +2,7 @@
  * `kotoba approvals ls|rm FAMILY` and `kotoba audit tail|verify`: the
  * caller's own grants and audit rows (the broker answers per peer uid).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -26,15 +27,25 @@ static int parse_admin(int argc, char **argv, struct admin_opts *o)
 		{ "max", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
+	bool seen[256] = { false };
+	char *end;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "n:", lo, NULL)) != -1) {
-		if (c == 'S')
-			o->socket = optarg;
-		else if (c == 'n')
-			o->max = strtoull(optarg, NULL, 10);
-		else
+		if (!cli_option_once(c, lo, seen))
 			return -1;
+		if (c == 'S' && !cli_socket_fits(optarg))
+			return -1;
+		if (c == 'S') {
+			o->socket = optarg;
+		} else if (c == 'n') {
+			errno = 0;
+			o->max = strtoull(optarg, &end, 10);
+			if (errno || *end || *optarg < '0' || *optarg > '9')
+				return cli_error("--max takes a number of rows"), -1;
+		} else {
+			return -1;
+		}
 	}
 	while (optind < argc && o->n_words < 3)
 		o->words[o->n_words++] = argv[optind++];
@@ -117,7 +128,7 @@ int cmd_approvals(int argc, char **argv)
 
 	if (parse_admin(argc, argv, &o) < 0 || o.n_words < 1 ||
 	    (strcmp(o.words[0], "ls") && strcmp(o.words[0], "rm")) ||
-	    (!strcmp(o.words[0], "rm") && o.n_words != 2)) {
+	    o.n_words != (strcmp(o.words[0], "rm") ? 1u : 2u)) {
 		fputs("usage: kotoba approvals ls [--socket PATH]\n"
 		      "       kotoba approvals rm execute_code [--socket PATH]\n", stderr);
 		return KOTOBA_EXIT_USAGE;
@@ -184,7 +195,8 @@ static int audit_verify(struct kotoba_client *c)
 	if (kotoba_audit_verify(c, message, sizeof(message), &err))
 		return failed(&err);
 	cell(message, 0);
-	putchar('\n');
+	printf("\nseals: not checked (the broker checks the chain; check a copy with --db "
+	       "and --key, see AUDIT.md)\n");
 	return 0;
 }
 
@@ -194,10 +206,15 @@ int cmd_audit(int argc, char **argv)
 	struct kotoba_client *c;
 	int rc;
 
+	/* A copy of the database, offline: its own options, no broker. */
+	if (audit_verify_offline(argc, argv))
+		return cmd_audit_verify_copy(argc, argv);
 	if (parse_admin(argc, argv, &o) < 0 || o.n_words != 1 ||
 	    (strcmp(o.words[0], "tail") && strcmp(o.words[0], "verify"))) {
 		fputs("usage: kotoba audit tail [-n N] [--socket PATH]\n"
-		      "       kotoba audit verify [--socket PATH]\n", stderr);
+		      "       kotoba audit verify [--socket PATH]\n"
+		      "       kotoba audit verify --db FILE [--key KEY | --key-file FILE|-]"
+		      " [--anchors FILE]\n", stderr);
 		return KOTOBA_EXIT_USAGE;
 	}
 	if ((rc = cli_open(&c, o.socket, false)) != 0)

@@ -19,9 +19,23 @@ int cmd_run(int argc, char **argv);
 int cmd_scan(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+/* client/verify.c: `kotoba audit verify --db FILE ...`, offline. */
+bool audit_verify_offline(int argc, char **argv);
+int cmd_audit_verify_copy(int argc, char **argv);
 
 /* JSON output helpers (client/json.c). */
 void json_string(FILE *out, const char *s, size_t len);
 
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Command-line checks shared by the subcommands (client/conn.c).  Given
+ * getopt_long's return value, just after that call: false, after saying
+ * why, when the option was given before (which of two values counts is
+ * not left to guess) or its argument is empty.  seen: 256 entries, false
+ * at first. */
+struct option;
+bool cli_option_once(int c, const struct option *lo, bool seen[256]);
+/* False, after saying why, when --socket's path cannot fit a Unix socket
+ * address. */
+bool cli_socket_fits(const char *path);
 #endif

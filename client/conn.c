@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "client/cli.h"
 
@@ -24,6 +26,46 @@ void cli_error(const char *fmt, ...)
 		kotoba_show(stderr, msg, (size_t)n, KOTOBA_SHOW_LINES);
 	fputc('\n', stderr);
 	free(msg);
+}
+
+static void name_option(char *out, size_t len, int c, const struct option *lo)
+{
+	for (; lo->name; lo++)
+		if (lo->val == c) {
+			snprintf(out, len, "--%s", lo->name);
+			return;
+		}
+	snprintf(out, len, "-%c", c);
+}
+
+bool cli_option_once(int c, const struct option *lo, bool seen[256])
+{
+	char name[64];
+
+	if (c < 0 || c > 255 || c == '?' || c == ':')
+		return true; /* getopt_long has said what is wrong */
+	name_option(name, sizeof(name), c, lo);
+	if (seen[c]) {
+		cli_error("%s given more than once", name);
+		return false;
+	}
+	seen[c] = true;
+	if (optarg && !*optarg) {
+		cli_error("%s needs a non-empty argument", name);
+		return false;
+	}
+	return true;
+}
+
+bool cli_socket_fits(const char *path)
+{
+	size_t n = strlen(path), room = sizeof(((struct sockaddr_un *)0)->sun_path);
+
+	if (n < room)
+		return true;
+	cli_error("--socket: the path is %zu bytes; a socket path holds at most %zu", n,
+		  room - 1);
+	return false;
 }
 
 /* The library's sentences are the CLI's, except where the CLI can say

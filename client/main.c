@@ -14,6 +14,7 @@ static void usage(FILE *f)
 	      "       kotoba scan FILE|-\n"
 	      "       kotoba approvals ls|rm execute_code [--socket PATH]\n"
 	      "       kotoba audit tail|verify [--socket PATH]\n"
+	      "       kotoba audit verify --db FILE [--key KEY|--key-file FILE] [--anchors FILE]\n"
 	      "\n"
 	      "Exit status: the snippet's own; 124 timed out; 125 broker unreachable;\n"
 	      "126 did not run (denied, expired, refused, not offered); 127 sandbox setup\n"

@@ -107,9 +107,12 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	bool seen[256] = { false };
 	int c;
 
 	while ((c = getopt_long(argc, argv, "c:h", lo, NULL)) != -1) {
+		if (!cli_option_once(c, lo, seen) || (c == 'S' && !cli_socket_fits(optarg)))
+			return usage_run(stderr), -1;
 		if (c == 'c')
 			o->code_arg = optarg;
 		else if (c == 'C')

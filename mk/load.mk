@@ -2,7 +2,8 @@
 # file that starts a real broker, runs it, and judges the figures.
 #
 #   make load         the full run: 1000 connections (200 running snippets,
-#                     100 open cards), slow clients, 10,000 malformed frames
+#                     100 open cards), slow clients, 10,000 malformed frames,
+#                     20,000 short runs for one user beside 5,000 for another
 #   make check-load   the bounded run that `make check` does (see LOAD_CHECK)
 #
 # Figures go to $(BUILD)/load/results.json and are printed at the end.
@@ -11,10 +12,12 @@ LOAD_BIN := $(BUILD)/kotoba-load
 LOAD_RESULTS := $(abspath $(BUILD))/load/results.json
 # `make check`: 1000 connections still, but 50 of them running snippets
 # (each is a worker and a python3 on two shared cores) and 50 holding cards.
+# 2,000 short runs (and 500 for a second user) take about 25 s on two
+# cores; `make load` runs the full 20,000 (about four minutes).
 LOAD_CHECK := KOTOBA_LOAD_TOTAL=1000 KOTOBA_LOAD_RUNNING=50 KOTOBA_LOAD_CARDS=50 \
-	KOTOBA_LOAD_MALFORMED=10000
+	KOTOBA_LOAD_MALFORMED=10000 KOTOBA_LOAD_RUNS=2000
 LOAD_FULL := KOTOBA_LOAD_TOTAL=1000 KOTOBA_LOAD_RUNNING=200 KOTOBA_LOAD_CARDS=100 \
-	KOTOBA_LOAD_MALFORMED=10000
+	KOTOBA_LOAD_MALFORMED=10000 KOTOBA_LOAD_RUNS=20000
 
 .PHONY: load check-load
 

@@ -148,6 +148,10 @@ static inline const char *decision_name(enum proto_decision d)
 {
 	return names_get(&proto_decisions, d);
 }
+static inline const char *event_name(enum proto_event e)
+{
+	return names_get(&proto_events, e);
+}
 static inline const char *step_name(enum proto_step st) { return names_get(&proto_steps, st); }
 static inline const char *perr_name(enum proto_errcode e) { return names_get(&proto_errcodes, e); }
 

@@ -98,6 +98,7 @@ bool exec_gate_serve(struct exec_gate *g)
 	return true;
 }
 
+/* Keeps `spent`: whether C's exec went through outlives the listener. */
 void exec_gate_close(struct exec_gate *g)
 {
 	if (g->fd >= 0)

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "proto/limits.h"
 #include "worker/landlock.h"
 #include "worker/seccomp.h"
 #include "worker/secrets.h"
@@ -255,8 +256,13 @@ int main(int argc, char **argv)
 	if (plan.engine.run)
 		run_engine_steps(&plan, sigfd);
 	pid = fork();
-	if (pid < 0)
-		fail_setup(&plan, step_name(STEP_FORK), errno, "fork");
+	if (pid < 0) {
+		char why[160];
+		int err = errno;
+
+		limit_named(err, "the worker", why, sizeof(why));
+		fail_setup(&plan, step_name(STEP_FORK), err, "fork: %s", why);
+	}
 	if (pid == 0)
 		enter_snippet_child(&plan);
 	close(plan.err_w);

@@ -223,18 +223,46 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 	return rc;
 }
 
+/* The empty mode-000 directory bound over secret directories in the
+ * container, in the run's scratch.  A bind, not a tmpfs: the engines mount
+ * tmpfs before the volumes, so the working directory's volume would cover
+ * a tmpfs below it.  A warm container keeps the mount after the run's
+ * scratch is removed: it stays an empty directory nobody may enter. */
+#define CONTAINER_DIR_MASK "secret-mask"
+
+static int make_dir_mask(const struct plan *p, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+
+	if (!p->scratch[0]) {
+		snprintf(err, errlen, "no scratch directory for the container's masks");
+		return -EINVAL;
+	}
+	if (snprintf(path, sizeof(path), "%s/" CONTAINER_DIR_MASK, p->scratch) >= (int)sizeof(path)) {
+		snprintf(err, errlen, "the scratch directory's name is too long for the masks");
+		return -ENAMETOOLONG;
+	}
+	if (mkdir(path, 0) < 0 && errno != EEXIST) {
+		int rc = -errno;
+
+		snprintf(err, errlen, "cannot make %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
 /* One engine argument masking m in the container, or NULL (ENOMEM).
  * docker and podman alike: /dev/null over a file (reads find it empty:
- * no mount of a file can refuse them), an empty mode-000 tmpfs over a
- * directory. */
-static char *container_mask(const struct secret_mask *m)
+ * no mount of a file can refuse them), the empty mode-000 directory over
+ * a directory. */
+static char *container_mask(const struct plan *p, const struct secret_mask *m)
 {
 	char *s;
+	int n = m->dir ? asprintf(&s, "--volume=%s/" CONTAINER_DIR_MASK ":%s:ro", p->scratch,
+				  m->path)
+		       : asprintf(&s, "--volume=/dev/null:%s:ro", m->path);
 
-	if (asprintf(&s, m->dir ? "--mount=type=tmpfs,destination=%s,tmpfs-mode=0000"
-				: "--volume=/dev/null:%s:ro", m->path) < 0)
-		return NULL;
-	return s;
+	return n < 0 ? NULL : s;
 }
 
 int secrets_engine_args(const struct plan *p, char ***argv, char *err, size_t errlen)
@@ -254,6 +282,12 @@ int secrets_engine_args(const struct plan *p, char ***argv, char *err, size_t er
 					      "':' or ','", p->masks[i].path);
 			return -EINVAL;
 		}
+		if (p->masks[i].dir) {
+			int rc = make_dir_mask(p, err, errlen);
+
+			if (rc < 0)
+				return rc;
+		}
 	}
 	out = calloc(n + p->n_masks + 1, sizeof(*out));
 	if (!out)
@@ -264,7 +298,7 @@ int secrets_engine_args(const struct plan *p, char ***argv, char *err, size_t er
 			continue;
 		}
 		for (size_t m = 0; m < p->n_masks; m++)
-			if (!(out[k++] = container_mask(&p->masks[m])))
+			if (!(out[k++] = container_mask(p, &p->masks[m])))
 				goto nomem_out;
 		free(v[i]);
 	}

@@ -194,13 +194,17 @@ static void take_gate(struct run *r, int fd)
 }
 
 /* EOF on the report channel.  Unattended, C execs only through the gate,
- * so EOF without one means C died during setup (a signal): nothing of
- * the snippet ran, and it is reported as a failed setup. */
+ * so EOF before the gate let C's exec through means C died during setup
+ * (a signal): nothing of the snippet ran, and it is reported as a failed
+ * setup.  Ask the gate what it did, not whether its listener is still
+ * open: a snippet that ends at once leaves the filter without users, and
+ * serve_gate() may close the listener on that POLLHUP in the same poll
+ * round, before this EOF is read. */
 static void child_exec_done(struct run *r)
 {
-	if (seccomp_has_exec_gate(profile_name(r->plan->profile)) && r->gate.fd < 0) {
+	if (seccomp_has_exec_gate(profile_name(r->plan->profile)) && !r->gate.spent) {
 		child_protocol_error(r, EPROTO,
-				     "the child ended before handing over the exec gate");
+				     "the child ended before the exec gate let its exec through");
 		return;
 	}
 	r->ready = true;

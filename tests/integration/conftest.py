@@ -6,6 +6,7 @@ at the build directory (the sanitizer build reuses these tests).
 """
 import json
 import os
+import pwd
 import shlex
 import shutil
 import signal
@@ -43,6 +44,14 @@ def ensure_service_user():
 
 
 ensure_service_user()
+
+
+def ensure_user(name):
+    """A login-less test user in the socket group, created when missing."""
+    if subprocess.run(["getent", "passwd", name], capture_output=True).returncode:
+        subprocess.run(["useradd", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", "-G", SERVICE_USER, name], check=True)
+    return pwd.getpwnam(name)
 
 
 class Broker:

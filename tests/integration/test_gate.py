@@ -1,5 +1,6 @@
 """The approval gate through the real broker: the decision table of
 DESIGN.md row by row, the spec's measured table, cards, grants, audit."""
+import hashlib
 import os
 import signal
 import sqlite3
@@ -8,7 +9,8 @@ import time
 
 import pytest
 
-from conftest import KOTOBA
+from conftest import KOTOBA, Client, ensure_user
+from test_system import as_user
 
 PLAIN = "print(sum(range(10)))"
 LABELLED = "import shutil\nshutil.rmtree('/nonexistent-kotoba-test')\n"
@@ -290,13 +292,41 @@ def test_audit_verify_detects_edited_row(make_broker):
     assert p.returncode != 0 and b"broken at row" in p.stderr
 
 
-def test_audit_tail_shows_only_own_rows(broker):
-    outcome(broker, PLAIN, channel=False)
-    rows = broker.client()
-    rows.send({"type": "audit", "id": 1, "op": "tail", "max": 50})
-    m = rows.recv()
-    assert m["type"] == "audit_rows" and len(m["rows"]) >= 2
-    assert all(len(r["sha256"]) == 64 for r in m["rows"])
+def tail_hashes(socket_path):
+    """The sha256 of every audit row the connecting user is shown."""
+    c = Client(socket_path)
+    c.hello()
+    c.send({"type": "audit", "id": 1, "op": "tail", "max": 256})
+    m = c.recv()
+    c.close()
+    assert m["type"] == "audit_rows", m
+    return [r["sha256"] for r in m["rows"]]
+
+
+def run_unattended(socket_path, code):
+    c = Client(socket_path)
+    c.hello()
+    c.exec(code, cwd="/")
+    end = c.until_end()["end"]
+    c.close()
+    return end["type"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: two real users on one broker")
+def test_audit_tail_shows_only_own_rows(make_broker):
+    """Two real users on one broker: each one's tail holds each of its own
+    runs and none of the other's."""
+    other = ensure_user("kotoba-ta")
+    b = make_broker(config="[broker]\nallow_users = kotoba-ta root\n").start()
+    mine, theirs = "print('root %d' % 1)", "print('kotoba-ta %d' % 2)"
+    sha = {code: hashlib.sha256(code.encode()).hexdigest() for code in (mine, theirs)}
+    assert run_unattended(b.socket, mine) == "exit"
+    assert as_user(other, run_unattended, b.socket, theirs) == "exit"
+    own = tail_hashes(b.socket)
+    their_own = as_user(other, tail_hashes, b.socket)
+    # each run is a decision row and an exit row
+    assert own.count(sha[mine]) == 2 and sha[theirs] not in own, own
+    assert their_own.count(sha[theirs]) == 2 and sha[mine] not in their_own, their_own
 
 
 # ---- the spec's measured table, with a grant saved ---------------------------

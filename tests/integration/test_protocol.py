@@ -76,7 +76,46 @@ def test_second_hello(broker):
     assert error_of(c)["code"] == "bad-state"
 
 
-def test_client_cannot_send_worker_messages(broker):
+PROTOCOL_MD = os.path.join(os.path.dirname(__file__), "..", "..", "proto", "PROTOCOL.md")
+CLIENT_SENDS = {"hello", "exec", "answer", "cancel", "grants", "revoke", "audit"}
+
+
+def protocol_vectors():
+    """PROTOCOL.md's test vectors: {type: whole frame}, first of each type."""
+    out = {}
+    name = None
+    hexes = None
+    for line in open(PROTOCOL_MD):
+        if line.startswith("### Vector: "):
+            name = line.split(":", 1)[1].split()[0]
+        elif line.startswith("```hex") and name:
+            hexes = []
+        elif line.startswith("```") and hexes is not None:
+            out.setdefault(name, bytes.fromhex("".join(hexes)))
+            name, hexes = None, None
+        elif hexes is not None:
+            hexes.append(line.strip())
+    return out
+
+
+NOT_FROM_CLIENTS = sorted(set(protocol_vectors()) - CLIENT_SENDS)
+
+
+@pytest.mark.parametrize("name", NOT_FROM_CLIENTS)
+def test_client_cannot_send_other_links_messages(broker, name):
+    """PROTOCOL.md: a message that only the broker or a worker sends is
+    answered bad-state.  Each is sent exactly as its vector, well formed,
+    so only the state table can refuse it."""
+    assert {"finished", "ready", "job", "welcome"} <= set(NOT_FROM_CLIENTS)
+    c = broker.client()
+    c.sock.sendall(protocol_vectors()[name])
+    e = error_of(c)
+    assert e["code"] == "bad-state" and "not a message a client sends" in e["message"], e
+    c.exec("print(1)", id=2)
+    assert c.until_end(id=2)["end"]["type"] == "exit"  # the connection stays usable
+
+
+def test_malformed_worker_message_is_bad_state(broker):
     c = broker.client()
     c.send({"type": "finished", "status": "exited", "code": 0})
     assert error_of(c)["code"] == "bad-state"
@@ -101,11 +140,16 @@ def test_duplicate_run_id(broker):
         frames.append(m)
         if m["type"] in ("exit", "error") and m.get("id") == 9:
             break
-    # the reuse is refused without the id (dup_id names it); run 9 ends once
-    refusals = [m for m in frames if m["type"] == "error" and m["code"] == "id-in-use"]
-    assert len(refusals) == 1 and refusals[0]["dup_id"] == 9 and "id" not in refusals[0]
-    assert frames[-1]["type"] == "exit"
+    # The second exec is refused while the first, with the same id, runs:
+    # without the id (dup_id names it), so it cannot read as run 9's end;
+    # the first is not disturbed by it: it starts and ends once.
+    refusals = [m for m in frames if m["type"] == "error"]
+    assert len(refusals) == 1 and refusals[0]["code"] == "id-in-use", frames
+    assert refusals[0]["dup_id"] == 9 and "id" not in refusals[0], refusals
+    assert [m["type"] for m in frames if m.get("id") == 9] == ["started", "exit"], frames
+    assert frames[-1]["status"] == "exited" and frames[-1]["code"] == 0, frames[-1]
     c.close()
+    assert_still_serving(broker)
 
 
 def test_relative_cwd_refused(broker):

@@ -133,7 +133,9 @@ def test_only_standard_fds(broker):
 def test_code_not_in_argv(broker):
     r = broker.run_json("MARKER_8f3a = 1\nprint(open('/proc/self/cmdline').read())")
     assert "MARKER_8f3a" not in r["stdout"]
-    assert r["stdout"].split("\0")[:3] == ["python3", "-B", "-"] or "-" in r["stdout"]
+    # exactly the worker's argv (PYTHON_SNIPPET_ARGV in proto/proto.h): the
+    # code comes on stdin, never as an argument
+    assert r["stdout"] == "python3\0-I\0-B\0-u\0-\0\n", r["stdout"]
 
 
 # Each process reports with one write(2), so lines from several processes
@@ -312,3 +314,21 @@ def test_worker_killed_mid_run_leaves_nothing(broker):
     for kind, pid in pids.items():
         assert not pid_alive(pid), "%s %d outlived its worker" % (kind, pid)
     assert broker.run_json("print(1)")["exit"] == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the broker's service user must "
+                    "be one that RLIMIT_NPROC applies to")
+def test_process_limit_is_named(make_broker):
+    """A run the process limit stops says which limit, with its value: a
+    broker allowed one process (its service user already has it) cannot
+    fork a worker."""
+    b = make_broker()
+    b.args = ["prlimit", "--nproc=1", "--"] + b.args
+    b.start()
+    c = b.client()
+    c.exec("print(1)")
+    end = c.until_end()["end"]
+    assert end["type"] == "error", end
+    assert "process limit" in end["message"] and "RLIMIT_NPROC 1" in end["message"], end
+    assert b.alive()
+

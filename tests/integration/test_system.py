@@ -14,19 +14,12 @@ import time
 
 import pytest
 
-from conftest import BROKERD, KOTOBA, Broker, Client, SERVICE_USER
+from conftest import BROKERD, KOTOBA, Broker, Client, SERVICE_USER, ensure_user
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the broker must start "
                                 "as root to serve several users")
 
 USERS = ("kotoba-ta", "kotoba-tb", "kotoba-tc")
-
-
-def ensure_user(name):
-    if subprocess.run(["getent", "passwd", name], capture_output=True).returncode:
-        subprocess.run(["useradd", "--no-create-home", "--home-dir", "/nonexistent",
-                        "--shell", "/usr/sbin/nologin", "-G", SERVICE_USER, name], check=True)
-    return pwd.getpwnam(name)
 
 
 @pytest.fixture(scope="module")

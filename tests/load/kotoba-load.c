@@ -16,6 +16,10 @@
  *   malformed --count N
  *             N malformed frames; each must be answered with an error or a
  *             closed connection while a normal client is served throughout.
+ *   runs      --count N --at-once C
+ *             N short snippets (`pass`, unattended), C in flight at any
+ *             time, each connection running one after the other: every one
+ *             must exit 0.  Each failure is counted by its message.
  *
  * Common options: --socket PATH (required), --pid PID (the broker, for
  * sampling), --seed S.
@@ -44,9 +48,9 @@
 static struct {
 	const char *socket;
 	pid_t pid;
-	unsigned total, running, cards, hold_ms, rounds, count, seed;
+	unsigned total, running, cards, hold_ms, rounds, count, seed, at_once;
 } opt = { .total = 1000, .running = 200, .cards = 100, .hold_ms = 1000, .rounds = 20,
-	  .count = 10000, .seed = 1 };
+	  .count = 10000, .seed = 1, .at_once = 16 };
 
 static void die(const char *what)
 {
@@ -191,6 +195,8 @@ struct conn {
 	unsigned frames, errors;
 	char last_error[32];
 	bool started, carded, ended;
+	bool ok;              /* the request ended in an exit with status 0 */
+	char why[256];        /* otherwise: how it ended */
 	struct msg m;         /* the last frame received */
 };
 
@@ -287,12 +293,21 @@ static void note_frame(struct conn *c)
 	} else if (c->m.type == MSG_CARD) {
 		c->carded = true;
 	} else if (c->m.type == MSG_EXIT) {
+		const struct run_result *r = &c->m.u.exit.r;
+
 		c->ended = true;
+		c->ok = r->exited && r->code == 0;
+		snprintf(c->why, sizeof(c->why), "exit: %s %" PRId64 "%s%s",
+			 r->exited ? "status" : "signal", r->exited ? r->code : r->signal,
+			 *r->limit ? ", limit " : "", r->limit);
 	} else if (c->m.type == MSG_ERROR) {
 		c->errors++;
 		c->ended = c->m.u.error.has_id;
 		snprintf(c->last_error, sizeof(c->last_error), "%.*s",
 			 (int)c->m.u.error.code.len, c->m.u.error.code.ptr);
+		snprintf(c->why, sizeof(c->why), "error %.*s: %.*s", (int)c->m.u.error.code.len,
+			 c->m.u.error.code.ptr, (int)c->m.u.error.message.len,
+			 c->m.u.error.message.ptr);
 	}
 }
 
@@ -831,13 +846,132 @@ static int mode_malformed(void)
 	return 0;
 }
 
+/* ---- many short runs ------------------------------------------------------------ */
+
+#define WHY_KINDS 8
+
+/* Distinct ways runs failed, with how often: the first WHY_KINDS kept. */
+static struct {
+	char why[256];
+	unsigned n;
+} whys[WHY_KINDS];
+
+static void count_failure(const char *why)
+{
+	for (int i = 0; i < WHY_KINDS; i++) {
+		if (!whys[i].n)
+			snprintf(whys[i].why, sizeof(whys[i].why), "%s", why);
+		if (!strcmp(whys[i].why, why)) {
+			whys[i].n++;
+			return;
+		}
+	}
+}
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			printf("\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", *s);
+		else
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+/* Sends connection i its next run; false when it cannot. */
+static bool next_run(struct conn *c, uint64_t id)
+{
+	c->started = c->ended = c->ok = false;
+	c->why[0] = '\0';
+	return send_exec(c, id, "pass") == 0;
+}
+
+static int mode_runs(void)
+{
+	unsigned n = opt.at_once ? opt.at_once : 1, sent = 0, done = 0, ok = 0;
+	struct conn *cs = calloc(n, sizeof(*cs));
+	uint64_t *t_sent = calloc(n, sizeof(*t_sent)), *lat = calloc(opt.count + 1, sizeof(*lat));
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	uint64_t t0 = now_us();
+
+	if (!cs || !t_sent || !lat || ep < 0)
+		die("setup");
+	for (unsigned i = 0; i < n; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = i };
+
+		if (conn_open(&cs[i]) < 0 || send_hello(&cs[i], false) < 0 ||
+		    conn_wait(&cs[i], IO_TIMEOUT_MS) < 0 || cs[i].m.type != MSG_WELCOME)
+			die("connecting and saying hello");
+		epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev);
+	}
+	for (unsigned i = 0; i < n && sent < opt.count; i++, sent++) {
+		t_sent[i] = now_us();
+		if (!next_run(&cs[i], sent + 1))
+			die("exec");
+	}
+	while (done < sent) {
+		struct epoll_event evs[64];
+		int k = epoll_wait(ep, evs, 64, IO_TIMEOUT_MS);
+
+		if (k == 0) {
+			fprintf(stderr, "kotoba-load: no answer for %d s\n", IO_TIMEOUT_MS / 1000);
+			exit(3);
+		}
+		for (int j = 0; j < k; j++) {
+			unsigned i = evs[j].data.u32;
+			struct conn *c = &cs[i];
+
+			conn_read(c);
+			if (!c->ended && !c->closed)
+				continue;
+			if (!c->ended) {
+				fprintf(stderr, "kotoba-load: the broker closed a connection\n");
+				exit(3);
+			}
+			lat[done++] = now_us() - t_sent[i];
+			if (c->ok)
+				ok++;
+			else
+				count_failure(c->why);
+			if (sent < opt.count) {
+				t_sent[i] = now_us();
+				if (!next_run(c, ++sent))
+					die("exec");
+			}
+		}
+	}
+	qsort(lat, done, sizeof(*lat), cmp_u64);
+	printf("{\"mode\": \"runs\", \"count\": %u, \"at_once\": %u, \"ok\": %u, "
+	       "\"failed\": %u, \"seconds\": %.1f, \"p50_ms\": %.1f, \"p99_ms\": %.1f, "
+	       "\"max_ms\": %.1f, \"failures\": {", sent, n, ok, done - ok,
+	       (double)(now_us() - t0) / 1e6, done ? lat[done / 2] / 1e3 : 0.0,
+	       done ? lat[done * 99 / 100] / 1e3 : 0.0, done ? lat[done - 1] / 1e3 : 0.0);
+	for (int i = 0; i < WHY_KINDS && whys[i].n; i++) {
+		printf("%s", i ? ", " : "");
+		json_str(whys[i].why);
+		printf(": %u", whys[i].n);
+	}
+	printf("}}\n");
+	for (unsigned i = 0; i < n; i++)
+		conn_close(&cs[i]);
+	close(ep);
+	free(cs);
+	free(t_sent);
+	free(lat);
+	return 0;
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: kotoba-load conns|slow|malformed --socket PATH [--pid PID]\n"
+	fprintf(stderr, "usage: kotoba-load conns|slow|malformed|runs --socket PATH [--pid PID]\n"
 			"       [--total N] [--running R] [--cards C] [--hold-ms T]\n"
-			"       [--rounds K] [--count N] [--seed S]\n");
+			"       [--rounds K] [--count N] [--at-once C] [--seed S]\n");
 	exit(64);
 }
 
@@ -847,7 +981,7 @@ static void parse(int argc, char **argv)
 		{ "socket", 1, NULL, 's' }, { "pid", 1, NULL, 'p' },  { "total", 1, NULL, 'n' },
 		{ "running", 1, NULL, 'r' }, { "cards", 1, NULL, 'c' }, { "hold-ms", 1, NULL, 'h' },
 		{ "rounds", 1, NULL, 'k' },  { "count", 1, NULL, 'm' }, { "seed", 1, NULL, 'S' },
-		{ NULL, 0, NULL, 0 },
+		{ "at-once", 1, NULL, 'a' }, { NULL, 0, NULL, 0 },
 	};
 	int ch;
 
@@ -864,6 +998,7 @@ static void parse(int argc, char **argv)
 		case 'k': opt.rounds = v ? v : 1; break;
 		case 'm': opt.count = v; break;
 		case 'S': opt.seed = v; break;
+		case 'a': opt.at_once = v; break;
 		default: usage();
 		}
 	}
@@ -886,6 +1021,8 @@ int main(int argc, char **argv)
 		return mode_slow();
 	if (!strcmp(mode, "malformed"))
 		return mode_malformed();
+	if (!strcmp(mode, "runs"))
+		return mode_runs();
 	usage();
 	return 64;
 }

@@ -9,7 +9,9 @@ sets them for `make check-load` and `make load`):
   KOTOBA_LOAD_RUNNING    of them running a snippet (200)
   KOTOBA_LOAD_CARDS      of them holding an open card (100)
   KOTOBA_LOAD_MALFORMED  malformed frames (10000)
+  KOTOBA_LOAD_RUNS       short runs for one user, a quarter of it for another (20000)
 """
+import grp
 import importlib.util
 import json
 import os
@@ -32,6 +34,7 @@ TOTAL = int(os.environ.get("KOTOBA_LOAD_TOTAL", "1000"))
 RUNNING = int(os.environ.get("KOTOBA_LOAD_RUNNING", "200"))
 CARDS = int(os.environ.get("KOTOBA_LOAD_CARDS", "100"))
 MALFORMED = int(os.environ.get("KOTOBA_LOAD_MALFORMED", "10000"))
+RUNS = int(os.environ.get("KOTOBA_LOAD_RUNS", "20000"))
 RESULTS = os.environ.get("KOTOBA_LOAD_RESULTS")
 
 # Memory after a round, over the idle figure after a warm-up round of the
@@ -279,3 +282,81 @@ def make_busy_broker():
     yield b
     b.stop()
     shutil.rmtree(d, ignore_errors=True)
+
+
+# ---- many short runs, two users at once --------------------------------------
+
+@pytest.fixture
+def two_user_broker():
+    d = tempfile.mkdtemp(prefix="kotoba-runs-")
+    os.chmod(d, 0o755)
+    b = kit.Broker(d, config="[broker]\nallow_users = root kotoba-ta\nmax_runs = 64\n"
+                             "max_runs_per_uid = 32\n").start()
+    yield b
+    b.stop()
+    log = b.read_log()
+    shutil.rmtree(d, ignore_errors=True)
+    assert "ERROR: AddressSanitizer" not in log and "runtime error:" not in log, log[-4000:]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a broker serving two real users")
+def test_short_runs_two_users_never_fail(two_user_broker):
+    """RUNS snippets, 16 at once, for root (run as nobody) while a second
+    user runs a quarter as many, 4 at once: every one exits 0.  A run that
+    fails says how, and the counts by message are in the figures."""
+    b = two_user_broker
+    other = kit.ensure_user("kotoba-ta")
+    theirs_p = subprocess.Popen(
+        [LOAD, "runs", "--count", str(RUNS // 4), "--at-once", "4", "--socket", b.socket],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, user=other.pw_uid,
+        group=other.pw_gid, extra_groups=[grp.getgrnam(kit.SERVICE_USER).gr_gid])
+    mine = run_tool(b, "runs", "--count", str(RUNS), "--at-once", "16", timeout=RUNS)
+    out, err = theirs_p.communicate(timeout=RUNS)
+    assert theirs_p.returncode == 0, err
+    theirs = json.loads(out)
+    record("runs", {"root_16_at_once": mine, "kotoba-ta_4_at_once": theirs})
+    assert mine["failed"] == 0 and mine["ok"] == RUNS, mine
+    assert theirs["failed"] == 0 and theirs["ok"] == RUNS // 4, theirs
+
+
+# ---- the broker's own open-file limit -------------------------------------------
+
+def cpu_seconds(pid):
+    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_open_file_limit_refuses_by_name_without_spinning():
+    """At its RLIMIT_NOFILE the broker answers each further connection busy,
+    naming the limit, instead of spinning on a listener it cannot accept
+    from; once connections close it serves again."""
+    d = tempfile.mkdtemp(prefix="kotoba-nofile-")
+    os.chmod(d, 0o755)
+    b = kit.Broker(d)
+    b.args = ["prlimit", "--nofile=48", "--"] + b.args
+    b.start()
+    try:
+        held = [kit.Client(b.socket) for _ in range(80)]
+        t0 = cpu_seconds(b.proc.pid)
+        time.sleep(1)
+        spent = cpu_seconds(b.proc.pid) - t0
+        refusals = []
+        for c in held:
+            c.sock.settimeout(0.05)
+            try:
+                refusals.append(c.recv())
+            except OSError:
+                pass  # accepted and waiting for hello: no frame
+        assert refusals, "no connection was refused at RLIMIT_NOFILE 48"
+        for m in refusals:
+            assert m["type"] == "error" and m["code"] == "busy", m
+            assert "RLIMIT_NOFILE 48" in m["message"], m
+        assert spent < 0.2, "the broker spent %.2f s of CPU in 1 s at its fd limit" % spent
+        for c in held:
+            c.close()
+        time.sleep(0.2)
+        served(b)
+        assert b.read_log().count("refused a connection") == len(refusals)
+    finally:
+        b.stop()
+        shutil.rmtree(d, ignore_errors=True)

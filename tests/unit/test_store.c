@@ -1,7 +1,8 @@
-// link: broker/store.c
+// link: broker/store.c broker/seal.c
 /* SPDX-License-Identifier: MIT
  * Unit tests of broker/store.c: grants, file modes, open failures, the
- * audit hash chain against hand edits, and SIGKILL during writes.
+ * audit hash chain against hand edits, and SIGKILL during writes; the
+ * seals of broker/seal.c against known answers and an old key file.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -26,6 +27,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "broker/seal.h"
 #include "broker/store.h"
 
 #define FAMILY "execute_code"
@@ -584,9 +586,10 @@ static void test_audit_tamper(void **state)
 	tamper(f, "UPDATE audit SET decision = 'denied' WHERE seq = 1", 1);
 	tamper(f, "UPDATE audit SET uid = 1002 WHERE seq = 50", 50);
 	tamper(f, "UPDATE audit SET time_ms = time_ms + 1 WHERE seq = 33", 33);
-	/* Deleted rows: middle, first, last. */
-	tamper(f, "DELETE FROM audit WHERE seq = 25", 26);
-	tamper(f, "DELETE FROM audit WHERE seq = 1", 2);
+	/* Deleted rows: middle, first, last; a gap is named by its first
+	 * missing row. */
+	tamper(f, "DELETE FROM audit WHERE seq = 25", 25);
+	tamper(f, "DELETE FROM audit WHERE seq = 1", 1);
 	tamper(f, "DELETE FROM audit WHERE seq = 50", 50);
 	tamper(f, "DELETE FROM audit WHERE seq >= 40", 40);
 	/* Reordered rows (10 and 11 swap places). */
@@ -621,7 +624,123 @@ static void test_audit_tamper(void **state)
 	}
 	raw_text(f->db, "SELECT hash FROM audit_head", after, sizeof(after));
 	assert_string_not_equal(before, after);
-	expect_broken(f, 51);
+	expect_broken(f, 50);
+}
+
+/* ---- seals ---------------------------------------------------------------- */
+
+/* Known answers, from openssl (AUDIT.md): HMAC pads a short key with
+ * zeros, so hexkey:00 is key[0] = 32 zero bytes.
+ *   printf 'kotoba-audit-evolve-v1\001' | openssl dgst -sha256 -mac HMAC -macopt hexkey:00
+ *   { printf 'kotoba-audit-seal-v1\0\0\0\0\0\0\0\0\0'; printf '%064d' 0; } |
+ *     openssl dgst -sha256 -mac HMAC -macopt hexkey:00   (seal of key 0 over 64 '0') */
+static void test_seal_known_answers(void **state)
+{
+	struct seal_key k = { 0 };
+	char hex[65], mac[65], zero[65];
+
+	memset(zero, '0', 64);
+	zero[64] = '\0';
+	seal_mac(&k, zero, mac);
+	assert_string_equal(mac, "5df076e72e4709b0307fea9c0315aae36cfc60a9c5965ac57aa2ceadac7d4faa");
+	seal_key_evolve(&k);
+	assert_int_equal(k.index, 1);
+	seal_key_hex(&k, hex);
+	assert_string_equal(hex, "4db5fb603526bb16488c605d27cbe8f1da7b7f3a9bfb2f834c901de26c7c0491");
+	assert_int_equal(seal_key_parse(hex, 1, &k), 0);
+	assert_int_equal(seal_key_parse("4db5", 1, &k), -EINVAL);
+}
+
+static void append_more(struct store *s, int n)
+{
+	struct audit_row r;
+
+	for (int i = 0; i < n; i++) {
+		fill_row(&r, i);
+		assert_int_equal(store_audit_append(s, &r), 0);
+	}
+}
+
+static int count_row(const struct audit_row *row, void *arg)
+{
+	(*(size_t *)arg)++;
+	return 0;
+}
+
+static void check_with_key(struct store *s, const char *key_hex, uint64_t *seal_problems)
+{
+	struct audit_check opt = { 0 };
+	struct audit_report rep;
+	struct seal_key k;
+
+	assert_int_equal(seal_key_parse(key_hex, 0, &k), 0);
+	opt.key = &k;
+	assert_int_equal(store_audit_check(s, &opt, &rep), 0);
+	assert_int_equal(rep.chain_problems, 0);
+	*seal_problems = rep.seal_problems;
+	if (rep.seal_problems)
+		print_message("  seal: %s\n", rep.problems[0].why);
+}
+
+static void test_seal_lifecycle(void **state)
+{
+	struct fixture *f = *state;
+	char key[65], again[65], keyfile[128], old[200];
+	struct store *s = must_open(f->dir);
+	uint64_t bad;
+	size_t n = 0;
+	FILE *kf;
+
+	append_rows(s, 3); /* unsealed rows before sealing began are fine */
+	assert_int_equal(store_audit_seal_init(s, key), 0);
+	assert_int_equal(store_audit_seal_init(s, again), -EEXIST);
+	/* The epoch row is the broker's (its uid), and no client's tail. */
+	assert_int_equal(store_audit_tail(s, (uint32_t)geteuid(), 10, count_row, &n), 0);
+	assert_int_equal(n, 0);
+	append_more(s, 5);
+	check_with_key(s, key, &bad);
+	assert_int_equal(bad, 0);
+
+	/* A crash after the key moved on but before the row committed: one
+	 * key index is never used, and every seal still verifies. */
+	snprintf(keyfile, sizeof(keyfile), "%s/%s", f->dir, SEAL_KEY_FILE);
+	kf = fopen(keyfile, "r");
+	assert_non_null(kf);
+	assert_non_null(fgets(old, sizeof(old), kf));
+	fclose(kf);
+	{
+		struct seal_key k;
+		char err[200];
+
+		assert_int_equal(seal_key_load(f->dir, &k, err, sizeof(err)), 0);
+		assert_int_equal(k.index, 6);
+		seal_key_evolve(&k);
+		assert_int_equal(seal_key_save(f->dir, &k, err, sizeof(err)), 0);
+		seal_key_wipe(&k);
+	}
+	append_more(s, 2);
+	check_with_key(s, key, &bad);
+	assert_int_equal(bad, 0);
+
+	/* The old key file put back: that key sealed a row already. */
+	kf = fopen(keyfile, "w");
+	assert_non_null(kf);
+	fputs(old, kf);
+	fclose(kf);
+	{
+		struct audit_row r;
+
+		fill_row(&r, 1);
+		assert_int_equal(store_audit_append(s, &r), -EKEYREJECTED);
+		unlink(keyfile);
+		assert_int_equal(store_audit_append(s, &r), -EKEYREJECTED);
+		print_message("  %s\n", store_last_error(s));
+	}
+	/* The wrong key: every seal fails. */
+	key[0] = key[0] == '0' ? '1' : '0';
+	check_with_key(s, key, &bad);
+	assert_int_equal(bad, 8);
+	store_close(s);
 }
 
 /* ---- crash safety ------------------------------------------------------ */
@@ -863,6 +982,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_crash_safety, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_audit_text_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_audit_quota, setup, teardown),
+		cmocka_unit_test(test_seal_known_answers),
+		cmocka_unit_test_setup_teardown(test_seal_lifecycle, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
