@@ -27,6 +27,7 @@
 #include "broker/log.h"
 #include "broker/privsep.h"
 #include "proto/paths.h"
+#include "proto/status.h"
 
 #define SHUTDOWN_WAIT_MS 5000
 
@@ -544,22 +545,22 @@ int main(int argc, char **argv)
 	TAILQ_INIT(&b.sessions);
 	TAILQ_INIT(&b.runs);
 	if (parse_args(argc, argv, &opts) < 0)
-		return 64;
+		return BROKERD_EXIT_USAGE;
 	if (load_config(&b, &opts) < 0)
-		return 78; /* EX_CONFIG */
+		return BROKERD_EXIT_CONFIG;
 	if (opts.check_config) {
 		config_print(stdout, &b.cfg);
-		return 0;
+		return BROKERD_EXIT_OK;
 	}
 	if (opts.audit_key_init)
 		return key_init(&b);
 	if (start_up(&b) < 0)
-		return 1;
+		return BROKERD_EXIT_START;
 	serve(&b);
 	audit_watch_stop();
 	cgroup_teardown();
 	gate_fini();
 	loop_fini();
 	log_info("stopped");
-	return 0;
+	return BROKERD_EXIT_OK;
 }
