@@ -380,12 +380,39 @@ struct job_engine {
 
 /* python3's arguments after its name, for every snippet, on the host and
  * in a container.  -I (isolated): no PYTHON* variable is read, no user
- * site directory, and neither the working directory nor a script's is on
- * sys.path, so nothing the card does not show (a sitecustomize.py, a .pth
- * file, a json.py in the working directory) runs before or around the
- * code.  -B: no .pyc written.  -u: output streams as it is written (the
- * flag, since -I ignores PYTHONUNBUFFERED).  "-": the code is stdin. */
-#define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-"
+ * site directory is processed, and neither the working directory nor a
+ * script's is on sys.path, so nothing the card does not show (a
+ * sitecustomize.py, a .pth file, a json.py in the working directory)
+ * runs before or around the code.  -B: no .pyc written.  -u: output
+ * streams as it is written (the flag, since -I ignores PYTHONUNBUFFERED).
+ *
+ * The code comes on stdin; PYTHON_SNIPPET_MAIN, a constant, reads and
+ * runs it as `python3 -` would (in __main__, named "<stdin>", argv ['-'],
+ * the same uncaught tracebacks: its own frame is dropped; only a stack the
+ * snippet prints itself, traceback.print_stack(), shows the frame
+ * `File "<string>"` of this constant), after one step -I leaves out: the
+ * user's site-packages directory (~/.local/lib/python3.X/site-packages),
+ * where the person's own `pip install --user` packages are, goes at the
+ * END of sys.path, as a plain directory.  So those packages import, while
+ * nothing there runs unasked: its .pth files and usercustomize.py are not
+ * processed (site never sees it as a site directory), sitecustomize was
+ * looked for before it was on the path, and being last it can shadow
+ * neither the standard library nor the system's packages. */
+#define PYTHON_SNIPPET_MAIN                                                              \
+	"import os, site, sys\n"                                                         \
+	"d = site.getusersitepackages()\n"                                               \
+	"if os.path.isdir(d):\n"                                                         \
+	"    sys.path.append(d)\n"                                                       \
+	"def h(t, v, tb, hook=sys.excepthook):\n"                                        \
+	"    tb = tb.tb_next if tb is not None else None\n"                             \
+	"    hook(t, v.with_traceback(tb), tb)\n"                                        \
+	"sys.excepthook = h\n"                                                           \
+	"sys.argv[:] = ['-']\n"                                                          \
+	"__file__, __cached__ = '<stdin>', None\n"                                       \
+	"c = compile(sys.stdin.buffer.read(), '<stdin>', 'exec', dont_inherit=True)\n"   \
+	"del os, site, sys, d, h\n"                                                      \
+	"exec(globals().pop('c'))\n"
+#define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-c", PYTHON_SNIPPET_MAIN
 
 struct msg_job {
 	enum proto_profile profile; /* one of PROFILES_JOB */
