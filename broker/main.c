@@ -199,6 +199,7 @@ static void reload_config(struct broker *b)
 {
 	struct config_error err = { 0 };
 	struct config next;
+	bool was_masking;
 
 	sd_notify(0, "RELOADING=1");
 	if (build_config(&next, &opts, &err) < 0) {
@@ -218,7 +219,9 @@ static void reload_config(struct broker *b)
 		memcpy(next.state_dir, b->cfg.state_dir, sizeof(next.state_dir));
 		memcpy(next.user, b->cfg.user, sizeof(next.user));
 		memcpy(next.worker_path, b->cfg.worker_path, sizeof(next.worker_path));
+		was_masking = b->cfg.secrets;
 		b->cfg = next;
+		audit_watch_secrets(was_masking, b->cfg.secrets);
 		log_info("configuration reloaded: sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
 	}
 	sd_notify(0, "READY=1");
@@ -531,6 +534,7 @@ static int start_up(struct broker *b)
 		log_err("%s", err);
 		return -1;
 	}
+	audit_watch_secrets(true, b->cfg.secrets);
 	if (b->cfg.sandbox == SANDBOX_DOCKER)
 		container_check_image(b);
 	sd_notifyf(0, "READY=1\nSTATUS=serving, sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
