@@ -134,8 +134,7 @@ install-client: $(KOTOBA_CLIENT_LIBS) $(KOTOBA_CLIENT_SO_LINK)
 			install -m $$m $$f $(DESTDIR)$(LIBDIR)/; \
 		done; \
 		ln -sfn $(KOTOBA_CLIENT_SONAME) $(DESTDIR)$(LIBDIR)/$(notdir $(KOTOBA_CLIENT_SO_LINK)); \
-		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-			-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(KOTOBA_CLIENT_VERSION)|' \
+		sed $(KOTOBA_CLIENT_PC_SED) \
 			client/kotoba-client.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/kotoba-client.pc; \
 		chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/kotoba-client.pc; \
 		if [ -n "$(KOTOBA_CLIENT_PYTHON)" ] && [ -n "$(PYTHONDIR)" ]; then \
