@@ -91,7 +91,10 @@ check-client-c: all reachable $(BUILD)/client/tests/kc-test
 	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_CLIENT_STAGE=$(abspath $(KOTOBA_CLIENT_STAGE)) \
 		$(PYTEST) client/tests
 
+# mypy checks the package's annotations; the venv, setuptools and wheel
+# packages let it be pip-installed offline into a venv.
 check-client-python: all reachable
+	@./tests/deps.sh mypy python3-venv python3-setuptools python3-wheel
 	KOTOBA_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath client/python) \
 		$(PYTEST) client/python/tests
 

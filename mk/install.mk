@@ -121,7 +121,8 @@ install-files: $(BINS) install-client
 	fi
 
 # The client library, its header and pkg-config file, and the Python
-# package (mk/client.mk), when that fragment is there.  The .pc file is made
+# package (mk/client.mk), when that fragment is there: its modules and
+# py.typed, where Debian's python3 finds them (pip is for a venv).  The .pc file is made
 # again from its template with this install's directories.
 install-client: $(KOTOBA_CLIENT_LIBS) $(KOTOBA_CLIENT_SO_LINK)
 	@if [ -n "$(KOTOBA_CLIENT_LIBS)" ]; then \
@@ -141,7 +142,7 @@ install-client: $(KOTOBA_CLIENT_LIBS) $(KOTOBA_CLIENT_SO_LINK)
 			pkg=$(notdir $(KOTOBA_CLIENT_PYTHON)); \
 			rm -rf $(DESTDIR)$(PYTHONDIR)/$$pkg; \
 			for f in $$(cd $(dir $(KOTOBA_CLIENT_PYTHON)) && find $$pkg -name __pycache__ -prune \
-					-o -type f -name '*.py' -print); do \
+					-o -type f \( -name '*.py' -o -name py.typed \) -print); do \
 				install -D -m 0644 $(dir $(KOTOBA_CLIENT_PYTHON))$$f $(DESTDIR)$(PYTHONDIR)/$$f; \
 			done; \
 		fi; \

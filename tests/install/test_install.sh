@@ -79,7 +79,8 @@ if [ -f "$BUILD/libkotoba-client.a" ]; then
 		 grep -qx "libdir=/usr/local/lib" "$2/pkgconfig/kotoba-client.pc"' _ "$R/$P" "$L" "$BUILD"
 	check "Python package kotoba_broker where /usr/bin/python3 finds it, no bytecode" bash -c \
 		'd=$(ls -d "$1"/lib/python3.*/dist-packages/kotoba_broker) &&
-		 [ -f "$d/__init__.py" ] && [ -z "$(find "$d" -name "*.pyc")" ]' _ "$R/$P"
+		 [ -f "$d/__init__.py" ] && [ -f "$d/py.typed" ] &&
+		 [ -z "$(find "$d" -name "*.pyc")" ]' _ "$R/$P"
 fi
 
 # ---- paths written into what was installed -------------------------------------
