@@ -29,7 +29,10 @@
  * exception: while kotoba_exec() waits on one thread, kotoba_answer() and
  * kotoba_cancel() may be called from any other thread (or from inside the
  * exec's own callbacks).  One snippet runs at a time per connection; open
- * several connections to run several at once.
+ * several connections to run several at once.  While a run is in flight
+ * (kotoba_exec(), or kotoba_exec_start() until kotoba_conn_process() says
+ * done) the connection's other requests are refused: their answers would
+ * be read among the run's frames.
  *
  * Structs that grow: the structs a caller allocates and the library reads
  * or fills (kotoba_exec_opts, kotoba_result, kotoba_error, and the rows of

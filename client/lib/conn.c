@@ -334,8 +334,20 @@ static bool answer_id(const struct msg *m, uint64_t *id)
 enum kotoba_code kc_request(struct kotoba_client *c, struct frame *f, uint64_t id,
 			    struct kotoba_error *err)
 {
-	enum kotoba_code rc = kc_send(c, f, err);
-	uint64_t got;
+	enum kotoba_code rc;
+	uint64_t got, running;
+
+	/* Reading this answer would consume the run's frames. */
+	pthread_mutex_lock(&c->wlock);
+	running = c->running;
+	pthread_mutex_unlock(&c->wlock);
+	if (running) {
+		frame_free(f);
+		return kc_fail(err, KOTOBA_ERR_INVALID, EBUSY,
+			       "a snippet is running on this connection: wait for its end, "
+			       "or use another connection");
+	}
+	rc = kc_send(c, f, err);
 
 	while (!rc && !(rc = kc_recv(c, err))) {
 		/* An error without id answers a frame the broker could not

@@ -309,6 +309,14 @@ static int cmd_poll(const char *sock, const char *code, const char *cwd)
 	if ((rc = kotoba_open(&st.c, sock, false, &err)))
 		return print_error("open", rc, &err), 0;
 	rc = kotoba_exec_start(st.c, &x, &err);
+	if (!rc) {
+		struct kotoba_error busy = KOTOBA_ERROR_INIT;
+		struct kotoba_grant row = { .size = sizeof(row) };
+		size_t n;
+
+		print_error("grants-while-running", kotoba_grants(st.c, &row, 1, &n, &busy), &busy);
+		print_error("exec-while-running", kotoba_exec_start(st.c, &x, &busy), &busy);
+	}
 	while (!rc && !done) {
 		struct pollfd p = { .fd = kotoba_conn_fd(st.c), .events = POLLIN };
 		int n = poll(&p, 1, 50);

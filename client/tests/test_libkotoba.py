@@ -222,6 +222,9 @@ def test_event_loop_runs_a_snippet_without_blocking(broker_proc):
             broker_proc.dir)
     out = "".join(e["data"] for e in ev if e["event"] == "output")
     assert out == "a\nb\n", ev
+    # a request would read the run's frames: refused while it runs
+    for name in ("grants-while-running", "exec-while-running"):
+        assert last(ev, name)["code"] == "invalid" and last(ev, name)["errno"] == errno.EBUSY
     loop = last(ev, "loop")
     assert loop["ticks"] >= 5 and loop["steps"] >= 2, loop
     x = ev[-1]
