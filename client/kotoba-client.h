@@ -41,7 +41,9 @@
  * macros do).  The library reads and writes only that many bytes, so a
  * program built against this header keeps working with a later library
  * that appends fields.  A size smaller than this version's is
- * KOTOBA_ERR_INVALID (and an error struct so marked is left unwritten).
+ * KOTOBA_ERR_INVALID (and an error struct so marked is left unwritten); so
+ * are exec options from a newer header that set a field this library does
+ * not know (sys_errno E2BIG), rather than run the snippet without it.
  * The structs the library owns and hands out (kotoba_welcome, kotoba_card)
  * only ever grow at their end.
  *

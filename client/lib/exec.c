@@ -247,13 +247,30 @@ static enum kotoba_code handle(struct kotoba_client *c, bool *done, struct kotob
 	return KOTOBA_OK;
 }
 
-/* The caller's options, as much of them as its size says it has. */
+/* True when the bytes of @s past this library's @known are all zero. */
+static bool zero_past(const void *s, size_t size, size_t known)
+{
+	const unsigned char *p = s;
+
+	for (size_t i = known; i < size; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* The caller's options, as much of them as its size says it has.  Options
+ * from a newer header that this library does not know must be unset: one
+ * of them ignored could run the snippet other than as asked. */
 static enum kotoba_code take_opts(const struct kotoba_exec_opts *opts,
 				  struct kotoba_exec_opts *o, struct kotoba_error *err)
 {
 	if (!opts || kc_size_of(opts) < KC_EXEC_OPTS_SIZE)
 		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
 			       "set the exec options' size to sizeof(struct kotoba_exec_opts)");
+	if (!zero_past(opts, kc_size_of(opts), sizeof(*o)))
+		return kc_fail(err, KOTOBA_ERR_INVALID, E2BIG,
+			       "the exec options set fields this library (%s) does not know",
+			       kotoba_version());
 	memset(o, 0, sizeof(*o));
 	memcpy(o, opts, kc_size_of(opts) < sizeof(*o) ? kc_size_of(opts) : sizeof(*o));
 	if (!o->code)

@@ -408,6 +408,11 @@ static int cmd_misuse(const char *sock)
 	struct kotoba_exec_opts x = { .size = sizeof(x), .code = "print(1)" };
 	struct kotoba_result short_res = { .size = 8 };
 	struct kotoba_grant row = { .size = 8 };
+	/* options as a newer header would lay them out, one field appended */
+	struct {
+		struct kotoba_exec_opts o;
+		uint64_t later;
+	} newer = { .o = { .size = sizeof(newer), .code = "print(1)" }, .later = 1 };
 	struct kotoba_client *c;
 	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	enum kotoba_code rc;
@@ -428,6 +433,9 @@ static int cmd_misuse(const char *sock)
 	print_error("exec-short-result", kotoba_exec(c, &x, &short_res, &err), &err);
 	print_error("grants-short-row", kotoba_grants(c, &row, 1, &n, &err), &err);
 	print_error("process-idle", kotoba_conn_process(c, &(bool){ false }, NULL, &err), &err);
+	print_error("exec-unknown-field", kotoba_exec(c, &newer.o, NULL, &err), &err);
+	newer.later = 0;
+	print_error("exec-unknown-field-unset", kotoba_exec(c, &newer.o, NULL, &err), &err);
 	x.code = NULL;
 	print_error("exec-null", kotoba_exec(c, &x, NULL, &err), &err);
 	x.code = "print(1)";

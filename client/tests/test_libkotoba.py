@@ -159,6 +159,12 @@ def test_misuse_is_reported_not_fatal(broker_proc):
                  "grants-short-row", "process-idle"):
         assert ev[name]["code"] == "invalid" and ev[name]["message"], name
     assert ev["cancel-idle"]["code"] == "no-such-run"
+    # a newer caller's options: refused only when a field this library
+    # does not know is set
+    assert ev["exec-unknown-field"]["code"] == "invalid"
+    assert ev["exec-unknown-field"]["errno"] == errno.E2BIG
+    unset = ev["exec-unknown-field-unset"]
+    assert unset["rc"] == 0 or unset["code"] == "bad-cwd", unset
     # the connection still works after every refusal (here: the broker's
     # default cwd, the user's home, may or may not be enterable)
     assert ev["exec-after"]["code"] in ("ok", "bad-cwd")
