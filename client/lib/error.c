@@ -70,6 +70,27 @@ const char *kotoba_choice_name(enum kotoba_choice choice)
 	}
 }
 
+const char *kotoba_version(void)
+{
+	return KOTOBA_CLIENT_VERSION;
+}
+
+size_t kc_size_of(const void *s)
+{
+	size_t size;
+
+	memcpy(&size, s, sizeof(size));
+	return size;
+}
+
+void kc_put_sized(void *dst, const void *src, size_t src_size)
+{
+	size_t size = kc_size_of(dst);
+
+	memcpy(dst, src, size < src_size ? size : src_size);
+	memcpy(dst, &size, sizeof(size));
+}
+
 void kc_copy(char *dst, size_t len, const char *src, size_t src_len)
 {
 	if (!len)
@@ -84,17 +105,16 @@ void kc_copy(char *dst, size_t len, const char *src, size_t src_len)
 enum kotoba_code kc_fail(struct kotoba_error *err, enum kotoba_code code, int sys_errno,
 			 const char *fmt, ...)
 {
+	struct kotoba_error e = { .size = sizeof(e), .code = code, .sys_errno = sys_errno };
 	va_list ap;
 
-	if (!err)
+	if (!err || kc_size_of(err) < KC_ERROR_SIZE)
 		return code;
-	memset(err, 0, sizeof(*err));
-	err->code = code;
-	err->sys_errno = sys_errno;
-	snprintf(err->name, sizeof(err->name), "%s", kotoba_code_name(code));
+	snprintf(e.name, sizeof(e.name), "%s", kotoba_code_name(code));
 	va_start(ap, fmt);
-	vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	vsnprintf(e.message, sizeof(e.message), fmt, ap);
 	va_end(ap);
+	kc_put_sized(err, &e, sizeof(e));
 	return code;
 }
 
@@ -110,20 +130,18 @@ static enum kotoba_code code_of(struct pstr name)
 
 enum kotoba_code kc_broker_error(struct kotoba_error *err, const struct msg_error *e)
 {
-	enum kotoba_code code = code_of(e->code);
+	struct kotoba_error k = { .size = sizeof(k), .code = code_of(e->code),
+				  .from_broker = true, .sys_errno = (int)e->err_no };
 
-	if (!err)
-		return code;
-	memset(err, 0, sizeof(*err));
-	err->code = code;
-	err->from_broker = true;
-	kc_copy(err->name, sizeof(err->name), e->code.ptr, e->code.len);
-	kc_copy(err->message, sizeof(err->message), e->message.ptr, e->message.len);
-	if (!err->message[0])
-		snprintf(err->message, sizeof(err->message), "the broker answered %s", err->name);
-	kc_copy(err->step, sizeof(err->step), e->step.ptr, e->step.len);
-	err->sys_errno = (int)e->err_no;
-	return code;
+	if (!err || kc_size_of(err) < KC_ERROR_SIZE)
+		return k.code;
+	kc_copy(k.name, sizeof(k.name), e->code.ptr, e->code.len);
+	kc_copy(k.message, sizeof(k.message), e->message.ptr, e->message.len);
+	if (!k.message[0])
+		snprintf(k.message, sizeof(k.message), "the broker answered %s", k.name);
+	kc_copy(k.step, sizeof(k.step), e->step.ptr, e->step.len);
+	kc_put_sized(err, &k, sizeof(k));
+	return k.code;
 }
 
 enum kotoba_code kc_encoded(int rc, struct kotoba_error *err)

@@ -38,15 +38,15 @@ def attempt(fn):
         return e.code
 
 def answer_own_card_always():
-    with kb.Broker(socket=SOCK, channel=True) as b:
+    with kb.Broker(socket_path=SOCK, channel=True) as b:
         b.run("print(1)", on_card=lambda card: kb.ALWAYS)
 
 def revoke():
-    with kb.Broker(socket=SOCK, channel=False) as b:
+    with kb.Broker(socket_path=SOCK, channel=False) as b:
         b.revoke()
 
 def read_audit():
-    with kb.Broker(socket=SOCK, channel=False) as b:
+    with kb.Broker(socket_path=SOCK, channel=False) as b:
         b.audit_tail()
 
 def attempts():
