@@ -626,11 +626,13 @@ def test_output_pipes_close_with_the_snippet_not_the_worker():
 def test_closing_fd3_mid_run_kills_snippet():
     w = Worker(textwrap.dedent("""
         import os, time
+        # one write(2) a line: with python3 -u a print is two writes, and
+        # the two processes' lines could interleave
         if os.fork() == 0:
             os.setsid()
-            print(os.getpid(), flush=True)
+            os.write(1, b"%d\\n" % os.getpid())
             time.sleep(1000)
-        print(os.getpid(), flush=True)
+        os.write(1, b"%d\\n" % os.getpid())
         time.sleep(1000)
     """), job())
     ready = w.wait_msg("ready")

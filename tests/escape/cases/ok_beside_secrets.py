@@ -24,6 +24,8 @@ print('OK user site-packages' if kotoba_probe.VALUE == 42 else 'FAIL kotoba_prob
 import json  # noqa: E402  (the standard library's, not the user site's json.py)
 print('OK stdlib json first' if json.__file__.startswith(sys.base_prefix) else
       'FAIL json from %s' % json.__file__)
+ran = os.environ.get('KOTOBA_HOOKS_RAN')
+print('FAIL the user site ran %s' % ran if ran else 'OK no start-up hook of the user site ran')
 sys.path.insert(0, '@@WORKDIR@@/venv/lib/python%d.%d/site-packages' % sys.version_info[:2])
 import kotoba_venv_probe  # noqa: E402
 print('OK venv site-packages' if kotoba_venv_probe.VALUE == 7 else 'FAIL kotoba_venv_probe')
