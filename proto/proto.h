@@ -379,10 +379,6 @@ struct msg_job {
 	uint64_t timeout_ms, grace_ms;
 	struct job_limits lim;
 	bool landlock;           /* use Landlock where the kernel has it */
-	bool set_ids;            /* switch to uid/gid/groups below */
-	uint64_t uid, gid;
-	size_t n_groups;
-	uint32_t groups[PROTO_GROUPS_MAX];
 	size_t n_env;            /* "NAME=value" strings, already scrubbed */
 	struct pstr env[PROTO_ENV_MAX];
 	bool has_engine;         /* profile "engine" */

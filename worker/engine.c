@@ -3,7 +3,7 @@
  * child.  The snippet runs in a container; what runs on this host is the
  * engine's CLI (podman --remote, docker), a client of the engine's API
  * socket, and every one of its processes is confined like a snippet: each
- * command is a child of S that goes through enter_sandbox() (identity,
+ * command is a child of S that goes through enter_sandbox() (fds,
  * cwd, capabilities, NO_NEW_PRIVS, Landlock, seccomp, rlimits, read-back)
  * under the "engine" profile and execs the command's argv.
  *

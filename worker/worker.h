@@ -25,7 +25,7 @@
  *                        own name (or pipe, fds, fork, supervise when S
  *                        cannot start or watch it, or the enter_sandbox()
  *                        step its child failed at); fork
- *   enter_sandbox()      signals, setsid, pdeathsig, identity, fds,
+ *   enter_sandbox()      signals, setsid, pdeathsig, fds,
  *                        secrets, caps, cwd, no-new-privs, landlock,
  *                        seccomp-build,
  *                        rlimits, seccomp, exec-gate, verify, exec
@@ -107,7 +107,6 @@ struct plan {
 	unsigned int landlock_abi; /* the ABI C applies; 0: none (see landlock.h) */
 	struct secret_mask *masks; /* unattended: what C masks; NULL: nothing */
 	size_t n_masks;
-	gid_t groups[PROTO_GROUPS_MAX];
 	pid_t supervisor;
 	/* C's report channel, a SOCK_SEQPACKET pair, both ends CLOEXEC: C
 	 * sends a struct setup_report when a step fails, or the exec gate's
