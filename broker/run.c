@@ -526,7 +526,7 @@ void run_send_setup_error(struct session *s, uint64_t id, const char *step, int6
 		session_send(s, &f);
 }
 
-static void report_setup_error(struct run *r)
+static void relay_setup_error(struct run *r)
 {
 	run_send_setup_error(r->s, r->id, r->setup_step, r->setup_errno, r->setup_msg,
 			     r->container[0] != '\0');
@@ -557,7 +557,7 @@ static void report_end(struct run *r)
 		report_exit(r);
 		break;
 	case END_SETUP:
-		report_setup_error(r);
+		relay_setup_error(r);
 		break;
 	case END_LOST:
 	case END_NONE:

@@ -106,7 +106,7 @@ int write_all(int fd, const void *buf, size_t len);
  * EPIPE to handle, not a SIGPIPE that kills the caller (a library's host). */
 int send_all(int fd, const void *buf, size_t len);
 
-/* ---- encoding (proto/encode.c) ------------------------------------------ */
+/* ---- encoding (proto/messages.c, proto/encode_util.c) -------------------- */
 
 /* An encoded frame, header included, ready to write. */
 struct frame {

@@ -189,17 +189,6 @@ void exec_gate_close(struct exec_gate *g);
 
 /* supervise.c: S's life after the fork; returns the exit status. */
 int supervise(struct plan *p, pid_t child, int sigfd);
-/* supervise.c: the report channel of one confined child: SOCK_SEQPACKET,
- * both ends CLOEXEC, S's end (*r) non-blocking.  0 or -errno. */
-int open_report_pair(int *r, int *w);
-/* supervise.c: the monotonic clock in microseconds; t + ms, or 0
- * ("never") when that would overflow. */
-uint64_t now_us(void);
-uint64_t after_ms(uint64_t t, uint64_t ms);
-/* supervise.c: true when fd 3's poll events (and what waits there) mean
- * the broker cancelled the run or is gone. */
-bool broker_says_stop(short revents);
-
 /* tree.c: every process below S (it is their subreaper). */
 void signal_descendants(int sig);
 
