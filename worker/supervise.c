@@ -396,8 +396,8 @@ static void engine_after(struct supervision *r)
 
 int supervise(struct plan *p, pid_t child, int sigfd)
 {
-	struct supervision r = { .plan = p, .child = child, .sigfd = sigfd, .gate = { .fd = -1 },
-			 .mounts = -1 };
+	struct supervision r = { .plan = p, .child = child, .sigfd = sigfd,
+				 .gate = { .fd = -1 }, .mounts = -1 };
 	int rc;
 
 	r.t_fork = monotonic_us();
