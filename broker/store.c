@@ -1440,6 +1440,13 @@ int store_audit_mark_break(struct store *s, int64_t bad_seq, struct audit_row *r
 	return store_audit_append(s, row);
 }
 
+int store_audit_mark_setting(struct store *s, const char *decision, struct audit_row *row)
+{
+	*row = (struct audit_row){ .uid = (uint32_t)geteuid(), .pid = (int32_t)getpid(),
+				   .event = AUDIT_EPOCH, .decision = decision, .follows = true };
+	return store_audit_append(s, row);
+}
+
 /* ---- audit: read back -------------------------------------------------- */
 
 /* The hashed fields of the current row, exactly as stored. */

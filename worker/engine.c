@@ -259,13 +259,15 @@ static bool start(struct plan *p, struct child *ch)
 	int report_w = -1, out[2], null_fd, rc;
 
 	if ((rc = open_report_pair(&ch->report_r, &report_w)) < 0) {
-		set_report(&c->rep, "pipe", -rc, "creating the report channel of '%s'", c->name);
+		set_report(&c->rep, step_name(STEP_PIPE), -rc,
+			   "creating the report channel of '%s'", c->name);
 		return false;
 	}
 	if (pipe2(out, O_CLOEXEC) < 0) {
 		rc = errno;
 		close_fd(&report_w);
-		set_report(&c->rep, "pipe", rc, "creating the output pipe of '%s'", c->name);
+		set_report(&c->rep, step_name(STEP_PIPE), rc, "creating the output pipe of '%s'",
+			   c->name);
 		return false;
 	}
 	ch->out_r = out[0];
@@ -273,8 +275,8 @@ static bool start(struct plan *p, struct child *ch)
 		rc = errno;
 		close(out[1]);
 		close_fd(&report_w);
-		set_report(&c->rep, "pipe", rc, "making the output pipe of '%s' non-blocking",
-			   c->name);
+		set_report(&c->rep, step_name(STEP_PIPE), rc,
+			   "making the output pipe of '%s' non-blocking", c->name);
 		return false;
 	}
 	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -282,7 +284,7 @@ static bool start(struct plan *p, struct child *ch)
 		rc = errno;
 		close(out[1]);
 		close_fd(&report_w);
-		set_report(&c->rep, "fds", rc, "opening /dev/null for '%s'", c->name);
+		set_report(&c->rep, step_name(STEP_FDS), rc, "opening /dev/null for '%s'", c->name);
 		return false;
 	}
 	ch->pid = fork();
@@ -300,7 +302,7 @@ static bool start(struct plan *p, struct child *ch)
 	close(null_fd);
 	close_fd(&report_w);
 	if (ch->pid < 0) {
-		set_report(&c->rep, "fork", rc, "fork for '%s'", c->name);
+		set_report(&c->rep, step_name(STEP_FORK), rc, "fork for '%s'", c->name);
 		return false;
 	}
 	if (c->timeout_ms)
@@ -337,7 +339,8 @@ void run_confined(struct plan *p, int sigfd, struct confined *c)
 	else if (ch.timed_out)
 		c->end = CONFINED_TIMED_OUT;
 	else if (ch.broken)
-		set_report(&c->rep, "supervise", ch.broken, "cannot supervise '%s'", c->name);
+		set_report(&c->rep, step_name(STEP_SUPERVISE), ch.broken, "cannot supervise '%s'",
+			   c->name);
 	else
 		c->end = CONFINED_EXITED;
 }

@@ -66,24 +66,24 @@ static void reset_signals(void)
 
 	sigemptyset(&none);
 	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-		die_step("signals", errno, "sigprocmask");
+		die_step(step_name(STEP_SIGNALS), errno, "sigprocmask");
 	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR)
-		die_step("signals", errno, "restoring SIGPIPE");
+		die_step(step_name(STEP_SIGNALS), errno, "restoring SIGPIPE");
 }
 
 static void new_session(void)
 {
 	if (setsid() < 0)
-		die_step("setsid", errno, "setsid");
+		die_step(step_name(STEP_SETSID), errno, "setsid");
 }
 
 static void tie_to_supervisor(const struct plan *p)
 {
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		die_step("pdeathsig", errno, "prctl(PR_SET_PDEATHSIG)");
+		die_step(step_name(STEP_PDEATHSIG), errno, "prctl(PR_SET_PDEATHSIG)");
 	/* S may have died between fork and prctl; then nobody would. */
 	if (getppid() != p->supervisor)
-		die_step("pdeathsig", ESRCH, "the supervisor exited during setup");
+		die_step(step_name(STEP_PDEATHSIG), ESRCH, "the supervisor exited during setup");
 }
 
 /* The namespace the masks live in, for S with the exec gate (worker.h,
@@ -96,12 +96,12 @@ static void secrets_step(const struct plan *p)
 	int rc = mask_secrets(p, &what);
 
 	if (rc < 0)
-		die_step("secrets", -rc, "%s", what);
+		die_step(step_name(STEP_SECRETS), -rc, "%s", what);
 	if (rc == 0)
 		return;
 	mounts_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
 	if (mounts_fd < 0)
-		die_step("secrets", errno, "opening /proc/self/ns/mnt");
+		die_step(step_name(STEP_SECRETS), errno, "opening /proc/self/ns/mnt");
 }
 
 static void enter_cwd(const struct plan *p)
@@ -109,11 +109,11 @@ static void enter_cwd(const struct plan *p)
 	struct stat st;
 
 	if (chdir(p->cwd) < 0)
-		die_step("cwd", errno, "cannot enter working directory %s", p->cwd);
+		die_step(step_name(STEP_CWD), errno, "cannot enter working directory %s", p->cwd);
 	if (stat(".", &st) < 0)
-		die_step("cwd", errno, "cannot stat working directory %s", p->cwd);
+		die_step(step_name(STEP_CWD), errno, "cannot stat working directory %s", p->cwd);
 	if (!S_ISDIR(st.st_mode))
-		die_step("cwd", ENOTDIR, "working directory %s", p->cwd);
+		die_step(step_name(STEP_CWD), ENOTDIR, "working directory %s", p->cwd);
 }
 
 /* An engine command's stdin and output: /dev/null and S's pipe instead of
@@ -123,7 +123,8 @@ static void take_stdio(const struct sandbox_exec *x)
 {
 	for (int fd = FD_CODE; fd <= FD_STDERR; fd++)
 		if (x->stdio[fd] >= 0 && dup2(x->stdio[fd], fd) < 0)
-			die_step("fds", errno, "moving fd %d to %d", x->stdio[fd], fd);
+			die_step(step_name(STEP_FDS), errno, "moving fd %d to %d", x->stdio[fd],
+				 fd);
 }
 
 static void close_other_fds(void)
@@ -131,10 +132,10 @@ static void close_other_fds(void)
 	/* fd 3 is the broker's socket: the snippet must never hold it.  The
 	 * report channel takes its place (still CLOEXEC) and the rest goes. */
 	if (dup3(report_fd, FD_BROKER, O_CLOEXEC) < 0)
-		die_step("fds", errno, "moving the report channel to fd 3");
+		die_step(step_name(STEP_FDS), errno, "moving the report channel to fd 3");
 	report_fd = FD_BROKER;
 	if (close_range(FD_BROKER + 1, ~0U, 0) < 0)
-		die_step("fds", errno, "close_range");
+		die_step(step_name(STEP_FDS), errno, "close_range");
 }
 
 /* Returns true when the bounding set was emptied too.  Only a process
@@ -148,30 +149,31 @@ static bool drop_capabilities(void)
 	bool root;
 
 	if (capng_get_caps_process() < 0)
-		die_step("caps", errno, "reading capabilities");
+		die_step(step_name(STEP_CAPS), errno, "reading capabilities");
 	root = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP) == 1;
 	if (root) {
 		/* Securebits first, while CAP_SETPCAP is still ours: root
 		 * must not regain capabilities by exec or setuid. */
 		if (capng_lock() < 0)
-			die_step("caps", errno, "locking securebits");
+			die_step(step_name(STEP_CAPS), errno, "locking securebits");
 		set = CAPNG_SELECT_BOTH;
 	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-		die_step("caps", errno, "clearing ambient capabilities");
+		die_step(step_name(STEP_CAPS), errno, "clearing ambient capabilities");
 	capng_clear(set);
 	if (capng_apply(set) < 0)
-		die_step("caps", errno, "dropping capabilities");
+		die_step(step_name(STEP_CAPS), errno, "dropping capabilities");
 	if (capng_get_caps_process() < 0 ||
 	    capng_have_capabilities(CAPNG_SELECT_CAPS) != CAPNG_NONE)
-		die_step("caps", EPERM, "capabilities still held after dropping them");
+		die_step(step_name(STEP_CAPS), EPERM,
+			 "capabilities still held after dropping them");
 	return root;
 }
 
 static void set_no_new_privs(void)
 {
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		die_step("no-new-privs", errno, "prctl(PR_SET_NO_NEW_PRIVS)");
+		die_step(step_name(STEP_NO_NEW_PRIVS), errno, "prctl(PR_SET_NO_NEW_PRIVS)");
 }
 
 static void landlock_step(const struct plan *p)
@@ -180,7 +182,8 @@ static void landlock_step(const struct plan *p)
 	int rc = apply_landlock(p, &what);
 
 	if (rc < 0)
-		die_step("landlock", -rc, "Landlock ABI %u: %s", p->landlock_abi, what);
+		die_step(step_name(STEP_LANDLOCK), -rc, "Landlock ABI %u: %s", p->landlock_abi,
+			 what);
 }
 
 /* The program was built at build time for each profile and Landlock ABI
@@ -189,12 +192,12 @@ static void landlock_step(const struct plan *p)
  * below ABI 6).  No allocation. */
 static void pick_seccomp(const struct plan *p, struct sock_fprog *prog)
 {
-	struct seccomp_opts o = { p->profile, p->landlock_abi, getpid() };
+	struct seccomp_opts o = { profile_name(p->profile), p->landlock_abi, getpid() };
 	char err[160];
 	int rc = seccomp_program_for(&o, prog, err, sizeof(err));
 
 	if (rc < 0)
-		die_step("seccomp-build", -rc, "%s", err);
+		die_step(step_name(STEP_SECCOMP_BUILD), -rc, "%s", err);
 }
 
 static rlim_t clamp(uint64_t v)
@@ -210,11 +213,11 @@ static void set_limit(int res, const char *name, rlim_t soft, rlim_t hard)
 	struct rlimit cur, want;
 
 	if (getrlimit(res, &cur) < 0)
-		die_step("rlimits", errno, "getrlimit %s", name);
+		die_step(step_name(STEP_RLIMITS), errno, "getrlimit %s", name);
 	want.rlim_max = hard < cur.rlim_max ? hard : cur.rlim_max;
 	want.rlim_cur = soft < want.rlim_max ? soft : want.rlim_max;
 	if (setrlimit(res, &want) < 0)
-		die_step("rlimits", errno, "setrlimit %s %llu", name,
+		die_step(step_name(STEP_RLIMITS), errno, "setrlimit %s %llu", name,
 			 (unsigned long long)want.rlim_cur);
 }
 
@@ -224,7 +227,7 @@ static void set_rlimits(const struct plan *p)
 	/* The engine CLI is a Go program: it reserves far more address
 	 * space than it uses, and its threads count against the user's
 	 * processes.  Its snippet's limits are the container's. */
-	bool engine = !strcmp(p->profile, "engine");
+	bool engine = p->profile == PROFILE_ENGINE;
 
 	/* CPU: SIGXCPU at the soft limit names the cause (S reports "cpu");
 	 * the hard limit a second later is SIGKILL for a snippet that
@@ -268,7 +271,8 @@ static void hand_over_gate(int listener)
 	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
 	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
 	if (sendmsg(report_fd, &mh, MSG_NOSIGNAL) != 1)
-		die_step("exec-gate", errno, "handing the exec gate to the supervisor");
+		die_step(step_name(STEP_EXEC_GATE), errno,
+			 "handing the exec gate to the supervisor");
 	close(listener);
 	if (mounts_fd >= 0)
 		close(mounts_fd);
@@ -277,11 +281,11 @@ static void hand_over_gate(int listener)
 
 static void load_seccomp(const struct plan *p, struct sock_fprog *prog)
 {
-	bool gate = seccomp_has_exec_gate(p->profile);
+	bool gate = seccomp_has_exec_gate(profile_name(p->profile));
 	int rc = seccomp_load_prog(prog, gate);
 
 	if (rc < 0)
-		die_step("seccomp", -rc, "loading the seccomp filter%s",
+		die_step(step_name(STEP_SECCOMP), -rc, "loading the seccomp filter%s",
 			 gate ? " with its exec gate (needs Linux 5.5)" : "");
 	if (gate)
 		hand_over_gate(rc);
@@ -309,7 +313,8 @@ static void expect_field(const char *buf, const char *key, const char *want)
 	size_t n = strlen(want);
 
 	if (!v || strncmp(v, want, n) || (v[n] != '\n' && v[n] != '\0'))
-		die_step("verify", EPERM, "/proc/self/status: %s is not %s", key, want);
+		die_step(step_name(STEP_VERIFY), EPERM, "/proc/self/status: %s is not %s", key,
+			 want);
 }
 
 static void read_status(char *buf, size_t cap)
@@ -320,12 +325,12 @@ static void read_status(char *buf, size_t cap)
 
 	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		die_step("verify", errno, "cannot open /proc/self/status");
+		die_step(step_name(STEP_VERIFY), errno, "cannot open /proc/self/status");
 	while (len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) != 0) {
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			die_step("verify", errno, "cannot read /proc/self/status");
+			die_step(step_name(STEP_VERIFY), errno, "cannot read /proc/self/status");
 		len += (size_t)n;
 	}
 	close(fd);
@@ -354,10 +359,11 @@ static void exec_program(const struct plan *p, const struct sandbox_exec *x)
 {
 	/* Unattended, this is the exec the gate lets through. */
 	execve(x->path, x->argv, x->envp);
-	if (errno == EOPNOTSUPP && seccomp_has_exec_gate(p->profile))
-		die_step("exec-gate", errno, "the exec gate needs Linux 5.5 "
+	if (errno == EOPNOTSUPP && seccomp_has_exec_gate(profile_name(p->profile)))
+		die_step(step_name(STEP_EXEC_GATE), errno,
+			 "the exec gate needs Linux 5.5 "
 			 "(SECCOMP_USER_NOTIF_FLAG_CONTINUE)");
-	die_step("exec", errno, "cannot execute %s", x->path);
+	die_step(step_name(STEP_EXEC), errno, "cannot execute %s", x->path);
 }
 
 void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)

@@ -47,7 +47,7 @@ static const struct owned engine_env[N_OWNED] = {
 
 static bool is_engine(const struct plan *p)
 {
-	return !strcmp(p->profile, "engine");
+	return p->profile == PROFILE_ENGINE;
 }
 
 static int copy_path(char *dst, size_t cap, struct pstr s, const char *what, char *err,
@@ -68,16 +68,11 @@ int plan_paths(struct plan *p, char *err, size_t errlen)
 	const struct msg_job *job = p->job;
 	int rc;
 
-	if (job->profile.len >= sizeof(p->profile) ||
-	    memchr(job->profile.ptr, '\0', job->profile.len)) {
-		snprintf(err, errlen, "unknown profile");
-		return -EINVAL;
-	}
-	memcpy(p->profile, job->profile.ptr, job->profile.len);
-	p->profile[job->profile.len] = '\0';
-	if (strcmp(p->profile, "approved") && strcmp(p->profile, "unattended") &&
-	    !is_engine(p)) {
-		snprintf(err, errlen, "unknown profile '%s'", p->profile);
+	/* The decoder allows only PROFILES_JOB; a plan built by hand is
+	 * held to the same. */
+	p->profile = job->profile;
+	if ((unsigned)p->profile >= PROFILE_COUNT || !(PROFILES_JOB & PROFILE_BIT(p->profile))) {
+		snprintf(err, errlen, "unknown profile '%s'", profile_name(p->profile));
 		return -EINVAL;
 	}
 	/* The engine section and its profile come together: the engine
@@ -86,7 +81,7 @@ int plan_paths(struct plan *p, char *err, size_t errlen)
 	if (is_engine(p) != job->has_engine) {
 		snprintf(err, errlen, is_engine(p) ? "profile 'engine' without engine commands"
 						   : "engine commands with profile '%s'",
-			 p->profile);
+			 profile_name(p->profile));
 		return -EINVAL;
 	}
 	/* The engine runs no python3 on this host: its path is not used. */
@@ -298,7 +293,7 @@ void plan_remove_scratch(struct plan *p)
 	if (rmdir(p->scratch) < 0) {
 		rc = remove_tree(p->scratch, err, sizeof(err));
 		if (rc < 0)
-			report_setup_error("cleanup", -rc, err);
+			report_setup_error(step_name(STEP_CLEANUP), -rc, err);
 	}
 	p->scratch[0] = '\0';
 }

@@ -117,7 +117,7 @@ static void drain_signals(struct supervision *r)
 
 static void child_protocol_error(struct supervision *r, int err, const char *what)
 {
-	snprintf(r->rep.step, sizeof(r->rep.step), "supervise");
+	snprintf(r->rep.step, sizeof(r->rep.step), "%s", step_name(STEP_SUPERVISE));
 	r->rep.err = err;
 	snprintf(r->rep.msg, sizeof(r->rep.msg), "%s", what);
 	r->failed = true;
@@ -146,7 +146,7 @@ static void take_gate(struct supervision *r, int fd)
 {
 	int rc;
 
-	if (fd < 0 || r->gate.fd >= 0 || !seccomp_has_exec_gate(r->plan->profile)) {
+	if (fd < 0 || r->gate.fd >= 0 || !seccomp_has_exec_gate(profile_name(r->plan->profile))) {
 		if (fd >= 0)
 			close(fd);
 		child_protocol_error(r, EPROTO, "unexpected exec gate from the child");
@@ -166,7 +166,7 @@ static void take_gate(struct supervision *r, int fd)
  * round, before this EOF is read. */
 static void child_exec_done(struct supervision *r)
 {
-	if (seccomp_has_exec_gate(r->plan->profile) && !r->gate.spent) {
+	if (seccomp_has_exec_gate(profile_name(r->plan->profile)) && !r->gate.spent) {
 		child_protocol_error(r, EPROTO,
 				     "the child ended before the exec gate let its exec through");
 		return;
@@ -351,7 +351,7 @@ static int report_end(struct supervision *r)
 		return WORKER_EXIT_FAIL;
 	}
 	if (r->timed_out && !r->ready) {
-		report_setup_error("timeout", ETIMEDOUT,
+		report_setup_error(step_name(STEP_TIMEOUT), ETIMEDOUT,
 				   "the sandbox was not set up within the time limit");
 		return WORKER_EXIT_FAIL;
 	}

@@ -40,6 +40,7 @@
 #include <sys/types.h>
 
 #include "proto/proto.h"
+#include "proto/status.h"
 
 enum {
 	FD_CODE = 0,
@@ -48,9 +49,6 @@ enum {
 	FD_BROKER = 3,
 };
 
-#define WORKER_EXIT_OK 0
-#define WORKER_EXIT_FAIL 1     /* setup failed, or the broker went away */
-#define WORKER_CHILD_DIED 127  /* C could not be set up (it reported why) */
 
 /* What C sends over the report channel when a step fails: one fixed-size
  * SOCK_SEQPACKET message, so it arrives whole or not at all. */
@@ -100,7 +98,7 @@ struct plan {
 	const struct msg_job *job; /* strings point into the job frame */
 	char python[PATH_MAX];     /* "" for "engine", which runs no python3 */
 	char cwd[PATH_MAX];
-	char profile[16];
+	enum proto_profile profile; /* one of PROFILES_JOB */
 	char scratch[PATH_MAX];    /* "" until created */
 	char **envp;               /* NULL-terminated, malloc'd */
 	struct engine_plan engine; /* profile "engine" only */

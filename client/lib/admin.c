@@ -89,9 +89,9 @@ static void take_row(struct kotoba_audit_row *r, const struct audit_info *a)
 	kc_copy(r->sha256, sizeof(r->sha256), a->sha256.ptr, a->sha256.len);
 	kc_copy(r->labels, sizeof(r->labels), a->labels.ptr, a->labels.len);
 	COPY_STR(r->mode, a->mode);
-	COPY_STR(r->decision, a->decision);
-	COPY_STR(r->approver, a->approver);
-	COPY_STR(r->profile, a->profile);
+	COPY_STR(r->decision, decision_name(a->decision));
+	COPY_STR(r->approver, approver_name(a->approver));
+	COPY_STR(r->profile, profile_name(a->profile));
 	r->has_exit = a->has_exit;
 	if (a->has_exit) {
 		r->exit_code = a->exit_code;

@@ -8,8 +8,7 @@
 
 #include "client/lib/internal.h"
 
-/* Indexed by enum kotoba_code: the protocol's code strings for the
- * broker's errors, and fixed words for the local ones. */
+/* Indexed by enum kotoba_code: fixed words for the local errors... */
 static const char *const names[] = {
 	[KOTOBA_OK] = "ok",
 	[KOTOBA_ERR_UNREACHABLE] = "unreachable",
@@ -17,35 +16,42 @@ static const char *const names[] = {
 	[KOTOBA_ERR_PROTOCOL] = "protocol",
 	[KOTOBA_ERR_NOMEM] = "nomem",
 	[KOTOBA_ERR_INVALID] = "invalid",
-	[KOTOBA_ERR_TOO_LARGE] = PERR_TOO_LARGE,
-	[KOTOBA_ERR_BAD_MSGPACK] = PERR_BAD_MSGPACK,
-	[KOTOBA_ERR_BAD_UTF8] = PERR_BAD_UTF8,
-	[KOTOBA_ERR_BAD_FIELD] = PERR_BAD_FIELD,
-	[KOTOBA_ERR_UNKNOWN_TYPE] = PERR_UNKNOWN_TYPE,
-	[KOTOBA_ERR_BAD_STATE] = PERR_BAD_STATE,
-	[KOTOBA_ERR_VERSION] = PERR_VERSION,
-	[KOTOBA_ERR_SNIPPET_TOO_LARGE] = PERR_SNIPPET_TOO_LARGE,
-	[KOTOBA_ERR_BAD_CWD] = PERR_BAD_CWD,
-	[KOTOBA_ERR_BUSY] = PERR_BUSY,
-	[KOTOBA_ERR_NOT_OFFERED] = PERR_NOT_OFFERED,
-	[KOTOBA_ERR_REFUSED] = PERR_REFUSED,
-	[KOTOBA_ERR_DENIED] = PERR_DENIED,
-	[KOTOBA_ERR_EXPIRED] = PERR_EXPIRED,
-	[KOTOBA_ERR_CANCELLED] = PERR_CANCELLED,
-	[KOTOBA_ERR_NO_SUCH_RUN] = PERR_NO_SUCH_RUN,
-	[KOTOBA_ERR_NO_SUCH_CARD] = PERR_NO_SUCH_CARD,
-	[KOTOBA_ERR_SETUP_FAILED] = PERR_SETUP_FAILED,
-	[KOTOBA_ERR_WORKER_LOST] = PERR_WORKER_LOST,
-	[KOTOBA_ERR_AUDIT_UNAVAILABLE] = PERR_AUDIT,
-	[KOTOBA_ERR_AUDIT_BROKEN] = PERR_AUDIT_BROKEN,
-	[KOTOBA_ERR_INTERNAL] = PERR_INTERNAL,
 	[KOTOBA_ERR_OTHER] = "other",
+};
+
+/* ...and for the broker's, their code in the protocol's table
+ * (proto/names.h), whose string is what the broker sends. */
+static const enum proto_errcode wire[] = {
+	[KOTOBA_ERR_TOO_LARGE] = PE_TOO_LARGE,
+	[KOTOBA_ERR_BAD_MSGPACK] = PE_BAD_MSGPACK,
+	[KOTOBA_ERR_BAD_UTF8] = PE_BAD_UTF8,
+	[KOTOBA_ERR_BAD_FIELD] = PE_BAD_FIELD,
+	[KOTOBA_ERR_UNKNOWN_TYPE] = PE_UNKNOWN_TYPE,
+	[KOTOBA_ERR_BAD_STATE] = PE_BAD_STATE,
+	[KOTOBA_ERR_VERSION] = PE_VERSION,
+	[KOTOBA_ERR_SNIPPET_TOO_LARGE] = PE_SNIPPET_TOO_LARGE,
+	[KOTOBA_ERR_BAD_CWD] = PE_BAD_CWD,
+	[KOTOBA_ERR_BUSY] = PE_BUSY,
+	[KOTOBA_ERR_NOT_OFFERED] = PE_NOT_OFFERED,
+	[KOTOBA_ERR_REFUSED] = PE_REFUSED,
+	[KOTOBA_ERR_DENIED] = PE_DENIED,
+	[KOTOBA_ERR_EXPIRED] = PE_EXPIRED,
+	[KOTOBA_ERR_CANCELLED] = PE_CANCELLED,
+	[KOTOBA_ERR_NO_SUCH_RUN] = PE_NO_SUCH_RUN,
+	[KOTOBA_ERR_NO_SUCH_CARD] = PE_NO_SUCH_CARD,
+	[KOTOBA_ERR_SETUP_FAILED] = PE_SETUP_FAILED,
+	[KOTOBA_ERR_WORKER_LOST] = PE_WORKER_LOST,
+	[KOTOBA_ERR_AUDIT_UNAVAILABLE] = PE_AUDIT,
+	[KOTOBA_ERR_AUDIT_BROKEN] = PE_AUDIT_BROKEN,
+	[KOTOBA_ERR_INTERNAL] = PE_INTERNAL,
 };
 
 #define N_NAMES (sizeof(names) / sizeof(names[0]))
 
 const char *kotoba_code_name(enum kotoba_code code)
 {
+	if (code >= KOTOBA_ERR_TOO_LARGE && code < KOTOBA_ERR_OTHER)
+		return perr_name(wire[code]);
 	return (unsigned)code < N_NAMES && names[code] ? names[code] : "other";
 }
 
@@ -97,7 +103,7 @@ enum kotoba_code kc_fail(struct kotoba_error *err, enum kotoba_code code, int sy
 static enum kotoba_code code_of(struct pstr name)
 {
 	for (size_t i = KOTOBA_ERR_TOO_LARGE; i < KOTOBA_ERR_OTHER; i++)
-		if (pstr_eq(name, names[i]))
+		if (pstr_eq(name, perr_name(wire[i])))
 			return (enum kotoba_code)i;
 	return KOTOBA_ERR_OTHER;
 }

@@ -187,9 +187,9 @@ static void take_exit(struct kotoba_result *res, const struct msg_exit *x)
 	res->duration_us = x->r.duration_us;
 	res->cpu_us = x->r.cpu_us;
 	res->max_rss_kb = x->r.max_rss_kb;
-	kc_copy(res->profile, sizeof(res->profile), x->profile, strlen(x->profile));
-	kc_copy(res->decision, sizeof(res->decision), x->decision, strlen(x->decision));
-	kc_copy(res->approver, sizeof(res->approver), x->approver, strlen(x->approver));
+	kc_copy(res->profile, sizeof(res->profile), profile_name(x->profile), strlen(profile_name(x->profile)));
+	kc_copy(res->decision, sizeof(res->decision), decision_name(x->decision), strlen(decision_name(x->decision)));
+	kc_copy(res->approver, sizeof(res->approver), approver_name(x->approver), strlen(approver_name(x->approver)));
 	for (size_t i = 0; i < x->n_labels && i < KOTOBA_LABELS_MAX; i++)
 		kc_copy(res->labels[res->n_labels++], sizeof(res->labels[0]), x->labels[i],
 			strlen(x->labels[i]));

@@ -35,8 +35,9 @@ static void json_str(const char *s, size_t len)
 
 static void print_error(const char *event, enum kotoba_code rc, const struct kotoba_error *e)
 {
+	/* On success the library leaves *e as it was: the code is rc's. */
 	printf("{\"event\":\"%s\",\"rc\":%d,\"code\":\"%s\",\"name\":", event, (int)rc,
-	       kotoba_code_name(e->code));
+	       kotoba_code_name(rc));
 	json_str(e->name, strlen(e->name));
 	printf(",\"from_broker\":%s,\"message\":", e->from_broker ? "true" : "false");
 	json_str(e->message, strlen(e->message));

@@ -96,6 +96,17 @@ SECRETS = {
 PLAIN = {
     "~/.local/lib/python%d.%d/site-packages/kotoba_probe.py" % sys.version_info[:2]:
         "VALUE = 42\n",
+    # Start-up hooks beside it, which must never run (the user's site
+    # directory is on sys.path as a plain directory, last): each would
+    # print a FAIL line into the case's output.
+    "~/.local/lib/python%d.%d/site-packages/kotoba_hook.pth" % sys.version_info[:2]:
+        "import os; os.write(1, b'FAIL a .pth in the user site ran\\n')\n",
+    "~/.local/lib/python%d.%d/site-packages/usercustomize.py" % sys.version_info[:2]:
+        "print('FAIL usercustomize ran')\n",
+    "~/.local/lib/python%d.%d/site-packages/sitecustomize.py" % sys.version_info[:2]:
+        "print('FAIL sitecustomize ran')\n",
+    "~/.local/lib/python%d.%d/site-packages/json.py" % sys.version_info[:2]:
+        "print('FAIL the user site shadowed json')\n",
     "~/notes.txt": "plain notes\n",
     # A virtual environment in the working directory, as projects keep one.
     "venv/lib/python%d.%d/site-packages/kotoba_venv_probe.py" % sys.version_info[:2]:
