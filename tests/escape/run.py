@@ -78,6 +78,10 @@ timeout = 60s
 FIXTURE = "kotoba escape suite fixture\n"
 # The user root's snippets run as: a home the suite may plant secrets in.
 CASE_USER = "kotoba-escape"
+# The secret_* cases' shared prelude (their @@SECRET_PROBE@@), without its
+# own comment lines.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "secret_probe.py")) as _f:
+    SECRET_PROBE = "".join(l for l in _f if not l.startswith("#"))
 SECRET_MARK = "kotoba-planted-secret"
 # Planted before every case: "~/" in the snippet user's home, "../" in the
 # working directory's parent, others in the working directory; a value
@@ -235,6 +239,7 @@ class Env:
         return s
 
     def substitute(self, code, workdir):
+        code = code.replace("@@SECRET_PROBE@@", SECRET_PROBE)
         return (code.replace("@@WORKDIR@@", workdir).replace("@@PORT@@", str(self.port))
                 .replace("@@MARK@@", SECRET_MARK)
                 .replace("@@PEERPID@@", str(self.peer.pid if self.peer else 0))
