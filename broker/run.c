@@ -120,46 +120,81 @@ static __attribute__((noreturn)) void child_fail_named(const char *step, int err
 	child_fail(step, err, msg);
 }
 
-/* posix_spawn cannot change identity, so a worker for another user is
- * forked: the child takes the peer's groups, gid and uid (the kept
- * CAP_SETUID/CAP_SETGID allow it) and execs the worker, which starts
- * with no capabilities at all because its uid is not 0. */
-static int spawn_as_peer(struct broker *b, const int *fd, const struct identity *id,
-			 const struct cgroup_run *cg, pid_t *pid)
+/* The privilege transition of a worker for another user, top to bottom.
+ * The child starts as the broker: the service user, holding CAP_SETUID,
+ * CAP_SETGID and CAP_KILL (privsep_drop).  It ends in execve as the peer,
+ * with no capability.  A failure is told to the client as a setup_error
+ * naming the step, and nothing is exec'd. */
+static __attribute__((noreturn)) void become_peer_and_exec(struct broker *b, const int *fd,
+							   const struct identity *id,
+							   const struct cgroup_run *cg)
 {
 	char *const argv[] = { (char *)"kotoba-worker", NULL };
 	char *const envp[] = { NULL };
+	char why[400];
+	const char *what;
 	sigset_t none;
 	int rc, cg_rc;
 
-	*pid = fork();
-	if (*pid < 0)
-		return -errno;
-	if (*pid > 0)
-		return 0;
-	/* Into the run's cgroup while still the broker's uid (v1 moves a
+	/* 1. Into the run's cgroup while still the service user (v1 moves a
 	 * task only for root or its own uid); the worker and the snippet
 	 * inherit it.  Before the dup2s, which could reuse its fds. */
 	cg_rc = cgroup_run_join(cg);
+	/* 2. Exactly fds 0-3: code, stdout, stderr, the worker link. */
 	for (int i = 0; i < 4; i++)
 		if (dup2(fd[i], i) < 0)
 			_exit(WORKER_CHILD_DIED);
 	close_range(4, ~0U, 0);
-	/* The broker installs no handlers (signals come through a signalfd),
-	 * so only what it ignores would survive the exec. */
+	/* 3. The broker installs no handlers (signals come through a
+	 * signalfd), so only what it ignores or blocks would survive the
+	 * exec. */
 	signal(SIGPIPE, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Reported only now that fd 3 is the worker link. */
 	if (cg_rc < 0)
 		child_fail(step_name(STEP_CGROUP), -cg_rc, "cannot join the run's cgroup");
-	rc = privsep_enter(id);
-	if (rc < 0)
-		child_fail(step_name(STEP_IDENTITY), -rc,
-			   "cannot take on the peer's uid, gid and groups");
+	/* 4. The peer's identity, read back, and no capability left.  A
+	 * per-user broker forks only to join the cgroup: the worker runs as
+	 * the broker's own user, which holds no capability. */
+	if (id->switch_ids) {
+		/* 4a. The peer's groups, gid, then uid: CAP_SETGID is needed
+		 * for the first two, so the uid goes last. */
+		rc = privsep_take_ids(id, &what);
+		if (rc < 0)
+			child_fail(step_name(STEP_IDENTITY), -rc, what);
+		/* 4b. Read back: all three uids and gids, and the groups. */
+		if (!privsep_ids_are(id))
+			child_fail(step_name(STEP_IDENTITY), EPERM,
+				   "the uids, gids or groups read back are not the peer's");
+		/* 4c. No capability left: between two non-zero uids the
+		 * kernel keeps the sets, so until the exec the child would
+		 * hold CAP_SETUID as the peer.  The exec would clear them (no
+		 * file capabilities, no ambient set); the child clears them
+		 * itself and reads them back. */
+		rc = privsep_drop_all_caps(why, sizeof(why));
+		if (rc < 0)
+			child_fail(step_name(STEP_CAPS), -rc, why);
+	}
+	/* 5. The worker, exec'd as the peer; it confines the snippet itself
+	 * (worker/enter.c). */
 	execve(b->worker_path, argv, envp);
 	/* EAGAIN: the peer's user is over its process limit (the kernel
 	 * checks it at the exec after the change of user). */
 	child_fail_named(step_name(STEP_WORKER), errno, "cannot exec kotoba-worker");
+}
+
+/* posix_spawn cannot change identity, so a worker for another user is
+ * forked; the child is become_peer_and_exec(). */
+static int spawn_as_peer(struct broker *b, const int *fd, const struct identity *id,
+			 const struct cgroup_run *cg, pid_t *pid)
+{
+	*pid = fork();
+	if (*pid < 0)
+		return -errno;
+	if (*pid == 0)
+		become_peer_and_exec(b, fd, id, cg);
+	return 0;
 }
 
 /* The engine CLI's own environment; the snippet's goes into its argv. */
@@ -495,7 +530,7 @@ void run_send_setup_error(struct session *s, uint64_t id, const char *step, int6
 		session_send(s, &f);
 }
 
-static void report_setup_error(struct run *r)
+static void relay_setup_error(struct run *r)
 {
 	run_send_setup_error(r->s, r->id, r->setup_step, r->setup_errno, r->setup_msg,
 			     r->container[0] != '\0');
@@ -526,7 +561,7 @@ static void report_end(struct run *r)
 		report_exit(r);
 		break;
 	case END_SETUP:
-		report_setup_error(r);
+		relay_setup_error(r);
 		break;
 	case END_LOST:
 	case END_NONE:

@@ -286,7 +286,7 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		return -E2BIG;
 	if (m->n_secrets > PROTO_SECRETS_MAX)
 		return -E2BIG;
-	enc_begin(&e, "job", 9 + m->set_ids + m->has_engine + m->has_secrets);
+	enc_begin(&e, "job", 9 + m->has_engine + m->has_secrets);
 	put_str(&e, "profile", profile_name(m->profile));
 	put_pstr(&e, "python", m->python);
 	put_pstr(&e, "cwd", m->cwd);
@@ -299,18 +299,6 @@ int enc_job(struct frame *f, const struct msg_job *m)
 	for (size_t i = 0; i < JOB_LIMITS; i++) {
 		raw_str(&e, job_limit_keys[i], strlen(job_limit_keys[i]));
 		raw_uint(&e, *job_limit(&lim, i));
-	}
-	if (m->set_ids) {
-		put_key(&e, "identity");
-		raw_map(&e, 3);
-		raw_str(&e, "uid", 3);
-		raw_uint(&e, m->uid);
-		raw_str(&e, "gid", 3);
-		raw_uint(&e, m->gid);
-		raw_str(&e, "groups", 6);
-		raw_array(&e, m->n_groups);
-		for (size_t i = 0; i < m->n_groups; i++)
-			raw_uint(&e, m->groups[i]);
 	}
 	put_key(&e, "env");
 	raw_array(&e, m->n_env);
@@ -801,36 +789,6 @@ static int dec_job_limits(struct dec *d, struct msg_job *m)
 	return 0;
 }
 
-static int dec_job_identity(struct dec *d, struct msg_job *m)
-{
-	struct dec sub = { .err = d->err, .type = "job.identity" };
-	const msgpack_object *o = dec_find(d, "identity"), *g;
-	int rc;
-
-	m->set_ids = o != NULL;
-	m->n_groups = 0;
-	if (!o)
-		return 0;
-	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
-	    (rc = dec_uint(&sub, "uid", true, &m->uid)) < 0 ||
-	    (rc = dec_uint(&sub, "gid", true, &m->gid)) < 0)
-		return rc;
-	if (m->uid > UINT32_MAX - 1 || m->gid > UINT32_MAX - 1)
-		return dec_fail(d, PERR_BAD_FIELD, "uid or gid out of range");
-	g = dec_find(&sub, "groups");
-	if (!g || g->type != MSGPACK_OBJECT_ARRAY || g->via.array.size > PROTO_GROUPS_MAX)
-		return dec_fail(d, PERR_BAD_FIELD, "identity.groups must be an array of at most %d",
-				PROTO_GROUPS_MAX);
-	for (uint32_t i = 0; i < g->via.array.size; i++) {
-		const msgpack_object *x = &g->via.array.ptr[i];
-
-		if (x->type != MSGPACK_OBJECT_POSITIVE_INTEGER || x->via.u64 >= UINT32_MAX)
-			return dec_fail(d, PERR_BAD_FIELD, "identity.groups holds a bad gid");
-		m->groups[m->n_groups++] = (uint32_t)x->via.u64;
-	}
-	return 0;
-}
-
 static int dec_job_env(struct dec *d, struct msg_job *m)
 {
 	const msgpack_object *o = dec_find(d, "env");
@@ -971,7 +929,7 @@ static int dec_job(struct dec *d, struct msg_job *m)
 	    (rc = dec_bool(d, "landlock", true, &m->landlock)) < 0)
 		return rc;
 	m->profile = (enum proto_profile)profile;
-	if ((rc = dec_job_limits(d, m)) < 0 || (rc = dec_job_identity(d, m)) < 0 ||
+	if ((rc = dec_job_limits(d, m)) < 0 ||
 	    (rc = dec_job_env(d, m)) < 0 || (rc = dec_job_secrets(d, m)) < 0)
 		return rc;
 	return dec_job_engine(d, m);

@@ -50,9 +50,9 @@
  * run, then the supervisor's, and last the names the broker gives the
  * container engine's commands in a job. */
 #define PROTO_STEPS(X)                                                                             \
+	X(STEP_CGROUP, "cgroup")                                                                   \
 	X(STEP_IDENTITY, "identity")                                                               \
 	X(STEP_WORKER, "worker")                                                                   \
-	X(STEP_CGROUP, "cgroup")                                                                   \
 	X(STEP_FDS, "fds")                                                                         \
 	X(STEP_SUPERVISOR, "supervisor")                                                           \
 	X(STEP_SUBREAPER, "subreaper")                                                             \

@@ -104,7 +104,7 @@ int write_all(int fd, const void *buf, size_t len);
  * EPIPE to handle, not a SIGPIPE that kills the caller (a library's host). */
 int send_all(int fd, const void *buf, size_t len);
 
-/* ---- encoding (proto/encode.c) ------------------------------------------ */
+/* ---- encoding (proto/messages.c, proto/encode_util.c) -------------------- */
 
 /* An encoded frame, header included, ready to write. */
 struct frame {
@@ -422,10 +422,6 @@ struct msg_job {
 	uint64_t timeout_ms, grace_ms;
 	struct job_limits lim;
 	bool landlock;           /* use Landlock where the kernel has it */
-	bool set_ids;            /* switch to uid/gid/groups below */
-	uint64_t uid, gid;
-	size_t n_groups;
-	uint32_t groups[PROTO_GROUPS_MAX];
 	size_t n_env;            /* "NAME=value" strings, already scrubbed */
 	struct pstr env[PROTO_ENV_MAX];
 	bool has_engine;         /* profile "engine" */

@@ -3,7 +3,7 @@
  * child.  The snippet runs in a container; what runs on this host is the
  * engine's CLI (podman --remote, docker), a client of the engine's API
  * socket, and every one of its processes is confined like a snippet: each
- * command is a child of S that goes through enter_sandbox() (identity,
+ * command is a child of S that goes through enter_sandbox() (fds,
  * cwd, capabilities, NO_NEW_PRIVS, Landlock, seccomp, rlimits, read-back)
  * under the "engine" profile and execs the command's argv.
  *
@@ -40,6 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "worker/util.h"
 #include "worker/worker.h"
 
 /* oom and kill are short queries of the engine; the run is over by then,
@@ -203,7 +204,7 @@ static void kill_everything(struct child *ch)
 
 static int poll_timeout(const struct child *ch)
 {
-	uint64_t t = now_us();
+	uint64_t t = monotonic_us();
 
 	if (!ch->deadline)
 		return -1;
@@ -238,7 +239,7 @@ static void watch(struct child *ch, int sigfd)
 			ch->cancelled = true;
 		if (n > 0 && pfd[0].revents)
 			read_signals(ch, sigfd);
-		if (!ch->reaped && ch->deadline && now_us() >= ch->deadline)
+		if (!ch->reaped && ch->deadline && monotonic_us() >= ch->deadline)
 			ch->timed_out = true;
 	}
 }
@@ -305,7 +306,7 @@ static bool start(struct plan *p, struct child *ch)
 		return false;
 	}
 	if (c->timeout_ms)
-		ch->deadline = after_ms(now_us(), c->timeout_ms);
+		ch->deadline = deadline_after_ms(monotonic_us(), c->timeout_ms);
 	return true;
 }
 
@@ -433,7 +434,7 @@ static void step_failed(const struct confined *c, uint64_t budget_ms, struct set
 /* What is left of the steps' time, at least 1 ms; 0: no limit. */
 static uint64_t remaining_ms(uint64_t deadline)
 {
-	uint64_t t = now_us();
+	uint64_t t = monotonic_us();
 
 	if (!deadline)
 		return 0;
@@ -449,7 +450,7 @@ int engine_steps(struct plan *p, int sigfd, struct setup_report *rep)
 	/* One deadline for all of them: the broker gives the steps as long
 	 * again as the snippet, and then gives up on the worker. */
 	if (budget)
-		deadline = after_ms(now_us(), budget);
+		deadline = deadline_after_ms(monotonic_us(), budget);
 	for (size_t i = 0; i < e->n_steps; i++) {
 		c = (struct confined){ .name = e->step_names[i], .argv = e->steps[i],
 				       .timeout_ms = remaining_ms(deadline), .cancellable = true };

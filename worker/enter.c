@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -85,41 +84,6 @@ static void tie_to_supervisor(const struct plan *p)
 	/* S may have died between fork and prctl; then nobody would. */
 	if (getppid() != p->supervisor)
 		die_step(step_name(STEP_PDEATHSIG), ESRCH, "the supervisor exited during setup");
-}
-
-static void check_identity(const struct plan *p)
-{
-	uid_t ru, eu, su, want_u = (uid_t)p->job->uid;
-	gid_t rg, eg, sg, want_g = (gid_t)p->job->gid;
-
-	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
-		die_step(step_name(STEP_IDENTITY), errno, "reading back uid/gid");
-	if (ru != want_u || eu != want_u || su != want_u || rg != want_g || eg != want_g ||
-	    sg != want_g)
-		die_step(step_name(STEP_IDENTITY), EPERM, "uid/gid did not change to %u/%u", want_u,
-			 want_g);
-	if (getgroups(0, NULL) != (int)p->job->n_groups)
-		die_step(step_name(STEP_IDENTITY), EPERM, "supplementary groups did not change");
-}
-
-static void switch_identity(const struct plan *p)
-{
-	const struct msg_job *job = p->job;
-
-	if (!job->set_ids)
-		return;
-	if (setgroups(job->n_groups, p->groups) < 0)
-		die_step(step_name(STEP_IDENTITY), errno, "setgroups (%zu groups)", job->n_groups);
-	if (setresgid((gid_t)job->gid, (gid_t)job->gid, (gid_t)job->gid) < 0)
-		die_step(step_name(STEP_IDENTITY), errno, "setresgid %llu",
-			 (unsigned long long)job->gid);
-	if (setresuid((uid_t)job->uid, (uid_t)job->uid, (uid_t)job->uid) < 0)
-		die_step(step_name(STEP_IDENTITY), errno, "setresuid %llu",
-			 (unsigned long long)job->uid);
-	check_identity(p);
-	/* The kernel clears the parent-death signal when the euid or egid
-	 * changes: arm it again. */
-	tie_to_supervisor(p);
 }
 
 /* The namespace the masks live in, for S with the exec gate (worker.h,
@@ -416,10 +380,6 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	new_session();
 	/* If S dies, so does C: never a snippet nobody supervises. */
 	tie_to_supervisor(p);
-	/* Identity before anything that checks permissions as the user
-	 * (the secrets, the working directory), and while we still hold
-	 * CAP_SETUID. */
-	switch_identity(p);
 	/* Only the code memfd, stdout, stderr and the report channel
 	 * survive: no broker socket, no fd inherited by accident.  An engine
 	 * command swaps in /dev/null and S's pipe for the first three.
@@ -427,15 +387,15 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	take_stdio(x);
 	close_other_fds();
 	/* Unattended: a user and mount namespace with the secret set
-	 * masked.  After the identity is final (the namespace belongs to
-	 * the snippet's user); before cwd (below); before the capabilities
+	 * masked.  The worker already runs as the snippet's user (the
+	 * broker's fork child switched before exec), so the namespace
+	 * belongs to that user; before cwd (below); before the capabilities
 	 * go (the mounts need CAP_SYS_ADMIN in the new namespace), before
 	 * NNP, Landlock (which refuses mounts to a restricted process) and
 	 * seccomp (which denies mount). */
 	secrets_step(p);
-	/* After identity (which needs CAP_SETUID/SETGID) and before NNP.
-	 * After the secrets step C holds every capability of its own user
-	 * namespace: all of them go, the bounding set too. */
+	/* Before NNP.  After the secrets step C holds every capability of
+	 * its own user namespace: all of them go, the bounding set too. */
 	bounding_dropped = drop_capabilities();
 	/* As the snippet's user with no capability left (the secrets step
 	 * gave C all of its own namespace's), so that permission on cwd is

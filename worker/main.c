@@ -24,6 +24,7 @@
 #include "worker/landlock.h"
 #include "worker/seccomp.h"
 #include "worker/secrets.h"
+#include "worker/util.h"
 #include "worker/worker.h"
 
 /* AddressSanitizer: gcc says __SANITIZE_ADDRESS__, clang __has_feature. */

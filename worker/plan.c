@@ -90,39 +90,7 @@ int plan_paths(struct plan *p, char *err, size_t errlen)
 		return rc;
 	if ((rc = copy_path(p->cwd, sizeof(p->cwd), job->cwd, "cwd", err, errlen)))
 		return rc;
-	/* Defence in depth: the broker never asks for root, and a worker
-	 * that switches identity must not be talked into it. */
-	if (job->set_ids && job->uid == 0) {
-		snprintf(err, errlen, "refusing to run a snippet as uid 0");
-		return -EPERM;
-	}
-	for (size_t i = 0; i < job->n_groups; i++)
-		p->groups[i] = (gid_t)job->groups[i];
 	return 0;
-}
-
-/* The snippet's user gets the directory (when S switches identity): by
- * descriptor, opened without following a symlink, so only the directory
- * mkdtemp made can be handed over. */
-static int hand_over_scratch(struct plan *p, char *err, size_t errlen)
-{
-	int fd, rc;
-
-	if (!p->job->set_ids)
-		return 0;
-	fd = open(p->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot open scratch directory %s: %s", p->scratch,
-			 strerror(-rc));
-		return rc;
-	}
-	rc = fchown(fd, (uid_t)p->job->uid, (gid_t)p->job->gid) < 0 ? -errno : 0;
-	if (rc < 0)
-		snprintf(err, errlen, "cannot hand %s to uid %llu: %s", p->scratch,
-			 (unsigned long long)p->job->uid, strerror(-rc));
-	close(fd);
-	return rc;
 }
 
 int plan_scratch(struct plan *p, char *err, size_t errlen)
@@ -139,7 +107,8 @@ int plan_scratch(struct plan *p, char *err, size_t errlen)
 		snprintf(err, errlen, "scratch_base is too long");
 		return -ENAMETOOLONG;
 	}
-	/* mkdtemp: a fresh name, created 0700, never an existing path.  Only
+	/* mkdtemp: a fresh name, created 0700, never an existing path, and
+	 * owned by the snippet's user, which S already is.  Only
 	 * this directory: what lives in it is made on demand (matplotlib
 	 * makes MPLCONFIGDIR, caches make theirs in XDG_CACHE_HOME), and
 	 * every directory made here would cost a mkdir and an rmdir per run. */
@@ -150,7 +119,7 @@ int plan_scratch(struct plan *p, char *err, size_t errlen)
 		p->scratch[0] = '\0';
 		return rc;
 	}
-	return hand_over_scratch(p, err, errlen);
+	return 0;
 }
 
 static bool is_owned(const struct owned *owned, struct pstr e)

@@ -25,7 +25,7 @@
  *                        own name (or pipe, fds, fork, supervise when S
  *                        cannot start or watch it, or the enter_sandbox()
  *                        step its child failed at); fork
- *   enter_sandbox()      signals, setsid, pdeathsig, identity, fds,
+ *   enter_sandbox()      signals, setsid, pdeathsig, fds,
  *                        secrets, caps, cwd, no-new-privs, landlock,
  *                        seccomp-build,
  *                        rlimits, seccomp, exec-gate, verify, exec
@@ -105,7 +105,6 @@ struct plan {
 	unsigned int landlock_abi; /* the ABI C applies; 0: none (see landlock.h) */
 	struct secret_mask *masks; /* unattended: what C masks; NULL: nothing */
 	size_t n_masks;
-	gid_t groups[PROTO_GROUPS_MAX];
 	pid_t supervisor;
 	/* C's report channel, a SOCK_SEQPACKET pair, both ends CLOEXEC: C
 	 * sends a struct setup_report when a step fails, or the exec gate's
@@ -188,17 +187,6 @@ void exec_gate_close(struct exec_gate *g);
 
 /* supervise.c: S's life after the fork; returns the exit status. */
 int supervise(struct plan *p, pid_t child, int sigfd);
-/* supervise.c: the report channel of one confined child: SOCK_SEQPACKET,
- * both ends CLOEXEC, S's end (*r) non-blocking.  0 or -errno. */
-int open_report_pair(int *r, int *w);
-/* supervise.c: the monotonic clock in microseconds; t + ms, or 0
- * ("never") when that would overflow. */
-uint64_t now_us(void);
-uint64_t after_ms(uint64_t t, uint64_t ms);
-/* supervise.c: true when fd 3's poll events (and what waits there) mean
- * the broker cancelled the run or is gone. */
-bool broker_says_stop(short revents);
-
 /* tree.c: every process below S (it is their subreaper). */
 void signal_descendants(int sig);
 
