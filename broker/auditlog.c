@@ -139,6 +139,21 @@ int audit_watch_start(const struct broker *b, char *err, size_t errlen)
 	return 0;
 }
 
+void audit_watch_secrets(bool was_on, bool on)
+{
+	struct audit_row row;
+
+	if (!watch || was_on == on)
+		return;
+	if (store_audit_mark_setting(watch, on ? AUDIT_EPOCH_SECRETS_ON : AUDIT_EPOCH_SECRETS_OFF,
+				     &row) < 0)
+		log_err("audit: cannot record [sandbox] secrets = %s: %s", on ? "yes" : "off",
+			store_last_error(watch));
+	else
+		log_info("audit: epoch row %" PRId64 " records [sandbox] secrets = %s", row.seq,
+			 on ? "yes" : "off");
+}
+
 int audit_watch_next_deadline(uint64_t now)
 {
 	if (!watch)

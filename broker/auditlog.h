@@ -4,6 +4,7 @@
  */
 #ifndef KOTOBA_AUDITLOG_H
 #define KOTOBA_AUDITLOG_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,9 @@
  * cannot be opened. */
 int audit_watch_start(const struct broker *b, char *err, size_t errlen);
 /* Milliseconds to the next timed anchor; -1 when not started. */
+/* Records a change of [sandbox] secrets as an epoch row (at start, from
+ * the default, on: nothing to record unless it is off). */
+void audit_watch_secrets(bool was_on, bool on);
 int audit_watch_next_deadline(uint64_t now);
 void audit_watch_tick(uint64_t now);
 /* The last anchor, then the connection is closed. */

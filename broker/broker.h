@@ -46,6 +46,7 @@ struct session {
 	enum { SESSION_NEW, SESSION_READY, SESSION_CLOSING } state;
 	bool channel;
 	bool dispatching; /* inside read_frames: flush must not re-enter it */
+	bool read_eof;    /* the peer shut its sending side: its runs go on */
 	struct frame_reader rd;
 	TAILQ_HEAD(, outbuf) outq;
 	size_t queued;
@@ -66,8 +67,8 @@ struct run_request {
 	uint64_t timeout_ms;
 	const struct env_pair *env;
 	size_t n_env;
-	const char *profile;  /* "approved" | "unattended" */
-	const char *approver; /* "user" | "grant" | "container" | "unattended" */
+	enum proto_profile profile;
+	enum proto_approver approver;
 	size_t n_labels;
 	const char *labels[PROTO_LABELS_MAX];
 	char sha256[65];      /* of the code, for the audit trail */
@@ -102,7 +103,8 @@ struct run {
 	char setup_step[32];
 	int64_t setup_errno;
 	char setup_msg[384];
-	const char *profile, *approver;
+	enum proto_profile profile;
+	enum proto_approver approver;
 	size_t n_labels;
 	const char *labels[PROTO_LABELS_MAX];
 	char sha256[65];
@@ -137,6 +139,8 @@ int session_send(struct session *s, struct frame *f);
 void session_send_error(struct session *s, bool has_id, uint64_t id, const char *code,
 			const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 bool session_backlogged(const struct session *s);
+/* A run left s->runs: a half-closed session may now be done. */
+void session_run_gone(struct session *s);
 void session_close(struct session *s);
 /* Closes the connections past [quota] hello_timeout or frame_timeout. */
 void sessions_tick(struct broker *b, uint64_t now);

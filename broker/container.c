@@ -188,10 +188,10 @@ static void start_steps(const struct broker *b, const struct container *ct, cons
 	const struct config *c = &b->cfg;
 	struct job_argv *a;
 
-	version_cmd(b, ct, cli, j, step(j, "engine"));
-	image_cmd(b, ct, cli, j, step(j, "image"));
+	version_cmd(b, ct, cli, j, step(j, step_name(STEP_ENGINE)));
+	image_cmd(b, ct, cli, j, step(j, step_name(STEP_IMAGE)));
 
-	a = step(j, "container");
+	a = step(j, step_name(STEP_CONTAINER));
 	prefix(b, ct, cli, j, a);
 	arg(j, a, "run");
 	arg(j, a, "--detach");
@@ -487,9 +487,9 @@ static bool ended_cleanly(const struct run *r)
  * the worker never got the job (run_start() failed: step "worker"). */
 static bool never_created(const struct run *r)
 {
-	return r->end == END_SETUP &&
-	       (!strcmp(r->setup_step, "engine") || !strcmp(r->setup_step, "image") ||
-		!strcmp(r->setup_step, "worker"));
+	return r->end == END_SETUP && (!strcmp(r->setup_step, step_name(STEP_ENGINE)) ||
+				       !strcmp(r->setup_step, step_name(STEP_IMAGE)) ||
+				       !strcmp(r->setup_step, step_name(STEP_WORKER)));
 }
 
 static void trim_idle(struct broker *b, uid_t uid)
@@ -594,7 +594,7 @@ void container_check_image(struct broker *b)
 		snprintf(check_user, sizeof(check_user), "%s%s", id.name,
 			 probe.peer == 0 ? " (root_user)" : "");
 		memset(&j, 0, sizeof(j));
-		version_cmd(b, &probe, cli, &j, step(&j, "engine"));
+		version_cmd(b, &probe, cli, &j, step(&j, step_name(STEP_ENGINE)));
 		image_cmd(b, &probe, cli, &j, &j.e.run);
 		if (j.overflow)
 			snprintf(err, sizeof(err), "the image name is too long");

@@ -11,11 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "broker/gate.h"
 #include "broker/log.h"
+#include "broker/privsep.h"
 #include "broker/scan.h"
 #include "broker/store.h"
 
@@ -40,7 +42,8 @@ struct card {
 	char sha256[65];
 	uint64_t expires_at;
 	/* in the queue: how the gate decided, and when the exec arrived */
-	const char *profile, *approver;
+	enum proto_profile profile;
+	enum proto_approver approver;
 	uint64_t arrived_us;
 };
 
@@ -56,7 +59,9 @@ static unsigned queue_tried_nruns;
 /* The words of the decision table, for the audit trail and the wire. */
 struct verdict {
 	enum { V_RUN, V_CARD, V_REFUSE, V_NOT_OFFERED } what;
-	const char *approver, *profile, *reason;
+	enum proto_approver approver;
+	enum proto_profile profile;
+	const char *reason;
 };
 
 int gate_init(struct broker *b, char *err, size_t errlen)
@@ -115,15 +120,18 @@ static void labels_csv(const struct scan_result *sr, char *out, size_t len)
  * already recorded (how a card or a queued exec ended) is never refused for
  * the user's audit quota; a new exec is, and then nothing runs. */
 static int audit_decision(struct session *s, uint64_t id, const char *code, size_t code_len,
-			  const struct scan_result *sr, const char *decision,
+			  const struct scan_result *sr, enum proto_decision decision,
 			  const struct verdict *v, bool follows, char sha256_out[65])
 {
 	char labels[256];
 	struct audit_row row = { .uid = s->peer.uid, .pid = s->peer.pid, .run_id = id,
-				 .event = "decision", .code = code, .code_len = code_len,
+				 .event = event_name(EVENT_DECISION), .code = code,
+				 .code_len = code_len,
 				 .labels = labels, .mode = sandbox_mode_name(gb->cfg.sandbox),
-				 .decision = decision, .approver = v ? v->approver : "",
-				 .profile = v ? v->profile : "", .follows = follows };
+				 .decision = decision_name(decision),
+				 .approver = approver_name(v ? v->approver : APPROVER_NONE),
+				 .profile = profile_name(v ? v->profile : PROFILE_NONE),
+				 .follows = follows };
 	int rc;
 
 	labels_csv(sr, labels, sizeof(labels));
@@ -150,8 +158,10 @@ static int audit_decision(struct session *s, uint64_t id, const char *code, size
 void gate_run_ended(struct run *r)
 {
 	struct audit_row row = { .uid = r->uid, .pid = r->peer_pid, .run_id = r->id,
-				 .event = "exit", .mode = sandbox_mode_name(gb->cfg.sandbox),
-				 .approver = r->approver, .profile = r->profile };
+				 .event = event_name(EVENT_EXIT),
+				 .mode = sandbox_mode_name(gb->cfg.sandbox),
+				 .approver = approver_name(r->approver),
+				 .profile = profile_name(r->profile) };
 	char labels[256] = "";
 	size_t off = 0;
 
@@ -161,14 +171,14 @@ void gate_run_ended(struct run *r)
 					r->labels[i]);
 	row.labels = labels;
 	if (r->end == END_FINISHED) {
-		row.decision = "ran";
+		row.decision = decision_name(DECISION_RAN);
 		row.has_exit = true;
 		row.exit_code = r->result.exited ? r->result.code : -1;
 		row.signal = r->result.exited ? 0 : r->result.signal;
 		row.timed_out = r->result.timed_out;
 		row.duration_ms = (int64_t)(r->result.duration_us / 1000);
 	} else {
-		row.decision = r->cancelled ? "cancelled" : "failed";
+		row.decision = decision_name(r->cancelled ? DECISION_CANCELLED : DECISION_FAILED);
 	}
 	row.follows = true;
 	queue_kick = true; /* its slot is free */
@@ -182,9 +192,11 @@ void gate_run_ended(struct run *r)
 void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run *r, const char *why)
 {
 	struct audit_row row = { .uid = uid, .pid = pid, .run_id = r ? r->id : 0,
-				 .event = "connect", .decision = "refused", .labels = why,
-				 .mode = sandbox_mode_name(gb->cfg.sandbox),
-				 .approver = r ? r->approver : "", .profile = r ? r->profile : "" };
+				 .event = event_name(EVENT_CONNECT),
+				 .decision = decision_name(DECISION_REFUSED),
+				 .labels = why, .mode = sandbox_mode_name(gb->cfg.sandbox),
+				 .approver = approver_name(r ? r->approver : APPROVER_NONE),
+				 .profile = profile_name(r ? r->profile : PROFILE_NONE) };
 
 	if (store_audit_append(store, &row) < 0)
 		log_err("uid=%u pid=%d audit write of a refused connection failed: %s",
@@ -195,9 +207,9 @@ void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run *r, co
 
 /* In a container the container is the boundary: the host-side kernel
  * profiles (approved, unattended) confine only the engine's client. */
-static const char *profile_of(const struct config *c, const char *host_profile)
+static enum proto_profile profile_of(const struct config *c, enum proto_profile host_profile)
 {
-	return c->sandbox == SANDBOX_DOCKER ? "container" : host_profile;
+	return c->sandbox == SANDBOX_DOCKER ? PROFILE_CONTAINER : host_profile;
 }
 
 /* DESIGN.md's table, row by row. */
@@ -206,25 +218,26 @@ static struct verdict decide(const struct session *s, bool has_grant, bool label
 	const struct config *c = &gb->cfg;
 
 	if (c->sandbox == SANDBOX_NONE)
-		return (struct verdict){ V_NOT_OFFERED, "", "", "" };
+		return (struct verdict){ V_NOT_OFFERED, APPROVER_NONE, PROFILE_NONE, "" };
 	if (!s->channel) {
 		if (labelled)
-			return (struct verdict){ V_REFUSE, "", "", "" };
+			return (struct verdict){ V_REFUSE, APPROVER_NONE, PROFILE_NONE, "" };
 		if (c->unattended == UNATTENDED_REFUSE)
-			return (struct verdict){ V_REFUSE, "", "",
+			return (struct verdict){ V_REFUSE, APPROVER_NONE, PROFILE_NONE,
 						 "policy: nothing runs without an approval channel" };
-		return (struct verdict){ V_RUN, "unattended", profile_of(c, "unattended"), "" };
+		return (struct verdict){ V_RUN, APPROVER_UNATTENDED,
+					 profile_of(c, PROFILE_UNATTENDED), "" };
 	}
 	if (labelled)
-		return (struct verdict){ V_CARD, "", "",
+		return (struct verdict){ V_CARD, APPROVER_NONE, PROFILE_NONE,
 					 has_grant ? "the snippet matches the pre-screen, which a "
 						     "saved grant never covers"
 						   : "the snippet matches the pre-screen" };
 	if (c->sandbox == SANDBOX_DOCKER)
-		return (struct verdict){ V_RUN, "container", "container", "" };
+		return (struct verdict){ V_RUN, APPROVER_CONTAINER, PROFILE_CONTAINER, "" };
 	if (has_grant)
-		return (struct verdict){ V_RUN, "grant", "unattended", "" };
-	return (struct verdict){ V_CARD, "", "",
+		return (struct verdict){ V_RUN, APPROVER_GRANT, PROFILE_UNATTENDED, "" };
+	return (struct verdict){ V_CARD, APPROVER_NONE, PROFILE_NONE,
 				 "arbitrary Python is never auto-safe on the host, and no "
 				 "execute_code grant is saved" };
 }
@@ -293,7 +306,7 @@ static int try_start(struct session *s, struct run_request *rq, char *busy, size
 		session_send_error(s, true, rq->id, PERR_BAD_CWD, "%s", err);
 		break;
 	case -ENOEXEC:
-		run_send_setup_error(s, rq->id, "engine", ENOEXEC, err, true);
+		run_send_setup_error(s, rq->id, step_name(STEP_ENGINE), ENOEXEC, err, true);
 		break;
 	default:
 		session_send_error(s, true, rq->id, PERR_INTERNAL, "%s", err);
@@ -302,21 +315,42 @@ static int try_start(struct session *s, struct run_request *rq, char *busy, size
 	return rc;
 }
 
-/* The peer's home, when the client gave no working directory. */
-static void home_of(uid_t uid, char *out, size_t len)
+/* Whether the user id could enter dir, from its mode bits (ACLs aside;
+ * the worker still enters it as that user and says bad-cwd if not). */
+static bool enterable_by(const char *dir, const struct identity *id)
 {
-	const char *home = NULL;
-	char buf[4096];
-	struct passwd pw, *pwp = NULL;
+	struct stat st;
+	bool in_group;
 
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &pwp) == 0 && pwp)
-		home = pw.pw_dir;
-	snprintf(out, len, "%s", home ? home : "/");
+	if (dir[0] != '/' || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return false;
+	in_group = st.st_gid == id->gid;
+	for (size_t i = 0; i < id->n_groups && !in_group; i++)
+		in_group = st.st_gid == id->groups[i];
+	if (st.st_uid == id->uid)
+		return st.st_mode & S_IXUSR;
+	return st.st_mode & (in_group ? S_IXGRP : S_IXOTH);
+}
+
+/* The working directory when the client gave none: the home of the user
+ * the snippet runs as (a root client's snippets run as root_user, whose
+ * home is often /nonexistent), or `/` when that user cannot enter it.
+ * Chosen before any card, so an approved snippet never fails on it. */
+static void default_cwd(uid_t peer, char *out, size_t len)
+{
+	struct identity id;
+	char err[200];
+
+	if (privsep_identity(peer, &id, err, sizeof(err)) == 0 && enterable_by(id.home, &id))
+		snprintf(out, len, "%s", id.home);
+	else
+		snprintf(out, len, "/");
 }
 
 static struct card *card_new(struct session *s, const struct msg_exec *e,
 			     const struct scan_result *sr);
-static int audit_card_end(struct card *c, const char *decision, const struct verdict *v);
+static int audit_card_end(struct card *c, enum proto_decision decision,
+			  const struct verdict *v);
 static void enqueue(struct card *c, const struct verdict *v, const char *why);
 static unsigned waiting_of_uid(const struct card_list *l, uid_t uid, uint64_t *bytes);
 
@@ -343,14 +377,14 @@ static void run_now(struct session *s, const struct msg_exec *e, const struct sc
 	if (e->cwd.len)
 		snprintf(cwd, sizeof(cwd), "%.*s", (int)e->cwd.len, e->cwd.ptr);
 	else
-		home_of(s->peer.uid, cwd, sizeof(cwd));
+		default_cwd(s->peer.uid, cwd, sizeof(cwd));
 	char busy[300];
 	struct card *c;
 
 	rq.cwd = cwd;
 	rq.arrived_us = s->frame_us;
 	fill_request(&rq, sr, v, sha256);
-	if (!strcmp(v->approver, "grant") && store_grant_touch(store, s->peer.uid, FAMILY) < 0)
+	if (v->approver == APPROVER_GRANT && store_grant_touch(store, s->peer.uid, FAMILY) < 0)
 		log_warn("uid=%u could not count a grant use: %s", (unsigned)s->peer.uid,
 			 store_last_error(store));
 	if (start_or_wait(s, &rq, busy, sizeof(busy)) != -EBUSY)
@@ -426,7 +460,7 @@ static struct card *card_new(struct session *s, const struct msg_exec *e,
 	for (size_t i = 0; i < e->n_env; i++)
 		env_len += e->env[i].name.len + e->env[i].value.len + 2;
 	if (!e->cwd.len)
-		home_of(s->peer.uid, home, sizeof(home));
+		default_cwd(s->peer.uid, home, sizeof(home));
 	c->code = pstr_dup(e->code);
 	c->cwd = e->cwd.len ? pstr_dup(e->cwd) : strdup(home);
 	c->env_buf = malloc(env_len + 1);
@@ -553,7 +587,8 @@ static void ask(struct session *s, const struct msg_exec *e, const struct scan_r
 	if (send_card(s, c, v->reason))
 		return;
 	TAILQ_REMOVE(&cards, c, link);
-	if (audit_decision(s, c->id, c->code, c->code_len, &c->scan, "failed", NULL, true, NULL) == 0)
+	if (audit_decision(s, c->id, c->code, c->code_len, &c->scan, DECISION_FAILED, NULL, true,
+			   NULL) == 0)
 		session_send_error(s, true, e->id, PERR_BAD_FIELD,
 				   "the approval card for this snippet, with its %zu env entries, "
 				   "would be over the %" PRIu64 "-byte frame limit; send fewer or "
@@ -668,7 +703,8 @@ static void queue_run(struct broker *b)
 }
 
 /* Takes c off the queue; records that it never ran and says why. */
-static void unqueue(struct card *c, const char *decision, const char *code, const char *why)
+static void unqueue(struct card *c, enum proto_decision decision, const char *code,
+		    const char *why)
 {
 	TAILQ_REMOVE(&waiting, c, link);
 	if (audit_card_end(c, decision, NULL) == 0 && code)
@@ -692,18 +728,18 @@ static void queue_expire(uint64_t now)
 		snprintf(why, sizeof(why), "the snippet waited %.1f s in the queue without a free "
 			 "slot ([quota] queue_timeout); it did not run",
 			 (double)gb->cfg.queue_timeout_ms / 1000);
-		unqueue(c, "failed", PERR_BUSY, why);
+		unqueue(c, DECISION_FAILED, PERR_BUSY, why);
 	} while (c);
 }
 
-static const char *decision_word(const struct verdict *v)
+static enum proto_decision decision_of(const struct verdict *v)
 {
 	switch (v->what) {
-	case V_RUN: return "ran";
-	case V_CARD: return "card";
-	case V_REFUSE: return "refused";
-	case V_NOT_OFFERED: return "not-offered";
-	default: return "failed";
+	case V_RUN: return DECISION_RAN;
+	case V_CARD: return DECISION_CARD;
+	case V_REFUSE: return DECISION_REFUSED;
+	case V_NOT_OFFERED: return DECISION_NOT_OFFERED;
+	default: return DECISION_FAILED;
 	}
 }
 
@@ -730,7 +766,7 @@ void gate_exec(struct session *s, const struct msg_exec *e)
 	v = decide(s, has_grant, sr.n > 0);
 	if (v.what == V_CARD && !card_room(s, e))
 		return;
-	if (audit_decision(s, e->id, e->code.ptr, e->code.len, &sr, decision_word(&v), &v,
+	if (audit_decision(s, e->id, e->code.ptr, e->code.len, &sr, decision_of(&v), &v,
 			   false, sha256) < 0)
 		return;
 	switch (v.what) {
@@ -765,7 +801,8 @@ static struct card *card_find(const struct session *s, struct pstr id)
 
 /* Records how the card ended; a person's deny and an expiry are different
  * rows, never confused. */
-static int audit_card_end(struct card *c, const char *decision, const struct verdict *v)
+static int audit_card_end(struct card *c, enum proto_decision decision,
+			  const struct verdict *v)
 {
 	return audit_decision(c->s, c->id, c->code, c->code_len, &c->scan, decision, v, true,
 			      NULL);
@@ -774,13 +811,14 @@ static int audit_card_end(struct card *c, const char *decision, const struct ver
 /* Takes c: runs it, queues it, or frees it. */
 static void run_card(struct card *c)
 {
-	const struct verdict approved = { V_RUN, "user", profile_of(&gb->cfg, "approved"), "" };
+	const struct verdict approved = { V_RUN, APPROVER_USER,
+					  profile_of(&gb->cfg, PROFILE_APPROVED), "" };
 	struct run_request rq = { .id = c->id, .code = c->code, .code_len = c->code_len,
 				  .cwd = c->cwd, .timeout_ms = c->timeout_ms, .env = c->env,
 				  .n_env = c->n_env };
 	char busy[300];
 
-	if (audit_card_end(c, "ran", &approved) < 0) {
+	if (audit_card_end(c, DECISION_RAN, &approved) < 0) {
 		card_free(c);
 		return;
 	}
@@ -794,6 +832,18 @@ static void run_card(struct card *c)
 	enqueue(c, &approved, busy);
 }
 
+static void answer_taken(struct session *s, const struct msg_answer *a, const struct card *c)
+{
+	struct msg_ok ok = { .id = a->id };
+	char text[128];
+	struct frame f;
+
+	snprintf(text, sizeof(text), "card %s answered %s", c->card_id, a->choice);
+	ok.message = pstr_c(text);
+	if (enc_ok(&f, &ok) == 0)
+		session_send(s, &f);
+}
+
 /* The card leaves the list before anything runs: a second answer finds
  * nothing, so one approval runs the snippet once. */
 int gate_on_answer(struct session *s, const struct msg *m)
@@ -802,15 +852,24 @@ int gate_on_answer(struct session *s, const struct msg *m)
 	struct card *c = card_find(s, a->card);
 
 	if (!c) {
-		session_send_error(s, false, 0, PERR_NO_SUCH_CARD,
+		session_send_error(s, a->has_id, a->id, PERR_NO_SUCH_CARD,
 				   "answer: no open card '%.*s' on this connection", (int)a->card.len,
 				   a->card.ptr);
 		return 0;
 	}
 	TAILQ_REMOVE(&cards, c, link);
 	log_info("uid=%u card %s answered %s", (unsigned)s->peer.uid, c->card_id, a->choice);
+	/* The answer's own reply comes first: what follows (started, an
+	 * error) belongs to the exec. */
+	if (a->has_id) {
+		answer_taken(s, a, c);
+		if (s->w.fd < 0) { /* the client went away meanwhile */
+			card_free(c);
+			return 0;
+		}
+	}
 	if (!strcmp(a->choice, "deny")) {
-		if (audit_card_end(c, "denied", NULL) == 0)
+		if (audit_card_end(c, DECISION_DENIED, NULL) == 0)
 			session_send_error(s, true, c->id, PERR_DENIED,
 					   "You denied this snippet; it did not run.");
 	} else if (!strcmp(a->choice, "always") &&
@@ -830,7 +889,7 @@ static void expire(struct card *c)
 {
 	TAILQ_REMOVE(&cards, c, link);
 	log_info("uid=%u card %s expired", (unsigned)c->s->peer.uid, c->card_id);
-	if (audit_card_end(c, "expired", NULL) == 0)
+	if (audit_card_end(c, DECISION_EXPIRED, NULL) == 0)
 		session_send_error(c->s, true, c->id, PERR_EXPIRED,
 				   "Nobody answered the approval card within %" PRIu64
 				   " s; the snippet did not run.", gb->cfg.card_timeout_ms / 1000);
@@ -884,6 +943,16 @@ bool gate_card_for_id(struct session *s, uint64_t id)
 	return false;
 }
 
+bool gate_has_queued(const struct session *s)
+{
+	struct card *c;
+
+	TAILQ_FOREACH(c, &waiting, link)
+		if (c->s == s)
+			return true;
+	return false;
+}
+
 bool gate_cancel_card(struct session *s, uint64_t id)
 {
 	struct card *c;
@@ -892,7 +961,7 @@ bool gate_cancel_card(struct session *s, uint64_t id)
 		if (c->s != s || c->id != id)
 			continue;
 		TAILQ_REMOVE(&cards, c, link);
-		if (audit_card_end(c, "cancelled", NULL) == 0)
+		if (audit_card_end(c, DECISION_CANCELLED, NULL) == 0)
 			session_send_error(s, true, id, PERR_CANCELLED,
 					   "the card was withdrawn; the snippet did not run");
 		card_free(c);
@@ -900,11 +969,26 @@ bool gate_cancel_card(struct session *s, uint64_t id)
 	}
 	TAILQ_FOREACH(c, &waiting, link)
 		if (c->s == s && c->id == id) {
-			unqueue(c, "cancelled", PERR_CANCELLED,
+			unqueue(c, DECISION_CANCELLED, PERR_CANCELLED,
 				"the queued snippet was withdrawn; it did not run");
 			return true;
 		}
 	return false;
+}
+
+void gate_withdraw_cards(struct session *s)
+{
+	struct card *c;
+
+	/* Each withdrawal tells the client, which may close the session and
+	 * free its other cards: look again from the start every time. */
+	do {
+		TAILQ_FOREACH(c, &cards, link)
+			if (c->s == s)
+				break;
+		if (c)
+			gate_cancel_card(s, c->id);
+	} while (c);
 }
 
 /* A client that goes away leaves its cards unanswered: they are recorded
@@ -917,12 +1001,13 @@ void gate_session_closed(struct session *s)
 		if (c->s != s)
 			continue;
 		TAILQ_REMOVE(&cards, c, link);
-		audit_decision(s, c->id, c->code, c->code_len, &c->scan, "expired", NULL, true, NULL);
+		audit_decision(s, c->id, c->code, c->code_len, &c->scan, DECISION_EXPIRED, NULL, true,
+			       NULL);
 		card_free(c);
 	}
 	TAILQ_FOREACH_SAFE(c, &waiting, link, tmp)
 		if (c->s == s)
-			unqueue(c, "cancelled", NULL, NULL);
+			unqueue(c, DECISION_CANCELLED, NULL, NULL);
 }
 
 /* ---- grants and audit, each caller's own ---------------------------------------- */
@@ -1001,15 +1086,18 @@ static const char *canonical(const char *word, const char *const *set)
 	return set[0];
 }
 
+/* A stored word read back as its value in a proto/names.h table; a word
+ * the table does not have (a database a newer broker wrote) is `dflt`. */
+static int named(const struct proto_names *t, const char *word, int dflt)
+{
+	int v = word ? names_find(t, word, strlen(word)) : -1;
+
+	return v < 0 ? dflt : v;
+}
+
 static int take_row(const struct audit_row *row, void *arg)
 {
-	static const char *const events[] = { "decision", "exit", NULL };
 	static const char *const modes[] = { "local", "docker", "none", NULL };
-	static const char *const decisions[] = { "failed", "ran", "card", "denied", "expired",
-						 "refused", "not-offered", "cancelled", NULL };
-	static const char *const approvers[] = { "", "user", "grant", "container",
-						 "unattended", NULL };
-	static const char *const profiles[] = { "", "approved", "unattended", NULL };
 	struct tail_ctx *t = arg;
 	size_t i = t->out->n++;
 	struct audit_info *a = &t->out->rows[i];
@@ -1018,12 +1106,17 @@ static int take_row(const struct audit_row *row, void *arg)
 	snprintf(t->labels[i], 256, "%s", row->labels ? row->labels : "");
 	*a = (struct audit_info){ .seq = (uint64_t)row->seq, .time_ms = row->time_ms,
 				  .run = row->run_id, .pid = row->pid,
-				  .event = canonical(row->event, events),
+				  .event = event_name((enum proto_event)named(&proto_events,
+									      row->event,
+									      EVENT_DECISION)),
 				  .sha256 = pstr_c(t->sha[i]), .labels = pstr_c(t->labels[i]),
 				  .mode = canonical(row->mode, modes),
-				  .decision = canonical(row->decision, decisions),
-				  .approver = canonical(row->approver, approvers),
-				  .profile = canonical(row->profile, profiles),
+				  .decision = (enum proto_decision)named(&proto_decisions, row->decision,
+									 DECISION_FAILED),
+				  .approver = (enum proto_approver)named(&proto_approvers, row->approver,
+									 APPROVER_NONE),
+				  .profile = (enum proto_profile)named(&proto_profiles, row->profile,
+								       PROFILE_NONE),
 				  .has_exit = row->has_exit, .exit_code = row->exit_code,
 				  .signal = row->signal, .timed_out = row->timed_out,
 				  .duration_ms = row->duration_ms };

@@ -16,6 +16,10 @@ int gate_on_audit(struct session *s, const struct msg *m);
 bool gate_card_for_id(struct session *s, uint64_t id);
 bool gate_cancel_card(struct session *s, uint64_t id);
 void gate_session_closed(struct session *s);
+/* The client shut its sending side: its cards are withdrawn (cancelled). */
+void gate_withdraw_cards(struct session *s);
+/* Whether an exec of s waits in the queue for a slot. */
+bool gate_has_queued(const struct session *s);
 void gate_tick(struct broker *b, uint64_t now);
 int gate_next_deadline(struct broker *b, uint64_t now);
 /* A connection refused by peer.c: a `connect` row with decision

@@ -27,6 +27,7 @@
 #include "broker/log.h"
 #include "broker/privsep.h"
 #include "proto/paths.h"
+#include "proto/status.h"
 
 #define SHUTDOWN_WAIT_MS 5000
 
@@ -198,6 +199,7 @@ static void reload_config(struct broker *b)
 {
 	struct config_error err = { 0 };
 	struct config next;
+	bool was_masking;
 
 	sd_notify(0, "RELOADING=1");
 	if (build_config(&next, &opts, &err) < 0) {
@@ -217,7 +219,9 @@ static void reload_config(struct broker *b)
 		memcpy(next.state_dir, b->cfg.state_dir, sizeof(next.state_dir));
 		memcpy(next.user, b->cfg.user, sizeof(next.user));
 		memcpy(next.worker_path, b->cfg.worker_path, sizeof(next.worker_path));
+		was_masking = b->cfg.secrets;
 		b->cfg = next;
+		audit_watch_secrets(was_masking, b->cfg.secrets);
 		log_info("configuration reloaded: sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
 	}
 	sd_notify(0, "READY=1");
@@ -530,6 +534,7 @@ static int start_up(struct broker *b)
 		log_err("%s", err);
 		return -1;
 	}
+	audit_watch_secrets(true, b->cfg.secrets);
 	if (b->cfg.sandbox == SANDBOX_DOCKER)
 		container_check_image(b);
 	sd_notifyf(0, "READY=1\nSTATUS=serving, sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
@@ -544,22 +549,22 @@ int main(int argc, char **argv)
 	TAILQ_INIT(&b.sessions);
 	TAILQ_INIT(&b.runs);
 	if (parse_args(argc, argv, &opts) < 0)
-		return 64;
+		return BROKERD_EXIT_USAGE;
 	if (load_config(&b, &opts) < 0)
-		return 78; /* EX_CONFIG */
+		return BROKERD_EXIT_CONFIG;
 	if (opts.check_config) {
 		config_print(stdout, &b.cfg);
-		return 0;
+		return BROKERD_EXIT_OK;
 	}
 	if (opts.audit_key_init)
 		return key_init(&b);
 	if (start_up(&b) < 0)
-		return 1;
+		return BROKERD_EXIT_START;
 	serve(&b);
 	audit_watch_stop();
 	cgroup_teardown();
 	gate_fini();
 	loop_fini();
 	log_info("stopped");
-	return 0;
+	return BROKERD_EXIT_OK;
 }

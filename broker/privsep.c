@@ -3,6 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,20 +119,75 @@ int privsep_own_socket(const char *path, unsigned mode, char *err, size_t errlen
 	return 0;
 }
 
+/* The capability sets as the kernel holds them, one bit per capability. */
+struct capsets {
+	uint64_t eff, prm, inh, amb, bnd;
+};
+
+/* Reads every set back from the kernel (capget, CapBnd, PR_CAP_AMBIENT);
+ * -1 when libcap-ng cannot. */
+static int read_caps(struct capsets *s)
+{
+	static const struct {
+		capng_type_t type;
+		size_t off;
+	} sets[] = {
+		{ CAPNG_EFFECTIVE, offsetof(struct capsets, eff) },
+		{ CAPNG_PERMITTED, offsetof(struct capsets, prm) },
+		{ CAPNG_INHERITABLE, offsetof(struct capsets, inh) },
+		{ CAPNG_AMBIENT, offsetof(struct capsets, amb) },
+		{ CAPNG_BOUNDING_SET, offsetof(struct capsets, bnd) },
+	};
+
+	memset(s, 0, sizeof(*s));
+	if (capng_get_caps_process() != 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
+		for (unsigned int c = 0; c < 64; c++)
+			if (capng_have_capability(sets[i].type, c))
+				*(uint64_t *)((char *)s + sets[i].off) |= UINT64_C(1) << c;
+	return 0;
+}
+
+/* The four sets of a process against what was asked for, and the
+ * bounding set against empty when `bnd_empty`; false with the whole
+ * read-back in err. */
+static bool caps_match(const struct capsets *have, uint64_t kept, bool bnd_empty,
+		       const char *when, char *err, size_t errlen)
+{
+	if (have->eff == kept && have->prm == kept && have->inh == 0 && have->amb == 0 &&
+	    (!bnd_empty || have->bnd == 0))
+		return true;
+	snprintf(err, errlen, "%s: the kernel reports capabilities effective %#" PRIx64
+		 ", permitted %#" PRIx64 ", inheritable %#" PRIx64 ", ambient %#" PRIx64
+		 ", bounding %#" PRIx64 "; wanted %#" PRIx64 " in effective and permitted, "
+		 "nothing else%s; refusing to go on", when, have->eff, have->prm, have->inh,
+		 have->amb, have->bnd, kept, bnd_empty ? ", and an empty bounding set" : "");
+	return false;
+}
+
 int privsep_drop(char *err, size_t errlen)
 {
-	char *caps;
-
 	/* Kept: CAP_SETUID and CAP_SETGID to exec each worker as its peer,
 	 * CAP_KILL for the backstop that kills a worker running as another
 	 * user.  capng_change_id drops supplementary groups, sets the gid and
 	 * uid with keep-caps, then applies exactly this set. */
+	const uint64_t kept = UINT64_C(1) << CAP_SETUID | UINT64_C(1) << CAP_SETGID |
+			      UINT64_C(1) << CAP_KILL;
+	struct capsets have;
 	bool bounding;
+	char *caps;
 
 	/* Clearing the bounding set needs CAP_SETPCAP; a unit whose own
 	 * CapabilityBoundingSet= already leaves it out has done that part. */
-	capng_get_caps_process();
+	if (capng_get_caps_process() != 0) {
+		snprintf(err, errlen, "cannot read the broker's own capabilities (capget); "
+			 "refusing to switch to %s blind", svc_name);
+		return -1;
+	}
 	bounding = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP);
+	/* Both: the four sets, and (with CAPNG_CLEAR_BOUNDING) an empty
+	 * bounding set; the kept capabilities stay permitted. */
 	capng_clear(CAPNG_SELECT_BOTH);
 	if (capng_updatev(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED, CAP_SETUID, CAP_SETGID,
 			  CAP_KILL, -1) < 0 ||
@@ -144,7 +202,15 @@ int privsep_drop(char *err, size_t errlen)
 			 svc_name);
 		return -1;
 	}
-	capng_get_caps_process();
+	/* Trust, but read back: the kernel's sets, not libcap-ng's copy. */
+	if (read_caps(&have) < 0) {
+		snprintf(err, errlen, "cannot read the capabilities back after switching to %s; "
+			 "refusing to go on", svc_name);
+		return -1;
+	}
+	if (!caps_match(&have, kept, bounding, "after switching to the service user", err,
+			errlen))
+		return -1;
 	caps = capng_print_caps_text(CAPNG_PRINT_BUFFER, CAPNG_EFFECTIVE);
 	log_info("running as %s (uid %u), capabilities kept: %s", svc_name, (unsigned)svc_uid,
 		 caps ? caps : "?");
@@ -251,12 +317,64 @@ int privsep_identity(uid_t peer, struct identity *id, char *err, size_t errlen)
 	return 0;
 }
 
-int privsep_enter(const struct identity *id)
+int privsep_take_ids(const struct identity *id, const char **what)
 {
-	if (!id->switch_ids)
-		return 0;
-	if (setgroups(id->n_groups, id->groups) < 0 || setresgid(id->gid, id->gid, id->gid) < 0 ||
-	    setresuid(id->uid, id->uid, id->uid) < 0)
+	*what = "setgroups";
+	if (setgroups(id->n_groups, id->groups) < 0)
 		return -errno;
+	*what = "setresgid";
+	if (setresgid(id->gid, id->gid, id->gid) < 0)
+		return -errno;
+	*what = "setresuid";
+	if (setresuid(id->uid, id->uid, id->uid) < 0)
+		return -errno;
+	return 0;
+}
+
+static bool has_group(const gid_t *list, int n, gid_t g)
+{
+	for (int i = 0; i < n; i++)
+		if (list[i] == g)
+			return true;
+	return false;
+}
+
+bool privsep_ids_are(const struct identity *id)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg, now[PROTO_GROUPS_MAX];
+	int n;
+
+	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
+		return false;
+	if (ru != id->uid || eu != id->uid || su != id->uid || rg != id->gid ||
+	    eg != id->gid || sg != id->gid)
+		return false;
+	n = getgroups(PROTO_GROUPS_MAX, now);
+	if (n < 0 || (size_t)n != id->n_groups)
+		return false;
+	for (size_t i = 0; i < id->n_groups; i++)
+		if (!has_group(now, n, id->groups[i]))
+			return false;
+	return true;
+}
+
+int privsep_drop_all_caps(char *err, size_t errlen)
+{
+	struct capsets have;
+
+	/* The bounding set stays as privsep_drop left it: changing it needs
+	 * CAP_SETPCAP, which the broker does not hold. */
+	capng_clear(CAPNG_SELECT_ALL);
+	if (capng_apply(CAPNG_SELECT_CAPS) != 0 || capng_apply(CAPNG_SELECT_AMBIENT) != 0) {
+		snprintf(err, errlen, "cannot clear the capability sets");
+		return -EPERM;
+	}
+	if (read_caps(&have) < 0) {
+		snprintf(err, errlen, "cannot read the capabilities back");
+		return -EIO;
+	}
+	if (!caps_match(&have, 0, false, "after dropping them", err, errlen))
+		return -EPERM;
 	return 0;
 }

@@ -44,6 +44,16 @@ bool privsep_peer_allowed(const struct config *c, uid_t uid, gid_t gid, char *wh
 /* The identity a peer's snippets take: the peer's own, or root_user's
  * for root; never root, never the service user. */
 int privsep_identity(uid_t peer, struct identity *id, char *err, size_t errlen);
-/* In the child between fork and exec of the worker: async-signal-safe. */
-int privsep_enter(const struct identity *id);
+/* The three calls below run in the broker's fork child between fork and
+ * exec of a worker for another user (run.c), in this order.  The broker
+ * has a single thread, so the child may allocate (libcap-ng reads
+ * /proc/self/status with stdio). */
+/* Groups, then gid, then uid, each set in full (real, effective, saved);
+ * 0, or -errno with the failing call in *what. */
+int privsep_take_ids(const struct identity *id, const char **what);
+/* Reads the uids, gids and groups back: true when all are id's. */
+bool privsep_ids_are(const struct identity *id);
+/* Clears the effective, permitted, inheritable and ambient sets and reads
+ * them back; 0, or -errno with a sentence in err. */
+int privsep_drop_all_caps(char *err, size_t errlen);
 #endif

@@ -24,6 +24,7 @@
 #include "broker/gate.h"
 #include "broker/log.h"
 #include "broker/privsep.h"
+#include "proto/status.h"
 #include "broker/secrets.h"
 #include "proto/limits.h"
 
@@ -105,7 +106,7 @@ static __attribute__((noreturn)) void child_fail(const char *step, int err, cons
 
 	if (enc_setup_error(&f, &m) == 0)
 		(void)!write(3, f.data, f.len);
-	_exit(127);
+	_exit(WORKER_CHILD_DIED);
 }
 
 /* child_fail(), the errno said in words, naming the limit when one was
@@ -119,45 +120,81 @@ static __attribute__((noreturn)) void child_fail_named(const char *step, int err
 	child_fail(step, err, msg);
 }
 
-/* posix_spawn cannot change identity, so a worker for another user is
- * forked: the child takes the peer's groups, gid and uid (the kept
- * CAP_SETUID/CAP_SETGID allow it) and execs the worker, which starts
- * with no capabilities at all because its uid is not 0. */
-static int spawn_as_peer(struct broker *b, const int *fd, const struct identity *id,
-			 const struct cgroup_run *cg, pid_t *pid)
+/* The privilege transition of a worker for another user, top to bottom.
+ * The child starts as the broker: the service user, holding CAP_SETUID,
+ * CAP_SETGID and CAP_KILL (privsep_drop).  It ends in execve as the peer,
+ * with no capability.  A failure is told to the client as a setup_error
+ * naming the step, and nothing is exec'd. */
+static __attribute__((noreturn)) void become_peer_and_exec(struct broker *b, const int *fd,
+							   const struct identity *id,
+							   const struct cgroup_run *cg)
 {
 	char *const argv[] = { (char *)"kotoba-worker", NULL };
 	char *const envp[] = { NULL };
+	char why[400];
+	const char *what;
 	sigset_t none;
 	int rc, cg_rc;
 
-	*pid = fork();
-	if (*pid < 0)
-		return -errno;
-	if (*pid > 0)
-		return 0;
-	/* Into the run's cgroup while still the broker's uid (v1 moves a
+	/* 1. Into the run's cgroup while still the service user (v1 moves a
 	 * task only for root or its own uid); the worker and the snippet
 	 * inherit it.  Before the dup2s, which could reuse its fds. */
 	cg_rc = cgroup_run_join(cg);
+	/* 2. Exactly fds 0-3: code, stdout, stderr, the worker link. */
 	for (int i = 0; i < 4; i++)
 		if (dup2(fd[i], i) < 0)
-			_exit(127);
+			_exit(WORKER_CHILD_DIED);
 	close_range(4, ~0U, 0);
-	/* The broker installs no handlers (signals come through a signalfd),
-	 * so only what it ignores would survive the exec. */
+	/* 3. The broker installs no handlers (signals come through a
+	 * signalfd), so only what it ignores or blocks would survive the
+	 * exec. */
 	signal(SIGPIPE, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Reported only now that fd 3 is the worker link. */
 	if (cg_rc < 0)
-		child_fail("cgroup", -cg_rc, "cannot join the run's cgroup");
-	rc = privsep_enter(id);
-	if (rc < 0)
-		child_fail("identity", -rc, "cannot take on the peer's uid, gid and groups");
+		child_fail(step_name(STEP_CGROUP), -cg_rc, "cannot join the run's cgroup");
+	/* 4. The peer's identity, read back, and no capability left.  A
+	 * per-user broker forks only to join the cgroup: the worker runs as
+	 * the broker's own user, which holds no capability. */
+	if (id->switch_ids) {
+		/* 4a. The peer's groups, gid, then uid: CAP_SETGID is needed
+		 * for the first two, so the uid goes last. */
+		rc = privsep_take_ids(id, &what);
+		if (rc < 0)
+			child_fail(step_name(STEP_IDENTITY), -rc, what);
+		/* 4b. Read back: all three uids and gids, and the groups. */
+		if (!privsep_ids_are(id))
+			child_fail(step_name(STEP_IDENTITY), EPERM,
+				   "the uids, gids or groups read back are not the peer's");
+		/* 4c. No capability left: between two non-zero uids the
+		 * kernel keeps the sets, so until the exec the child would
+		 * hold CAP_SETUID as the peer.  The exec would clear them (no
+		 * file capabilities, no ambient set); the child clears them
+		 * itself and reads them back. */
+		rc = privsep_drop_all_caps(why, sizeof(why));
+		if (rc < 0)
+			child_fail(step_name(STEP_CAPS), -rc, why);
+	}
+	/* 5. The worker, exec'd as the peer; it confines the snippet itself
+	 * (worker/enter.c). */
 	execve(b->worker_path, argv, envp);
 	/* EAGAIN: the peer's user is over its process limit (the kernel
 	 * checks it at the exec after the change of user). */
-	child_fail_named("worker", errno, "cannot exec kotoba-worker");
+	child_fail_named(step_name(STEP_WORKER), errno, "cannot exec kotoba-worker");
+}
+
+/* posix_spawn cannot change identity, so a worker for another user is
+ * forked; the child is become_peer_and_exec(). */
+static int spawn_as_peer(struct broker *b, const int *fd, const struct identity *id,
+			 const struct cgroup_run *cg, pid_t *pid)
+{
+	*pid = fork();
+	if (*pid < 0)
+		return -errno;
+	if (*pid == 0)
+		become_peer_and_exec(b, fd, id, cg);
+	return 0;
 }
 
 /* The engine CLI's own environment; the snippet's goes into its argv. */
@@ -178,7 +215,7 @@ static int engine_section(struct run *r, const struct run_request *rq, char *con
 			return rc;
 		j = &ej;
 	}
-	job->profile = pstr_c("engine");
+	job->profile = PROFILE_ENGINE;
 	job->has_engine = true;
 	job->engine = j->e;
 	for (size_t i = 0; i < sizeof(engine_env) / sizeof(engine_env[0]); i++)
@@ -201,7 +238,7 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 	if (rc < 0)
 		return rc;
 	memset(&job, 0, sizeof(job));
-	job.profile = pstr_c(rq->profile);
+	job.profile = rq->profile;
 	job.python = pstr_c(c->python);
 	job.cwd = pstr_c(rq->cwd);
 	job.scratch_base = pstr_c(c->scratch_dir);
@@ -343,9 +380,12 @@ static void run_release(struct run *r)
 		r->ct = NULL;
 	}
 	if (r->s) {
-		TAILQ_REMOVE(&r->s->runs, r, slink);
-		r->s->nruns--;
+		struct session *s = r->s;
+
+		TAILQ_REMOVE(&s->runs, r, slink);
+		s->nruns--;
 		r->s = NULL;
+		session_run_gone(s);
 	}
 	if (!r->reaped) {
 		/* not spawned, or not reaped yet: runs_reap frees it later */
@@ -450,13 +490,13 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 			kill(r->worker, SIGKILL);
 		r->done = true;
 		r->end = END_SETUP;
-		snprintf(r->setup_step, sizeof(r->setup_step), "worker");
+		snprintf(r->setup_step, sizeof(r->setup_step), "%s", step_name(STEP_WORKER));
 		run_release(r);
 		return rc;
 	}
 	log_info("uid=%u run=%" PRIu64 " started worker pid=%d as %s, profile=%s%s%s",
 		 (unsigned)r->uid, r->run_id, (int)r->worker, id.name,
-		 r->engine_only ? "engine" : r->profile, r->ct ? ", container " : "",
+		 profile_name(r->engine_only ? PROFILE_ENGINE : r->profile), r->ct ? ", container " : "",
 		 r->ct ? r->ct->name : "");
 	return 0;
 }
@@ -465,7 +505,7 @@ int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
 		     void (*on_end)(const struct run *r), char *err, size_t errlen)
 {
 	struct run_request rq = { .code = "", .cwd = "/", .timeout_ms = ENGINE_CMD_TIMEOUT_MS,
-				  .profile = "engine", .approver = "", .peer_uid = peer,
+				  .profile = PROFILE_ENGINE, .approver = APPROVER_NONE, .peer_uid = peer,
 				  .engine = j, .on_end = on_end };
 
 	return run_start(b, NULL, &rq, err, errlen);
@@ -476,7 +516,7 @@ int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
 void run_send_setup_error(struct session *s, uint64_t id, const char *step, int64_t err_no,
 			  const char *why, bool in_container)
 {
-	const char *code = !strcmp(step, "cwd") ? PERR_BAD_CWD : PERR_SETUP_FAILED;
+	const char *code = !strcmp(step, step_name(STEP_CWD)) ? PERR_BAD_CWD : PERR_SETUP_FAILED;
 	struct msg_error m = { .has_id = true, .id = id, .code = pstr_c(code),
 			       .step = pstr_c(step), .err_no = err_no };
 	char text[768];
@@ -490,7 +530,7 @@ void run_send_setup_error(struct session *s, uint64_t id, const char *step, int6
 		session_send(s, &f);
 }
 
-static void report_setup_error(struct run *r)
+static void relay_setup_error(struct run *r)
 {
 	run_send_setup_error(r->s, r->id, r->setup_step, r->setup_errno, r->setup_msg,
 			     r->container[0] != '\0');
@@ -499,7 +539,7 @@ static void report_setup_error(struct run *r)
 static void report_exit(struct run *r)
 {
 	struct msg_exit m = { .id = r->id, .r = r->result, .truncated = r->truncated,
-			      .profile = r->profile, .decision = "ran", .approver = r->approver,
+			      .profile = r->profile, .decision = DECISION_RAN, .approver = r->approver,
 			      .n_labels = r->n_labels, .where = "host",
 			      .secrets = secrets_state(r->b, r->profile) };
 	struct frame f;
@@ -521,7 +561,7 @@ static void report_end(struct run *r)
 		report_exit(r);
 		break;
 	case END_SETUP:
-		report_setup_error(r);
+		relay_setup_error(r);
 		break;
 	case END_LOST:
 	case END_NONE:
@@ -579,7 +619,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		r->t_ready = now_us();
 		log_info("uid=%u run=%" PRIu64 " snippet pid=%" PRIu64 " running, profile=%s, "
 			 "landlock ABI %" PRIu64 "%s, secrets %s", (unsigned)r->uid, r->run_id,
-			 m->u.ready.pid, r->profile, m->u.ready.landlock_abi,
+			 m->u.ready.pid, profile_name(r->profile), m->u.ready.landlock_abi,
 			 m->u.ready.landlock_abi ? "" : " (not in force)",
 			 secrets_state(r->b, r->profile));
 		if (r->s && enc_started(&f, &st) == 0)
@@ -597,7 +637,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		r->t_finished = now_us();
 		r->result = m->u.finished.r;
 	} else if (m->type == MSG_SETUP_ERROR && r->end != END_NONE &&
-		   pstr_eq(m->u.setup_error.step, "cleanup")) {
+		   pstr_eq(m->u.setup_error.step, step_name(STEP_CLEANUP))) {
 		/* After the result: the run's scratch directory could not be
 		 * removed.  The result stands; the log says where it is. */
 		log_err("uid=%u run=%" PRIu64 " %.*s", (unsigned)r->uid, r->run_id,

@@ -645,7 +645,7 @@ int scan_init(char *err, size_t errlen)
 #define MAX_NEST 32
 #define WORD_MAX 12
 
-struct frame {
+struct lex_frame {
 	bool field;		/* a replacement field, else a string */
 	bool spec;		/* field: in its format spec (literal text) */
 	bool fmt, triple;	/* string: f- or t-string; """ or ''' */
@@ -661,7 +661,7 @@ struct lexer {
 	const char *s;
 	size_t n, i;
 	char *code;
-	struct frame st[MAX_NEST];
+	struct lex_frame st[MAX_NEST];
 	int top;		/* -1: top-level code */
 };
 
@@ -743,7 +743,7 @@ static bool prefix_is_fmt(const char *s, size_t q)
 	return fmt;
 }
 
-static bool push(struct lexer *lx, struct frame f)
+static bool push(struct lexer *lx, struct lex_frame f)
 {
 	if (lx->top + 1 >= MAX_NEST)
 		return false;
@@ -756,7 +756,7 @@ static bool open_string(struct lexer *lx)
 	const char *s = lx->s;
 	char q = s[lx->i];
 	bool triple = lx->n - lx->i >= 3 && s[lx->i + 1] == q && s[lx->i + 2] == q;
-	struct frame f = { .quote = q, .triple = triple, .fmt = prefix_is_fmt(s, lx->i),
+	struct lex_frame f = { .quote = q, .triple = triple, .fmt = prefix_is_fmt(s, lx->i),
 			   .whole = true };
 
 	lx->i += triple ? 3 : 1;
@@ -766,7 +766,7 @@ static bool open_string(struct lexer *lx)
 }
 
 /* A short word as a string's whole content is shown: see the code view. */
-static void keep_word(struct lexer *lx, const struct frame *str, size_t end)
+static void keep_word(struct lexer *lx, const struct lex_frame *str, size_t end)
 {
 	size_t a = str->part;
 
@@ -784,7 +784,7 @@ static void keep_word(struct lexer *lx, const struct frame *str, size_t end)
 /* Code, at top level or in a replacement field. */
 static bool lex_code(struct lexer *lx, char *text)
 {
-	struct frame *f = lx->top >= 0 ? &lx->st[lx->top] : NULL;
+	struct lex_frame *f = lx->top >= 0 ? &lx->st[lx->top] : NULL;
 
 	switch (lx->s[lx->i]) {
 	case '#':
@@ -830,8 +830,8 @@ static bool lex_code(struct lexer *lx, char *text)
  * and the string is its owner). */
 static bool lex_literal(struct lexer *lx)
 {
-	struct frame *f = &lx->st[lx->top];
-	struct frame *str = f->field ? &lx->st[f->owner] : f;
+	struct lex_frame *f = &lx->st[lx->top];
+	struct lex_frame *str = f->field ? &lx->st[f->owner] : f;
 	const char *s = lx->s;
 	size_t i = lx->i, left = lx->n - i;
 	char c = s[i];
@@ -853,7 +853,7 @@ static bool lex_literal(struct lexer *lx)
 	if (str->fmt && c == '{' && !(left >= 2 && s[i + 1] == '{')) {
 		str->whole = false;
 		lx->i++;
-		return push(lx, (struct frame){ .field = true, .owner = (int)(str - lx->st) });
+		return push(lx, (struct lex_frame){ .field = true, .owner = (int)(str - lx->st) });
 	}
 	if (str->fmt && c == '}' && f->field) {
 		lx->top--;	/* the end of the spec ends its field */
@@ -971,7 +971,7 @@ static void make_views(const char *s, size_t len, char *code, char *text)
 	if (foreign_encoding(s, len))
 		return;
 	while (lx.i < lx.n) {
-		const struct frame *f = lx.top >= 0 ? &lx.st[lx.top] : NULL;
+		const struct lex_frame *f = lx.top >= 0 ? &lx.st[lx.top] : NULL;
 		bool ok = !f || (f->field && !f->spec) ? lex_code(&lx, text) : lex_literal(&lx);
 
 		if (!ok)

@@ -87,7 +87,7 @@ int secrets_fill_job(const struct broker *b, const struct identity *id, struct m
 		}
 		return rc;
 	}
-	if (!pstr_eq(job->profile, "unattended"))
+	if (job->profile != PROFILE_UNATTENDED)
 		return 0;
 	job->has_secrets = true;
 	for (size_t i = 0; rc == 0 && i < N_BUILTIN; i++)
@@ -106,9 +106,9 @@ int secrets_fill_job(const struct broker *b, const struct identity *id, struct m
 	return rc;
 }
 
-const char *secrets_state(const struct broker *b, const char *profile)
+const char *secrets_state(const struct broker *b, enum proto_profile profile)
 {
-	if (!strcmp(profile, "approved"))
+	if (profile == PROFILE_APPROVED)
 		return "unmasked";
 	return b->cfg.secrets ? "masked" : "off";
 }

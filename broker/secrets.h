@@ -26,6 +26,6 @@ int secrets_fill_job(const struct broker *b, const struct identity *id, struct m
 		     char *err, size_t errlen);
 
 /* What `exit` says about the masks: "masked", "off" or "unmasked". */
-const char *secrets_state(const struct broker *b, const char *profile);
+const char *secrets_state(const struct broker *b, enum proto_profile profile);
 
 #endif

@@ -29,6 +29,7 @@
 
 static void on_client(struct watch *w, uint32_t events);
 static void read_frames(struct session *s);
+static void maybe_finish(struct session *s);
 
 bool session_backlogged(const struct session *s)
 {
@@ -65,16 +66,18 @@ static void flush(struct session *s)
 	}
 	/* A client that sends without reading is not read either, above the
 	 * high mark: its answers cannot pile up without bound. */
-	loop_mod(&s->w, (s->state == SESSION_CLOSING || session_backlogged(s) ? 0 : EPOLLIN) |
+	loop_mod(&s->w, (s->state == SESSION_CLOSING || s->read_eof || session_backlogged(s)
+				 ? 0 : EPOLLIN) |
 				(TAILQ_EMPTY(&s->outq) ? 0 : EPOLLOUT));
 	if (s->queued < SESSION_QUEUE_LOW) {
 		struct run *r;
 
 		TAILQ_FOREACH(r, &s->runs, slink)
 			run_resume(r);
-		if (!s->dispatching)
+		if (!s->dispatching && !s->read_eof)
 			read_frames(s);
 	}
+	maybe_finish(s);
 }
 
 /* Takes ownership of *f. */
@@ -111,6 +114,50 @@ void session_send_error(struct session *s, bool has_id, uint64_t id, const char 
 	va_end(ap);
 	if (enc_error_simple(&f, has_id, id, code, "%s", text) == 0)
 		session_send(s, &f);
+}
+
+/* id-in-use: the one error that does not carry the id it answers, which
+ * would read as the end of the live request that has it (PROTOCOL.md). */
+static void refuse_reused_id(struct session *s, const struct msg *m)
+{
+	struct msg_error e = { .code = pstr_c(PERR_ID_IN_USE), .has_dup_id = true,
+			       .dup_id = m->id };
+	char text[160];
+	struct frame f;
+
+	snprintf(text, sizeof(text),
+		 "%s: id %" PRIu64 " belongs to a request still in flight on this connection; "
+		 "that request goes on, this one was not run", msg_type_name(m->type), m->id);
+	e.message = pstr_c(text);
+	if (enc_error(&f, &e) == 0)
+		session_send(s, &f);
+}
+
+/* A client that shut its sending side (shutdown(SHUT_WR)) still gets
+ * every frame of its runs; the connection closes once none is in flight
+ * and everything queued is written. */
+static void maybe_finish(struct session *s)
+{
+	if (s->w.fd < 0 || !s->read_eof || !TAILQ_EMPTY(&s->runs) || !TAILQ_EMPTY(&s->outq) ||
+	    gate_has_queued(s))
+		return;
+	session_close(s);
+}
+
+void session_run_gone(struct session *s)
+{
+	maybe_finish(s);
+}
+
+static void half_closed(struct session *s)
+{
+	log_debug("uid=%u session=%" PRIu64 " shut its sending side; %u runs in flight",
+		  (unsigned)s->peer.uid, s->sid, s->nruns);
+	s->read_eof = true;
+	/* Nobody can answer its cards any more: withdrawn, as a cancel. */
+	gate_withdraw_cards(s);
+	if (s->w.fd >= 0)
+		flush(s);
 }
 
 /* Answers what is queued, then closes: used when framing is lost. */
@@ -161,6 +208,26 @@ void session_close(struct session *s)
 
 /* ---- dispatch ------------------------------------------------------------- */
 
+/* The hello's free-form name, for the log: escaped, so a client cannot
+ * forge log lines or drive an operator's terminal with it. */
+static void log_client_name(const struct session *s, struct pstr name)
+{
+	char shown[4 * 255 + 1];
+	size_t o = 0;
+
+	for (size_t i = 0; i < name.len && o + 5 <= sizeof(shown); i++) {
+		unsigned char ch = (unsigned char)name.ptr[i];
+
+		if (ch >= 0x20 && ch < 0x7f && ch != '\\' && ch != '"')
+			shown[o++] = (char)ch;
+		else
+			o += (size_t)snprintf(shown + o, sizeof(shown) - o, "\\x%02x", ch);
+	}
+	shown[o] = '\0';
+	log_info("uid=%u pid=%d session=%" PRIu64 " hello from client \"%s\"",
+		 (unsigned)s->peer.uid, (int)s->peer.pid, s->sid, shown);
+}
+
 static int on_hello(struct session *s, const struct msg *m)
 {
 	const struct config *c = &s->b->cfg;
@@ -177,6 +244,7 @@ static int on_hello(struct session *s, const struct msg *m)
 	}
 	s->channel = m->u.hello.channel;
 	s->state = SESSION_READY;
+	log_client_name(s, m->u.hello.client);
 	if (enc_welcome(&f, &w) < 0)
 		return -ENOMEM;
 	return session_send(s, &f);
@@ -242,11 +310,6 @@ static int on_exec(struct session *s, const struct msg *m)
 	const struct config *c = &s->b->cfg;
 	char why[300];
 
-	if (id_in_use(s, e->id)) {
-		session_send_error(s, true, e->id, PERR_BAD_FIELD,
-				   "exec: id %" PRIu64 " is already in use on this connection", e->id);
-		return 0;
-	}
 	if (e->timeout_ms > c->timeout_max_ms) {
 		session_send_error(s, true, e->id, PERR_BAD_FIELD,
 				   "exec: timeout_ms %" PRIu64 " is over the maximum of %" PRIu64,
@@ -291,15 +354,16 @@ static int on_cancel(struct session *s, const struct msg *m)
 static const struct handler {
 	enum msg_type type;
 	unsigned states;
+	bool new_id; /* its id starts a request: refused while a live one has it */
 	int (*fn)(struct session *s, const struct msg *m);
 } handlers[] = {
-	{ MSG_HELLO, IN_NEW, on_hello },
-	{ MSG_EXEC, IN_READY, on_exec },
-	{ MSG_CANCEL, IN_READY, on_cancel },
-	{ MSG_ANSWER, IN_READY, gate_on_answer },
-	{ MSG_GRANTS, IN_READY, gate_on_grants },
-	{ MSG_REVOKE, IN_READY, gate_on_revoke },
-	{ MSG_AUDIT, IN_READY, gate_on_audit },
+	{ MSG_HELLO, IN_NEW, false, on_hello },
+	{ MSG_EXEC, IN_READY, true, on_exec },
+	{ MSG_CANCEL, IN_READY, false, on_cancel }, /* names the live exec */
+	{ MSG_ANSWER, IN_READY, true, gate_on_answer },
+	{ MSG_GRANTS, IN_READY, true, gate_on_grants },
+	{ MSG_REVOKE, IN_READY, true, gate_on_revoke },
+	{ MSG_AUDIT, IN_READY, true, gate_on_audit },
 };
 
 static const struct handler *handler_for(enum msg_type t)
@@ -327,20 +391,30 @@ static int dispatch(struct session *s, const uint8_t *p, size_t len)
 		return -ENOMEM;
 	depth++;
 	s->frame_us = now_us();
+	/* Every error carries the frame's id when it could be read. */
 	if (proto_decode(p, len, s->b->cfg.snippet_max, m, &err) == MSG_UNKNOWN) {
-		session_send_error(s, false, 0, err.code, "%s", err.message);
+		if (err.type != MSG_UNKNOWN && !handler_for(err.type))
+			session_send_error(s, err.has_id, err.id, PERR_BAD_STATE,
+					   "'%s' is not a message a client sends",
+					   msg_type_name(err.type));
+		else
+			session_send_error(s, err.has_id, err.id, err.code, "%s", err.message);
 		goto out;
 	}
 	h = handler_for(m->type);
 	if (!h) {
-		session_send_error(s, false, 0, PERR_BAD_STATE,
+		session_send_error(s, m->has_id, m->id, PERR_BAD_STATE,
 				   "'%s' is not a message a client sends", msg_type_name(m->type));
 		goto out;
 	}
 	if (!(h->states & (1u << s->state))) {
-		session_send_error(s, false, 0, PERR_BAD_STATE, "'%s' is not allowed %s",
+		session_send_error(s, m->has_id, m->id, PERR_BAD_STATE, "'%s' is not allowed %s",
 				   msg_type_name(m->type),
 				   s->state == SESSION_NEW ? "before hello" : "after hello");
+		goto out;
+	}
+	if (h->new_id && m->has_id && id_in_use(s, m->id)) {
+		refuse_reused_id(s, m);
 		goto out;
 	}
 	rc = h->fn(s, m);
@@ -408,6 +482,12 @@ static void on_client(struct watch *w, uint32_t events)
 
 	if (events & EPOLLOUT)
 		flush(s);
+	/* Half-closed: only the peer's full close (or an error) is news. */
+	if (s->w.fd >= 0 && s->read_eof) {
+		if (events & (EPOLLHUP | EPOLLERR))
+			session_close(s);
+		return;
+	}
 	if (s->w.fd < 0 || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ||
 	    s->state == SESSION_CLOSING || (session_backlogged(s) && !(events & EPOLLHUP)))
 		return;
@@ -422,6 +502,12 @@ static void on_client(struct watch *w, uint32_t events)
 		if (n == 0 && frame_reader_partial(&s->rd))
 			log_info("uid=%u session=%" PRIu64 " closed mid-frame",
 				 (unsigned)s->peer.uid, s->sid);
+		/* EOF without EPOLLHUP: the peer shut its sending side only
+		 * (a full close sets both); its runs go on. */
+		else if (n == 0 && s->state == SESSION_READY && !(events & (EPOLLHUP | EPOLLERR))) {
+			half_closed(s);
+			return;
+		}
 		session_close(s);
 		return;
 	}

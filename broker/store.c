@@ -209,7 +209,9 @@ const char *store_last_error(struct store *s)
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static int64_t now_ms(void)
+/* The wall clock, for the times stored in rows (grants, audit); the
+ * event loop's now_ms() (loop.h) is monotonic. */
+static int64_t wall_clock_ms(void)
 {
 	struct timespec ts;
 
@@ -725,7 +727,7 @@ int store_grant_save(struct store *s, uint32_t uid, const char *family, const ch
 	if (rc)
 		return rc;
 	if (sqlite3_bind_text(st, 3, card_id, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 4, now_ms()) != SQLITE_OK) {
+	    sqlite3_bind_int64(st, 4, wall_clock_ms()) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
 		sqlite3_finalize(st);
 		return rc;
@@ -743,7 +745,7 @@ int store_grant_touch(struct store *s, uint32_t uid, const char *family)
 			" WHERE uid = ?1 AND family = ?2", uid, family, &st, what);
 	if (rc)
 		return rc;
-	if (sqlite3_bind_int64(st, 3, now_ms()) != SQLITE_OK) {
+	if (sqlite3_bind_int64(st, 3, wall_clock_ms()) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
 		sqlite3_finalize(st);
 		return rc;
@@ -934,7 +936,7 @@ static int normalise(struct store *s, struct audit_row *r)
 	if (!r->code && r->code_len)
 		return set_err(s, -EINVAL, "audit row has a code length but no code");
 	if (r->time_ms == 0)
-		r->time_ms = now_ms();
+		r->time_ms = wall_clock_ms();
 	if (r->sha256[0] && !is_hex64(r->sha256))
 		return set_err(s, -EINVAL, "audit sha256 must be 64 lowercase hex digits");
 	if (!r->code)
@@ -1435,6 +1437,13 @@ int store_audit_mark_break(struct store *s, int64_t bad_seq, struct audit_row *r
 	*row = (struct audit_row){ .uid = (uint32_t)geteuid(), .pid = (int32_t)getpid(),
 				   .run_id = (uint64_t)bad_seq, .event = AUDIT_EPOCH,
 				   .decision = AUDIT_EPOCH_BROKEN, .follows = true };
+	return store_audit_append(s, row);
+}
+
+int store_audit_mark_setting(struct store *s, const char *decision, struct audit_row *row)
+{
+	*row = (struct audit_row){ .uid = (uint32_t)geteuid(), .pid = (int32_t)getpid(),
+				   .event = AUDIT_EPOCH, .decision = decision, .follows = true };
 	return store_audit_append(s, row);
 }
 

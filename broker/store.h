@@ -115,6 +115,10 @@ int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, voi
 #define AUDIT_EPOCH "epoch"
 #define AUDIT_EPOCH_SEALED "sealed"
 #define AUDIT_EPOCH_BROKEN "broken"
+/* [sandbox] secrets turned off (at start or by a reload), and on again by
+ * a reload: every run between is unmasked. */
+#define AUDIT_EPOCH_SECRETS_OFF "secrets-off"
+#define AUDIT_EPOCH_SECRETS_ON "secrets-on"
 
 /* Starts sealing (broker/seal.h): draws key[0], writes the key file of the
  * state directory, appends the "sealed" epoch row sealed under key[0] and
@@ -124,6 +128,8 @@ int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, voi
 int store_audit_seal_init(struct store *s, char key_hex[65]);
 /* Appends the "broken" epoch row for a break at bad_seq; row is filled. */
 int store_audit_mark_break(struct store *s, int64_t bad_seq, struct audit_row *row);
+/* An epoch row that records a setting of the broker's (AUDIT_EPOCH_SECRETS_*). */
+int store_audit_mark_setting(struct store *s, const char *decision, struct audit_row *row);
 /* The head: the newest row's seq and hash (0 and 64 '0' when empty). */
 int store_audit_head(struct store *s, int64_t *seq, char hash[65]);
 

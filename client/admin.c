@@ -84,8 +84,8 @@ static int failed(const struct kotoba_error *err)
 
 static int approvals_ls(struct kotoba_client *c)
 {
-	struct kotoba_grant rows[KOTOBA_GRANTS_MAX];
-	struct kotoba_error err;
+	struct kotoba_grant rows[KOTOBA_GRANTS_MAX] = { { .size = sizeof(rows[0]) } };
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	size_t n;
 
 	if (kotoba_grants(c, rows, KOTOBA_GRANTS_MAX, &n, &err))
@@ -111,7 +111,7 @@ static int approvals_ls(struct kotoba_client *c)
 static int approvals_rm(struct kotoba_client *c, const char *family)
 {
 	char message[KOTOBA_MESSAGE_MAX + 1];
-	struct kotoba_error err;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
 
 	if (kotoba_revoke(c, family, message, sizeof(message), &err))
 		return failed(&err);
@@ -168,7 +168,7 @@ static void print_row(const struct kotoba_audit_row *a)
 static int audit_tail(struct kotoba_client *c, uint64_t max)
 {
 	struct kotoba_audit_row *rows;
-	struct kotoba_error err;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	size_t n;
 	int rc = 0;
 
@@ -179,6 +179,7 @@ static int audit_tail(struct kotoba_client *c, uint64_t max)
 		cli_error("out of memory");
 		return 1;
 	}
+	rows[0].size = sizeof(rows[0]);
 	if (kotoba_audit_tail(c, rows, max, &n, &err))
 		rc = failed(&err);
 	for (size_t i = 0; rc == 0 && i < n; i++)
@@ -190,7 +191,7 @@ static int audit_tail(struct kotoba_client *c, uint64_t max)
 static int audit_verify(struct kotoba_client *c)
 {
 	char message[KOTOBA_MESSAGE_MAX + 1];
-	struct kotoba_error err;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
 
 	if (kotoba_audit_verify(c, message, sizeof(message), &err))
 		return failed(&err);

@@ -85,8 +85,8 @@ static int open_failed(const char *path, const struct kotoba_error *err)
 
 int cli_open(struct kotoba_client **c, const char *socket_path, bool channel)
 {
-	struct kotoba_error err;
-	char path[108];
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
+	char path[108], name[48];
 
 	*c = NULL;
 	if (!socket_path) {
@@ -98,7 +98,8 @@ int cli_open(struct kotoba_client **c, const char *socket_path, bool channel)
 	}
 	if (kotoba_connect(c, socket_path, &err))
 		return open_failed(socket_path, &err);
-	if (kotoba_hello(*c, channel, "kotoba/0.1", &err)) {
+	snprintf(name, sizeof(name), "kotoba/%s", kotoba_version());
+	if (kotoba_hello(*c, channel, name, &err)) {
 		kotoba_close(*c);
 		*c = NULL;
 		return open_failed(socket_path, &err);

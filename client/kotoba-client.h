@@ -9,9 +9,10 @@
  * A minimal program:
  *
  *	struct kotoba_client *c;
- *	struct kotoba_exec_opts run = { .code = "print(6*7)", .on_output = show };
- *	struct kotoba_result res;
- *	struct kotoba_error err;
+ *	struct kotoba_exec_opts run = { .size = sizeof(run), .code = "print(6*7)",
+ *					.on_output = show };
+ *	struct kotoba_result res = KOTOBA_RESULT_INIT;
+ *	struct kotoba_error err = KOTOBA_ERROR_INIT;
  *
  *	if (kotoba_open(&c, NULL, false, &err) ||
  *	    kotoba_exec(c, &run, &res, &err))
@@ -28,7 +29,27 @@
  * exception: while kotoba_exec() waits on one thread, kotoba_answer() and
  * kotoba_cancel() may be called from any other thread (or from inside the
  * exec's own callbacks).  One snippet runs at a time per connection; open
- * several connections to run several at once.
+ * several connections to run several at once.  While a run is in flight
+ * (kotoba_exec(), or kotoba_exec_start() until kotoba_conn_process() says
+ * done) the connection's other requests are refused: their answers would
+ * be read among the run's frames.
+ *
+ * Structs that grow: the structs a caller allocates and the library reads
+ * or fills (kotoba_exec_opts, kotoba_result, kotoba_error, and the rows of
+ * kotoba_grants() and kotoba_audit_tail()) start with `size`, which the
+ * caller sets to sizeof the struct as its header declares it (the _INIT
+ * macros do).  The library reads and writes only that many bytes, so a
+ * program built against this header keeps working with a later library
+ * that appends fields.  A size smaller than this version's is
+ * KOTOBA_ERR_INVALID (and an error struct so marked is left unwritten); so
+ * are exec options from a newer header that set a field this library does
+ * not know (sys_errno E2BIG), rather than run the snippet without it.
+ * The structs the library owns and hands out (kotoba_welcome, kotoba_card)
+ * only ever grow at their end.
+ *
+ * Event loops: kotoba_conn_fd() is the descriptor to watch for input, and
+ * kotoba_exec_start() with kotoba_conn_process() run a snippet without
+ * blocking (the pair sd_bus_get_fd() and sd_bus_process() play for D-Bus).
  *
  * The wire protocol is proto/PROTOCOL.md; this library is one of its
  * clients and adds nothing to it.
@@ -45,7 +66,12 @@
 extern "C" {
 #endif
 
-#define KOTOBA_CLIENT_VERSION "0.1"
+/* The library's version; the build and the .pc file read it from here. */
+#define KOTOBA_CLIENT_VERSION "0.2.0"
+
+/* kotoba_version: the version of the library running, which may be newer
+ * than the KOTOBA_CLIENT_VERSION a program was compiled with. */
+const char *kotoba_version(void);
 
 /* A connection to the broker.  Opaque. */
 struct kotoba_client;
@@ -97,6 +123,7 @@ enum kotoba_code {
 #define KOTOBA_MESSAGE_MAX 4096 /* the protocol's limit on a message's bytes */
 
 struct kotoba_error {
+	size_t size;        /* set by the caller: sizeof(struct kotoba_error) */
 	enum kotoba_code code;
 	bool from_broker;   /* the broker sent this error (else it is local) */
 	char name[32];
@@ -104,6 +131,8 @@ struct kotoba_error {
 	char step[32];      /* setup-failed, bad-cwd: the sandbox step that failed */
 	int sys_errno;      /* errno of that step, or of the failing local call; 0 if none */
 };
+
+#define KOTOBA_ERROR_INIT { .size = sizeof(struct kotoba_error) }
 
 /* What the broker said in `welcome`: valid from kotoba_hello() to close. */
 struct kotoba_welcome {
@@ -163,6 +192,11 @@ const struct kotoba_welcome *kotoba_welcome(const struct kotoba_client *c);
 
 /* kotoba_socket_path: the path this client connected to. */
 const char *kotoba_socket_path(const struct kotoba_client *c);
+
+/* kotoba_conn_fd: the connection's socket, for poll() or an event loop:
+ * when it is readable, call kotoba_conn_process().  Owned by @c: do not
+ * read, write or close it. */
+int kotoba_conn_fd(const struct kotoba_client *c);
 
 /* kotoba_close: closes the connection (cancelling any run in flight, as the
  * broker does for a closed connection) and frees @c.  NULL is allowed. */
@@ -246,6 +280,7 @@ typedef enum kotoba_choice (*kotoba_card_fn)(void *arg, const struct kotoba_card
 typedef void (*kotoba_notice_fn)(void *arg, const struct kotoba_error *notice);
 
 struct kotoba_exec_opts {
+	size_t size;                /* sizeof(struct kotoba_exec_opts) */
 	const char *code;           /* Python source: UTF-8, no NUL */
 	size_t code_len;            /* 0: strlen(code) */
 	const char *cwd;            /* absolute directory; NULL: the broker's default (home) */
@@ -260,6 +295,7 @@ struct kotoba_exec_opts {
 
 /* How a snippet that ran ended (the `exit` message). */
 struct kotoba_result {
+	size_t size;          /* set by the caller: sizeof(struct kotoba_result) */
 	bool exited;          /* true: exit_code is valid; false: it was killed by signal */
 	int exit_code;
 	int signal;
@@ -279,6 +315,8 @@ struct kotoba_result {
 	char container[256];  /* with "container": the container's name; else "" */
 };
 
+#define KOTOBA_RESULT_INIT { .size = sizeof(struct kotoba_result) }
+
 /*
  * kotoba_exec: runs one snippet and waits for its end, calling back with
  * its card (at most one, before anything runs) and its output.
@@ -291,6 +329,28 @@ struct kotoba_result {
  */
 enum kotoba_code kotoba_exec(struct kotoba_client *c, const struct kotoba_exec_opts *opts,
 			     struct kotoba_result *res, struct kotoba_error *err);
+
+/*
+ * kotoba_exec_start: sends the exec and returns at once; the run goes on
+ * through kotoba_conn_process().  The callbacks in @opts are kept (the
+ * struct itself need not outlive the call; what @opts->arg points to must).
+ * Returns KOTOBA_OK, KOTOBA_ERR_INVALID (a run is already in flight), or a
+ * local error.
+ */
+enum kotoba_code kotoba_exec_start(struct kotoba_client *c, const struct kotoba_exec_opts *opts,
+				   struct kotoba_error *err);
+
+/*
+ * kotoba_conn_process: one step without blocking: reads what the socket
+ * holds, calls the run's callbacks for each whole frame, and returns.
+ * Call it whenever kotoba_conn_fd() is readable (poll's POLLIN: the fd is
+ * level-triggered, one read per call).
+ * @done: set true when the run is over (then it returns as kotoba_exec()
+ *	would, @res filled on KOTOBA_OK), false when more is to come.
+ * Returns KOTOBA_OK, or the error that ended the run (with *done true).
+ */
+enum kotoba_code kotoba_conn_process(struct kotoba_client *c, bool *done,
+				     struct kotoba_result *res, struct kotoba_error *err);
 
 /*
  * kotoba_answer: answers a card whose callback returned KOTOBA_CARD_DEFER.
@@ -353,6 +413,7 @@ char *kotoba_card_text(const struct kotoba_card *card, unsigned width, unsigned 
 
 /* A saved grant of the calling user (the broker shows nobody else's). */
 struct kotoba_grant {
+	size_t size;          /* set by the caller: sizeof(struct kotoba_grant) */
 	char family[256];     /* "execute_code" */
 	int64_t saved_at_ms;  /* Unix epoch milliseconds */
 	char card[256];       /* the card whose `always` saved it */
@@ -362,7 +423,8 @@ struct kotoba_grant {
 
 /*
  * kotoba_grants: lists the caller's saved grants.
- * @rows, @max: where to put them (KOTOBA_GRANTS_MAX rows always suffice).
+ * @rows, @max: where to put them (KOTOBA_GRANTS_MAX rows always suffice);
+ *	rows[0].size says the size of each row.
  * @n: receives the number of rows written.
  */
 enum kotoba_code kotoba_grants(struct kotoba_client *c, struct kotoba_grant *rows, size_t max,
@@ -378,6 +440,7 @@ enum kotoba_code kotoba_revoke(struct kotoba_client *c, const char *family, char
 
 /* One row of the caller's audit trail (PROTOCOL.md, `audit_rows`). */
 struct kotoba_audit_row {
+	size_t size;          /* set by the caller: sizeof(struct kotoba_audit_row) */
 	uint64_t seq;
 	int64_t time_ms;
 	uint64_t run;
@@ -396,7 +459,8 @@ struct kotoba_audit_row {
 
 /*
  * kotoba_audit_tail: the caller's newest audit rows, oldest first.
- * @rows, @max: asks for @max rows (1 to KOTOBA_AUDIT_MAX) and has room for them.
+ * @rows, @max: asks for @max rows (1 to KOTOBA_AUDIT_MAX) and has room for
+ *	them; rows[0].size says the size of each row.
  * @n: receives the number of rows written.
  */
 enum kotoba_code kotoba_audit_tail(struct kotoba_client *c, struct kotoba_audit_row *rows,

@@ -196,7 +196,7 @@ static int converse(struct kotoba_client *c, const char *cwd, const struct buf *
 {
 	const char *env[sizeof(forwarded) / sizeof(forwarded[0])];
 	struct kotoba_exec_opts x = {
-		.code = code->len ? code->p : "", .code_len = code->len, .cwd = cwd,
+		.size = sizeof(x), .code = code->len ? code->p : "", .code_len = code->len, .cwd = cwd,
 		.timeout_ms = oc->o->timeout_ms, .env = env, .on_output = on_output,
 		.on_card = on_card, .on_notice = on_notice, .arg = oc,
 	};
@@ -353,7 +353,7 @@ static int run_snippet(const struct run_opts *o, const struct buf *code, struct 
 int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { 0 };
-	struct outcome oc = { .o = &o };
+	struct outcome oc = { .o = &o, .exit = KOTOBA_RESULT_INIT, .err = KOTOBA_ERROR_INIT };
 	struct buf code = { 0 };
 	int status;
 

@@ -12,7 +12,8 @@ BENCH_PREBUILT_API = $(if $(shell grep -l 'seccomp_program_for' worker/seccomp.h
 BENCH_PREBUILT_OBJ = $(if $(filter 1,$(BENCH_PREBUILT_API)),$(BUILD)/worker/seccomp_load.o \
 	$(BUILD)/worker/seccomp_programs.o)
 
-$(BENCH_BUILD)/floor: tests/bench/floor.c $(BUILD)/worker/seccomp.o $(BENCH_PREBUILT_OBJ) \
+$(BENCH_BUILD)/floor: tests/bench/floor.c $(BUILD)/worker/seccomp.o $(BUILD)/proto/names.o \
+		$(BENCH_PREBUILT_OBJ) \
 		worker/seccomp.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DSECCOMP_OPTS_API=$(BENCH_SECCOMP_API) \

@@ -1,13 +1,17 @@
 # Clients for agent programs (issue 9): libkotoba-client, the C library the
 # `kotoba` CLI is built on, and the Python package kotoba_broker.
 #
-# Built by `all`: $(BUILD)/libkotoba-client.a, $(BUILD)/libkotoba-client.so.1
+# Built by `all`: $(BUILD)/libkotoba-client.a, $(BUILD)/libkotoba-client.so.N
 # (and the .so symlink), $(BUILD)/kotoba-client.pc.  `make check` runs
 # check-client (the C library and the Python package against a real broker)
 # and check-client-asan (the C library's test again under the sanitizers).
 
-KOTOBA_CLIENT_VERSION := 0.1.0
-KOTOBA_CLIENT_SOVERSION := 1
+# The version is written once, in the header (KOTOBA_CLIENT_VERSION, which
+# kotoba_version() returns); the .pc file and the soname's checks read it
+# from there.  The soname changes when the ABI does.
+KOTOBA_CLIENT_VERSION := $(shell sed -n 's/^\#define KOTOBA_CLIENT_VERSION "\(.*\)"$$/\1/p' \
+	client/kotoba-client.h)
+KOTOBA_CLIENT_SOVERSION := 2
 KOTOBA_CLIENT_SONAME := libkotoba-client.so.$(KOTOBA_CLIENT_SOVERSION)
 
 KOTOBA_CLIENT_SRC := $(wildcard client/lib/*.c)
@@ -33,10 +37,16 @@ all: $(KOTOBA_CLIENT_LIBS) $(KOTOBA_CLIENT_SO_LINK) $(KOTOBA_CLIENT_PC)
 $(BUILD)/kotoba: $(BUILD)/libkotoba-client.a
 
 # The codec's objects go in too, so the archive stands alone for a program
-# that links it; the CLI already has them and pulls only client/lib.
+# that links it; the CLI already has them and pulls only client/lib.  The
+# archive holds one object, linked from all of them with everything but
+# kotoba_* made local: the codec's and the library's own names (write_all,
+# proto_decode, kc_*) cannot collide with a program's, as in the .so.
+OBJCOPY ?= objcopy
 $(BUILD)/libkotoba-client.a: $(KOTOBA_CLIENT_OBJ) $(PROTO_OBJ)
-	@rm -f $@
-	$(AR) rcs $@ $^
+	@rm -f $@ $(@:.a=.o)
+	$(CC) -nostdlib -r -o $(@:.a=.o) $^
+	$(OBJCOPY) --wildcard --keep-global-symbol='kotoba_*' $(@:.a=.o)
+	$(AR) rcs $@ $(@:.a=.o)
 
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -50,12 +60,12 @@ $(BUILD)/$(KOTOBA_CLIENT_SONAME): $(KOTOBA_CLIENT_PIC_OBJ) client/libkotoba-clie
 $(KOTOBA_CLIENT_SO_LINK): $(BUILD)/$(KOTOBA_CLIENT_SONAME)
 	ln -sf $(KOTOBA_CLIENT_SONAME) $@
 
-# Regenerate with the install issue's PREFIX/LIBDIR/INCLUDEDIR at install time.
-$(KOTOBA_CLIENT_PC): client/kotoba-client.pc.in
+# Made again by install-client with that install's directories.
+KOTOBA_CLIENT_PC_SED = -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(KOTOBA_CLIENT_VERSION)|'
+$(KOTOBA_CLIENT_PC): client/kotoba-client.pc.in client/kotoba-client.h
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(KOTOBA_CLIENT_VERSION)|' \
-		$< > $@
+	sed $(KOTOBA_CLIENT_PC_SED) $< > $@
 
 # The renderer's unit test links client/lib/render.o (its `// link:` line):
 # rebuilt when that changes.
@@ -71,10 +81,20 @@ $(BUILD)/client/tests/kc-test: client/tests/kc-test.c client/kotoba-client.h \
 .PHONY: check-client check-client-c check-client-python check-client-asan
 check-client: check-client-c check-client-python
 
+# The test also builds kc-test against a staged `make install` (PREFIX=/usr)
+# of the header, the archive and the shared library, as a user would.
+KOTOBA_CLIENT_STAGE := $(BUILD)/client-stage
 check-client-c: all reachable $(BUILD)/client/tests/kc-test
-	KOTOBA_BUILD=$(abspath $(BUILD)) $(PYTEST) client/tests
+	rm -rf $(KOTOBA_CLIENT_STAGE)
+	$(MAKE) --no-print-directory install-client PREFIX=/usr \
+		DESTDIR=$(abspath $(KOTOBA_CLIENT_STAGE)) >/dev/null
+	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_CLIENT_STAGE=$(abspath $(KOTOBA_CLIENT_STAGE)) \
+		$(PYTEST) client/tests
 
+# mypy checks the package's annotations; the venv, setuptools and wheel
+# packages let it be pip-installed offline into a venv.
 check-client-python: all reachable
+	@./tests/deps.sh mypy python3-venv python3-setuptools python3-wheel
 	KOTOBA_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath client/python) \
 		$(PYTEST) client/python/tests
 

@@ -5,7 +5,8 @@
 #                         a vanished working directory, /proc unreadable
 #   make check-valgrind   the integration suite with every broker under
 #                         valgrind memcheck: 0 errors, 0 bytes definitely
-#                         lost (not part of `make check`: see TESTING.md)
+#                         lost (not part of `make check`: README.md,
+#                         "Testing")
 
 VALGRIND_DIR := $(abspath $(BUILD))/valgrind
 VALGRIND := valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \

@@ -121,7 +121,8 @@ install-files: $(BINS) install-client
 	fi
 
 # The client library, its header and pkg-config file, and the Python
-# package (mk/client.mk), when that fragment is there.  The .pc file is made
+# package (mk/client.mk), when that fragment is there: its modules and
+# py.typed, where Debian's python3 finds them (pip is for a venv).  The .pc file is made
 # again from its template with this install's directories.
 install-client: $(KOTOBA_CLIENT_LIBS) $(KOTOBA_CLIENT_SO_LINK)
 	@if [ -n "$(KOTOBA_CLIENT_LIBS)" ]; then \
@@ -134,15 +135,14 @@ install-client: $(KOTOBA_CLIENT_LIBS) $(KOTOBA_CLIENT_SO_LINK)
 			install -m $$m $$f $(DESTDIR)$(LIBDIR)/; \
 		done; \
 		ln -sfn $(KOTOBA_CLIENT_SONAME) $(DESTDIR)$(LIBDIR)/$(notdir $(KOTOBA_CLIENT_SO_LINK)); \
-		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-			-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(KOTOBA_CLIENT_VERSION)|' \
+		sed $(KOTOBA_CLIENT_PC_SED) \
 			client/kotoba-client.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/kotoba-client.pc; \
 		chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/kotoba-client.pc; \
 		if [ -n "$(KOTOBA_CLIENT_PYTHON)" ] && [ -n "$(PYTHONDIR)" ]; then \
 			pkg=$(notdir $(KOTOBA_CLIENT_PYTHON)); \
 			rm -rf $(DESTDIR)$(PYTHONDIR)/$$pkg; \
 			for f in $$(cd $(dir $(KOTOBA_CLIENT_PYTHON)) && find $$pkg -name __pycache__ -prune \
-					-o -type f -name '*.py' -print); do \
+					-o -type f \( -name '*.py' -o -name py.typed \) -print); do \
 				install -D -m 0644 $(dir $(KOTOBA_CLIENT_PYTHON))$$f $(DESTDIR)$(PYTHONDIR)/$$f; \
 			done; \
 		fi; \

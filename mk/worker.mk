@@ -15,7 +15,7 @@ SECCOMP_POLICY_O := $(BUILD)/worker/seccomp.o
 
 WORKER_OBJ := $(filter-out $(SECCOMP_POLICY_O),$(WORKER_OBJ)) $(SECCOMP_PROGRAMS_O)
 
-$(SECCOMP_GEN): $(BUILD)/worker/gen/seccomp_gen.o $(SECCOMP_POLICY_O)
+$(SECCOMP_GEN): $(BUILD)/worker/gen/seccomp_gen.o $(SECCOMP_POLICY_O) $(BUILD)/proto/names.o
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SECCOMP_LIBS)
 

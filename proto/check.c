@@ -58,6 +58,7 @@ struct walk {
 	const uint8_t *p;
 	size_t len, pos;
 	struct proto_error *err;
+	size_t bad_utf8; /* 1 + where the first str that is not UTF-8 starts; 0: none */
 };
 
 static int fail(struct walk *w, const char *code, const char *what)
@@ -83,8 +84,10 @@ static int skip_bytes(struct walk *w, uint64_t n, bool is_str)
 {
 	if (w->len - w->pos < n)
 		return fail(w, PERR_BAD_MSGPACK, "truncated msgpack");
-	if (is_str && !utf8_valid(w->p + w->pos, (size_t)n))
-		return fail(w, PERR_BAD_UTF8, "a string is not valid UTF-8");
+	/* Noted, and the walk goes on: a frame whose structure holds can
+	 * still be read for the id its answer should carry. */
+	if (is_str && !w->bad_utf8 && !utf8_valid(w->p + w->pos, (size_t)n))
+		w->bad_utf8 = w->pos + 1;
 	w->pos += (size_t)n;
 	return 0;
 }
@@ -166,7 +169,7 @@ static int walk_value(struct walk *w, unsigned depth)
 
 int proto_check(const uint8_t *p, size_t len, struct proto_error *err)
 {
-	struct walk w = { p, len, 0, err };
+	struct walk w = { p, len, 0, err, 0 };
 	int rc;
 
 	if (len == 0 || (p[0] & 0xf0) != 0x80) {
@@ -178,5 +181,9 @@ int proto_check(const uint8_t *p, size_t len, struct proto_error *err)
 		return rc;
 	if (w.pos != len)
 		return fail(&w, PERR_BAD_MSGPACK, "trailing bytes after the map");
+	if (w.bad_utf8) {
+		w.pos = w.bad_utf8 - 1;
+		return fail(&w, PERR_BAD_UTF8, "a string is not valid UTF-8");
+	}
 	return 0;
 }

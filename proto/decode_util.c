@@ -46,6 +46,8 @@ int dec_map(struct dec *d, const msgpack_object *o, size_t max_entries)
 
 		if (k->type != MSGPACK_OBJECT_STR)
 			return dec_fail(d, PERR_BAD_FIELD, "map keys must be str");
+		if (k->via.str.size && memchr(k->via.str.ptr, '\0', k->via.str.size))
+			return dec_fail(d, PERR_BAD_FIELD, "a map key contains a NUL byte");
 		for (uint32_t j = 0; j < i; j++)
 			if (key_is(&m->ptr[j].key, k->via.str.ptr, k->via.str.size))
 				return dec_fail(d, PERR_BAD_FIELD, "duplicate key '%.*s'",
@@ -130,6 +132,10 @@ int dec_str(struct dec *d, const char *key, bool required, size_t max, struct ps
 	if (o->via.str.size > max)
 		return dec_fail(d, PERR_BAD_FIELD, "field '%s' is %u bytes, at most %zu allowed",
 				key, o->via.str.size, max);
+	/* Every reader past this one holds text as a C string: a NUL would
+	 * end it early there ("execute_code\0x" revoking execute_code). */
+	if (o->via.str.size && memchr(o->via.str.ptr, '\0', o->via.str.size))
+		return dec_fail(d, PERR_BAD_FIELD, "field '%s' contains a NUL byte", key);
 	out->ptr = o->via.str.ptr;
 	out->len = o->via.str.size;
 	return 1;
@@ -167,6 +173,22 @@ int dec_enum(struct dec *d, const char *key, bool required, const char *const *s
 		}
 	return dec_fail(d, PERR_BAD_FIELD, "field '%s' has an unknown value '%.*s'", key,
 			(int)s.len, s.ptr);
+}
+
+int dec_name(struct dec *d, const char *key, bool required, const struct proto_names *t,
+	     unsigned allowed, int *out)
+{
+	struct pstr s;
+	int rc = dec_str(d, key, required, 64, &s), v;
+
+	if (rc <= 0)
+		return rc;
+	v = names_find(t, s.ptr, s.len);
+	if (v < 0 || !(allowed & (1u << v)))
+		return dec_fail(d, PERR_BAD_FIELD, "field '%s' has an unknown %s '%.*s'", key,
+				t->what, (int)s.len, s.ptr);
+	*out = v;
+	return 1;
 }
 
 bool pstr_eq(struct pstr a, const char *s)

@@ -30,4 +30,8 @@ int dec_bin(struct dec *d, const char *key, bool required, size_t max, const uin
  * canonical static string, so decoded enums need no copy. */
 int dec_enum(struct dec *d, const char *key, bool required, const char *const *set,
 	     const char **out);
+/* A str that must name a value of table t whose bit is set in `allowed`;
+ * *out is that value (the table's enum). */
+int dec_name(struct dec *d, const char *key, bool required, const struct proto_names *t,
+	     unsigned allowed, int *out);
 #endif

@@ -17,15 +17,12 @@
 #define NAME_FIELD_MAX 255
 #define TEXT_FIELD_MAX 4096
 
-static const char *const profiles[] = { "approved", "unattended", "container", NULL };
-/* "engine" is a worker profile only (the container engine's CLI runs
+/* Profiles, approvers and decisions are the tables of proto/names.h.
+ * "engine" is a worker profile only (the container engine's CLI runs
  * under it): `started` and `exit` keep saying how the snippet was approved. */
-static const char *const job_profiles[] = { "approved", "unattended", "engine", NULL };
-static const char *const profiles_or_none[] = { "approved", "unattended", "container", "", NULL };
-static const char *const approvers[] = { "user", "grant", "container", "unattended", "", NULL };
-static const char *const decisions[] = { "ran",	    "card",	   "denied", "expired",
-					 "refused", "not-offered", "failed", "cancelled",
-					 NULL };
+#define APPROVERS_ALL ((1u << APPROVER_COUNT) - 1)
+#define DECISIONS_ALL ((1u << DECISION_COUNT) - 1)
+#define EVENTS_ALL ((1u << EVENT_COUNT) - 1)
 static const char *const streams[] = { "stdout", "stderr", NULL };
 static const char *const modes[] = { "local", "docker", "none", NULL };
 static const char *const limits[] = { "", "cpu", "wall", "file-size", "memory", NULL };
@@ -138,8 +135,8 @@ int enc_started(struct frame *f, const struct msg_started *m)
 
 	enc_begin(&e, "started", 3);
 	put_uint(&e, "id", m->id);
-	put_str(&e, "profile", m->profile);
-	put_str(&e, "approver", m->approver);
+	put_str(&e, "profile", profile_name(m->profile));
+	put_str(&e, "approver", approver_name(m->approver));
 	return enc_end(&e, f);
 }
 
@@ -191,9 +188,9 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	put_uint(&e, "id", m->id);
 	put_result(&e, &m->r);
 	put_bool(&e, "truncated", m->truncated);
-	put_str(&e, "profile", m->profile);
-	put_str(&e, "decision", m->decision);
-	put_str(&e, "approver", m->approver);
+	put_str(&e, "profile", profile_name(m->profile));
+	put_str(&e, "decision", decision_name(m->decision));
+	put_str(&e, "approver", approver_name(m->approver));
 	put_key(&e, "labels");
 	raw_array(&e, m->n_labels);
 	for (size_t i = 0; i < m->n_labels; i++)
@@ -210,11 +207,13 @@ int enc_error(struct frame *f, const struct msg_error *m)
 {
 	struct enc e;
 
-	enc_begin(&e, "error", 2 + m->has_id + (m->step.len > 0) * 2);
+	enc_begin(&e, "error", 2 + m->has_id + (m->step.len > 0) * 2 + m->has_dup_id);
 	if (m->has_id)
 		put_uint(&e, "id", m->id);
 	put_pstr(&e, "code", m->code);
 	put_pstr(&e, "message", m->message);
+	if (m->has_dup_id)
+		put_uint(&e, "dup_id", m->dup_id);
 	if (m->step.len) {
 		put_pstr(&e, "step", m->step);
 		put_int(&e, "errno", m->err_no);
@@ -287,8 +286,8 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		return -E2BIG;
 	if (m->n_secrets > PROTO_SECRETS_MAX)
 		return -E2BIG;
-	enc_begin(&e, "job", 9 + m->set_ids + m->has_engine + m->has_secrets);
-	put_pstr(&e, "profile", m->profile);
+	enc_begin(&e, "job", 9 + m->has_engine + m->has_secrets);
+	put_str(&e, "profile", profile_name(m->profile));
 	put_pstr(&e, "python", m->python);
 	put_pstr(&e, "cwd", m->cwd);
 	put_pstr(&e, "scratch_base", m->scratch_base);
@@ -300,18 +299,6 @@ int enc_job(struct frame *f, const struct msg_job *m)
 	for (size_t i = 0; i < JOB_LIMITS; i++) {
 		raw_str(&e, job_limit_keys[i], strlen(job_limit_keys[i]));
 		raw_uint(&e, *job_limit(&lim, i));
-	}
-	if (m->set_ids) {
-		put_key(&e, "identity");
-		raw_map(&e, 3);
-		raw_str(&e, "uid", 3);
-		raw_uint(&e, m->uid);
-		raw_str(&e, "gid", 3);
-		raw_uint(&e, m->gid);
-		raw_str(&e, "groups", 6);
-		raw_array(&e, m->n_groups);
-		for (size_t i = 0; i < m->n_groups; i++)
-			raw_uint(&e, m->groups[i]);
 	}
 	put_key(&e, "env");
 	raw_array(&e, m->n_env);
@@ -413,7 +400,9 @@ int enc_answer(struct frame *f, const struct msg_answer *m)
 {
 	struct enc e;
 
-	enc_begin(&e, "answer", 2);
+	enc_begin(&e, "answer", 2 + m->has_id);
+	if (m->has_id)
+		put_uint(&e, "id", m->id);
 	put_pstr(&e, "card", m->card);
 	put_str(&e, "choice", m->choice);
 	return enc_end(&e, f);
@@ -494,9 +483,9 @@ static void put_audit_row(struct enc *e, const struct audit_info *a)
 	raw_str(e, "labels", 6);
 	raw_str(e, a->labels.ptr, a->labels.len);
 	KV("mode", a->mode);
-	KV("decision", a->decision);
-	KV("approver", a->approver);
-	KV("profile", a->profile);
+	KV("decision", decision_name(a->decision));
+	KV("approver", approver_name(a->approver));
+	KV("profile", profile_name(a->profile));
 #undef KV
 	raw_str(e, "has_exit", 8);
 	raw_bool(e, a->has_exit);
@@ -637,9 +626,7 @@ static int dec_exec(struct dec *d, struct msg_exec *m, size_t max_snippet)
 	    (rc = dec_str(d, "cwd", false, PATH_FIELD_MAX, &m->cwd)) < 0 ||
 	    (rc = dec_uint(d, "timeout_ms", false, &m->timeout_ms)) < 0)
 		return rc;
-	if (memchr(m->code.ptr, '\0', m->code.len))
-		return dec_fail(d, PERR_BAD_FIELD, "field 'code' contains a NUL byte");
-	if (m->cwd.len && (m->cwd.ptr[0] != '/' || memchr(m->cwd.ptr, '\0', m->cwd.len)))
+	if (m->cwd.len && m->cwd.ptr[0] != '/')
 		return dec_fail(d, PERR_BAD_CWD, "field 'cwd' must be an absolute path");
 	return dec_env_map(d, "exec.env", m->env, &m->n_env);
 }
@@ -651,12 +638,14 @@ static int dec_cancel(struct dec *d, struct msg_cancel *m)
 
 static int dec_started(struct dec *d, struct msg_started *m)
 {
-	int rc;
+	int rc, profile, approver;
 
 	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
-	    (rc = dec_enum(d, "profile", true, profiles, &m->profile)) < 0 ||
-	    (rc = dec_enum(d, "approver", true, approvers, &m->approver)) < 0)
+	    (rc = dec_name(d, "profile", true, &proto_profiles, PROFILES_RAN, &profile)) < 0 ||
+	    (rc = dec_name(d, "approver", true, &proto_approvers, APPROVERS_ALL, &approver)) < 0)
 		return rc;
+	m->profile = (enum proto_profile)profile;
+	m->approver = (enum proto_approver)approver;
 	return 0;
 }
 
@@ -749,15 +738,18 @@ static int dec_where(struct dec *d, struct msg_exit *m)
 
 static int dec_exit(struct dec *d, struct msg_exit *m)
 {
-	int rc;
+	int rc, profile, decision, approver;
 
 	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 || (rc = dec_result(d, &m->r)) < 0 ||
 	    (rc = dec_bool(d, "truncated", true, &m->truncated)) < 0 ||
-	    (rc = dec_enum(d, "profile", true, profiles, &m->profile)) < 0 ||
-	    (rc = dec_enum(d, "decision", true, decisions, &m->decision)) < 0 ||
-	    (rc = dec_enum(d, "approver", true, approvers, &m->approver)) < 0 ||
+	    (rc = dec_name(d, "profile", true, &proto_profiles, PROFILES_RAN, &profile)) < 0 ||
+	    (rc = dec_name(d, "decision", true, &proto_decisions, DECISIONS_ALL, &decision)) < 0 ||
+	    (rc = dec_name(d, "approver", true, &proto_approvers, APPROVERS_ALL, &approver)) < 0 ||
 	    (rc = dec_labels(d, "labels", m->labels, &m->n_labels)) < 0)
 		return rc;
+	m->profile = (enum proto_profile)profile;
+	m->decision = (enum proto_decision)decision;
+	m->approver = (enum proto_approver)approver;
 	m->secrets = NULL;
 	if ((rc = dec_enum(d, "secrets", false, secret_states, &m->secrets)) < 0)
 		return rc;
@@ -774,8 +766,10 @@ static int dec_error(struct dec *d, struct msg_error *m)
 	if ((rc = dec_str(d, "code", true, NAME_FIELD_MAX, &m->code)) < 0 ||
 	    (rc = dec_str(d, "message", true, TEXT_FIELD_MAX, &m->message)) < 0 ||
 	    (rc = dec_str(d, "step", false, NAME_FIELD_MAX, &m->step)) < 0 ||
-	    (rc = dec_int(d, "errno", false, &m->err_no)) < 0)
+	    (rc = dec_int(d, "errno", false, &m->err_no)) < 0 ||
+	    (rc = dec_uint(d, "dup_id", false, &m->dup_id)) < 0)
 		return rc;
+	m->has_dup_id = rc > 0;
 	return 0;
 }
 
@@ -792,36 +786,6 @@ static int dec_job_limits(struct dec *d, struct msg_job *m)
 	for (size_t i = 0; i < JOB_LIMITS; i++)
 		if ((rc = dec_uint(&sub, job_limit_keys[i], true, job_limit(&m->lim, i))) < 0)
 			return rc;
-	return 0;
-}
-
-static int dec_job_identity(struct dec *d, struct msg_job *m)
-{
-	struct dec sub = { .err = d->err, .type = "job.identity" };
-	const msgpack_object *o = dec_find(d, "identity"), *g;
-	int rc;
-
-	m->set_ids = o != NULL;
-	m->n_groups = 0;
-	if (!o)
-		return 0;
-	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
-	    (rc = dec_uint(&sub, "uid", true, &m->uid)) < 0 ||
-	    (rc = dec_uint(&sub, "gid", true, &m->gid)) < 0)
-		return rc;
-	if (m->uid > UINT32_MAX - 1 || m->gid > UINT32_MAX - 1)
-		return dec_fail(d, PERR_BAD_FIELD, "uid or gid out of range");
-	g = dec_find(&sub, "groups");
-	if (!g || g->type != MSGPACK_OBJECT_ARRAY || g->via.array.size > PROTO_GROUPS_MAX)
-		return dec_fail(d, PERR_BAD_FIELD, "identity.groups must be an array of at most %d",
-				PROTO_GROUPS_MAX);
-	for (uint32_t i = 0; i < g->via.array.size; i++) {
-		const msgpack_object *x = &g->via.array.ptr[i];
-
-		if (x->type != MSGPACK_OBJECT_POSITIVE_INTEGER || x->via.u64 >= UINT32_MAX)
-			return dec_fail(d, PERR_BAD_FIELD, "identity.groups holds a bad gid");
-		m->groups[m->n_groups++] = (uint32_t)x->via.u64;
-	}
 	return 0;
 }
 
@@ -896,7 +860,7 @@ static int dec_job_engine(struct dec *d, struct msg_job *m)
 
 	m->has_engine = o != NULL;
 	g->n_steps = 0;
-	if (m->has_engine != pstr_eq(m->profile, "engine"))
+	if (m->has_engine != (m->profile == PROFILE_ENGINE))
 		return dec_fail(d, PERR_BAD_FIELD,
 				"field 'engine' is required with profile 'engine' and only there");
 	if (!o)
@@ -932,7 +896,7 @@ static int dec_job_secrets(struct dec *d, struct msg_job *m)
 	m->has_secrets = o != NULL;
 	if (!o)
 		return 0;
-	if (!pstr_eq(m->profile, "unattended") && !pstr_eq(m->profile, "engine"))
+	if (m->profile != PROFILE_UNATTENDED && m->profile != PROFILE_ENGINE)
 		return dec_fail(d, PERR_BAD_FIELD, "field 'secrets' is for profiles 'unattended' "
 				"and 'engine' only");
 	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > PROTO_SECRETS_MAX)
@@ -954,10 +918,9 @@ static int dec_job_secrets(struct dec *d, struct msg_job *m)
 
 static int dec_job(struct dec *d, struct msg_job *m)
 {
-	const char *profile;
-	int rc;
+	int rc, profile;
 
-	if ((rc = dec_enum(d, "profile", true, job_profiles, &profile)) < 0 ||
+	if ((rc = dec_name(d, "profile", true, &proto_profiles, PROFILES_JOB, &profile)) < 0 ||
 	    (rc = dec_str(d, "python", true, PATH_FIELD_MAX, &m->python)) < 0 ||
 	    (rc = dec_str(d, "cwd", true, PATH_FIELD_MAX, &m->cwd)) < 0 ||
 	    (rc = dec_str(d, "scratch_base", true, PATH_FIELD_MAX, &m->scratch_base)) < 0 ||
@@ -965,8 +928,8 @@ static int dec_job(struct dec *d, struct msg_job *m)
 	    (rc = dec_uint(d, "grace_ms", true, &m->grace_ms)) < 0 ||
 	    (rc = dec_bool(d, "landlock", true, &m->landlock)) < 0)
 		return rc;
-	m->profile = pstr_c(profile);
-	if ((rc = dec_job_limits(d, m)) < 0 || (rc = dec_job_identity(d, m)) < 0 ||
+	m->profile = (enum proto_profile)profile;
+	if ((rc = dec_job_limits(d, m)) < 0 ||
 	    (rc = dec_job_env(d, m)) < 0 || (rc = dec_job_secrets(d, m)) < 0)
 		return rc;
 	return dec_job_engine(d, m);
@@ -995,7 +958,6 @@ static int dec_setup_error(struct dec *d, struct msg_setup_error *m)
 
 static const char *const choices[] = { "once", "always", "deny", NULL };
 static const char *const audit_ops[] = { "tail", "verify", NULL };
-static const char *const events[] = { "decision", "exit", NULL };
 
 /* Decodes element i of array field `key` as a map into *sub. */
 static int dec_array(struct dec *d, const char *key, size_t max, const msgpack_object_array **a)
@@ -1076,6 +1038,9 @@ static int dec_answer(struct dec *d, struct msg_answer *m)
 {
 	int rc;
 
+	if ((rc = dec_uint(d, "id", false, &m->id)) < 0)
+		return rc;
+	m->has_id = rc > 0;
 	if ((rc = dec_str(d, "card", true, NAME_FIELD_MAX, &m->card)) < 0 ||
 	    (rc = dec_enum(d, "choice", true, choices, &m->choice)) < 0)
 		return rc;
@@ -1156,22 +1121,26 @@ static int dec_audit_exit(struct dec *d, struct audit_info *a)
 static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_info *a)
 {
 	struct dec sub = { .err = d->err, .type = "audit_rows.rows" };
-	int rc;
+	int rc, event, decision, approver, profile;
 
 	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
 	    (rc = dec_uint(&sub, "seq", true, &a->seq)) < 0 ||
 	    (rc = dec_int(&sub, "time_ms", true, &a->time_ms)) < 0 ||
 	    (rc = dec_uint(&sub, "run", true, &a->run)) < 0 ||
 	    (rc = dec_int(&sub, "pid", true, &a->pid)) < 0 ||
-	    (rc = dec_enum(&sub, "event", true, events, &a->event)) < 0 ||
+	    (rc = dec_name(&sub, "event", true, &proto_events, EVENTS_ALL, &event)) < 0 ||
 	    (rc = dec_str(&sub, "sha256", true, 64, &a->sha256)) < 0 ||
 	    (rc = dec_str(&sub, "labels", true, TEXT_FIELD_MAX, &a->labels)) < 0 ||
 	    (rc = dec_enum(&sub, "mode", true, modes, &a->mode)) < 0 ||
-	    (rc = dec_enum(&sub, "decision", true, decisions, &a->decision)) < 0 ||
-	    (rc = dec_enum(&sub, "approver", true, approvers, &a->approver)) < 0 ||
-	    (rc = dec_enum(&sub, "profile", true, profiles_or_none, &a->profile)) < 0 ||
+	    (rc = dec_name(&sub, "decision", true, &proto_decisions, DECISIONS_ALL, &decision)) < 0 ||
+	    (rc = dec_name(&sub, "approver", true, &proto_approvers, APPROVERS_ALL, &approver)) < 0 ||
+	    (rc = dec_name(&sub, "profile", true, &proto_profiles, PROFILES_AUDIT, &profile)) < 0 ||
 	    (rc = dec_bool(&sub, "has_exit", true, &a->has_exit)) < 0)
 		return rc;
+	a->event = names_get(&proto_events, (unsigned)event);
+	a->decision = (enum proto_decision)decision;
+	a->approver = (enum proto_approver)approver;
+	a->profile = (enum proto_profile)profile;
 	return dec_audit_exit(&sub, a);
 }
 
@@ -1238,35 +1207,127 @@ static int dec_body(struct dec *d, struct msg *out, size_t max_snippet)
 	}
 }
 
+/* The one entry named `key` of a map that may not have passed dec_map()
+ * (duplicate keys, too many entries): NULL when absent or not unique. */
+static const msgpack_object *raw_field(const msgpack_object *o, const char *key)
+{
+	const msgpack_object *found = NULL;
+	size_t klen = strlen(key);
+
+	if (o->type != MSGPACK_OBJECT_MAP)
+		return NULL;
+	for (uint32_t i = 0; i < o->via.map.size; i++) {
+		const msgpack_object *k = &o->via.map.ptr[i].key;
+
+		if (k->type != MSGPACK_OBJECT_STR || k->via.str.size != klen ||
+		    memcmp(k->via.str.ptr, key, klen))
+			continue;
+		if (found)
+			return NULL;
+		found = &o->via.map.ptr[i].val;
+	}
+	return found;
+}
+
+/* What an answer needs even when the frame is refused: its `id`, so a
+ * client with several requests in flight can match the error to one, and
+ * its type, so a message no client sends is bad-state however malformed. */
+static void peek_frame(const msgpack_object *o, struct proto_error *err)
+{
+	const msgpack_object *id = raw_field(o, "id"), *t = raw_field(o, "type");
+
+	if (id && id->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		err->has_id = true;
+		err->id = id->via.u64;
+	}
+	if (t && t->type == MSGPACK_OBJECT_STR)
+		err->type = type_of((struct pstr){ t->via.str.ptr, t->via.str.size });
+}
+
+/* `type` is a str naming a message: anything else is unknown-type, not a
+ * bad field, so a client can tell "not a message" from "a bad message". */
+static int dec_type(struct dec *d, enum msg_type *out)
+{
+	const msgpack_object *o = dec_find(d, "type");
+	struct pstr t;
+
+	if (!o || o->type != MSGPACK_OBJECT_STR)
+		return dec_fail(d, PERR_UNKNOWN_TYPE, "field 'type' must be a str naming a message");
+	t = (struct pstr){ o->via.str.ptr, o->via.str.size };
+	*out = type_of(t);
+	if (*out == MSG_UNKNOWN)
+		return dec_fail(d, PERR_UNKNOWN_TYPE, "unknown message type '%.*s'",
+				(int)(t.len > 64 ? 64 : t.len), t.ptr ? t.ptr : "");
+	return 0;
+}
+
+/* Whether any str in o (keys included, at any depth) holds a NUL byte.
+ * The decoders refuse one in each field they read, naming it; this finds
+ * one in a field they skip, so that no str on the wire carries a NUL. */
+static bool holds_nul(const msgpack_object *o)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_STR:
+		return o->via.str.size && memchr(o->via.str.ptr, '\0', o->via.str.size);
+	case MSGPACK_OBJECT_ARRAY:
+		for (uint32_t i = 0; i < o->via.array.size; i++)
+			if (holds_nul(&o->via.array.ptr[i]))
+				return true;
+		return false;
+	case MSGPACK_OBJECT_MAP:
+		for (uint32_t i = 0; i < o->via.map.size; i++)
+			if (holds_nul(&o->via.map.ptr[i].key) || holds_nul(&o->via.map.ptr[i].val))
+				return true;
+		return false;
+	case MSGPACK_OBJECT_NIL:
+	case MSGPACK_OBJECT_BOOLEAN:
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64:
+	case MSGPACK_OBJECT_BIN:
+	case MSGPACK_OBJECT_EXT:
+	default:
+		return false;
+	}
+}
+
 enum msg_type proto_decode(const uint8_t *payload, size_t len, size_t max_snippet,
 			   struct msg *out, struct proto_error *err)
 {
 	struct dec d = { .err = err, .type = "frame" };
 	msgpack_unpacked up;
-	struct pstr type;
 	size_t off = 0;
-	int rc;
+	bool bad_utf8;
 
 	memset(out, 0, sizeof(*out));
-	if (proto_check(payload, len, err) < 0)
+	err->type = MSG_UNKNOWN;
+	err->has_id = false;
+	err->id = 0;
+	/* Past a bad-utf8 the structure holds (proto_check walked it all):
+	 * msgpack-c may read it for the id and type. */
+	bad_utf8 = proto_check(payload, len, err) < 0;
+	if (bad_utf8 && strcmp(err->code, PERR_BAD_UTF8))
 		return MSG_UNKNOWN;
 	msgpack_unpacked_init(&up);
 	if (msgpack_unpack_next(&up, (const char *)payload, len, &off) != MSGPACK_UNPACK_SUCCESS) {
-		dec_fail(&d, PERR_BAD_MSGPACK, "msgpack-c could not decode the map");
+		if (!bad_utf8)
+			dec_fail(&d, PERR_BAD_MSGPACK, "msgpack-c could not decode the map");
 		goto fail;
 	}
-	if (dec_map(&d, &up.data, MAP_FIELDS_MAX) < 0 ||
-	    dec_str(&d, "type", true, NAME_FIELD_MAX, &type) < 0)
+	peek_frame(&up.data, err);
+	if (bad_utf8 || dec_map(&d, &up.data, MAP_FIELDS_MAX) < 0 || dec_type(&d, &out->type) < 0)
 		goto fail;
-	out->type = type_of(type);
-	if (out->type == MSG_UNKNOWN) {
-		dec_fail(&d, PERR_UNKNOWN_TYPE, "unknown message type '%.*s'", (int)type.len, type.ptr);
-		goto fail;
-	}
 	d.type = type_names[out->type];
-	rc = dec_body(&d, out, max_snippet);
-	if (rc < 0)
+	if (dec_body(&d, out, max_snippet) < 0)
 		goto fail;
+	if (holds_nul(&up.data)) {
+		dec_fail(&d, PERR_BAD_FIELD, "a field this receiver does not read holds a str "
+			 "with a NUL byte");
+		goto fail;
+	}
+	out->has_id = err->has_id;
+	out->id = err->id;
 	/* Decoded strings point into `payload`, never into the zone. */
 	msgpack_unpacked_destroy(&up);
 	return out->type;

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proto/names.h"
+
 #define PROTO_VERSION 1
 #define PROTO_HEADER_LEN 4
 #define PROTO_FRAME_MAX_DEFAULT (4u << 20)   /* 4 MiB, header excluded */
@@ -32,32 +34,34 @@
  * per secret of the working directory (PROTOCOL.md, "job"). */
 #define PROTO_SECRET_MASKS_ARG "{secret-masks}"
 
-/* Error codes carried by `error` frames (PROTOCOL.md, "Error codes"). */
-#define PERR_TOO_LARGE "too-large"         /* frame over the limit: closed */
-#define PERR_BAD_MSGPACK "bad-msgpack"     /* not exactly one msgpack map */
-#define PERR_BAD_UTF8 "bad-utf8"           /* a str that is not UTF-8 */
-#define PERR_BAD_FIELD "bad-field"         /* missing or mistyped field */
-#define PERR_UNKNOWN_TYPE "unknown-type"
-#define PERR_BAD_STATE "bad-state"         /* message not allowed now */
-#define PERR_VERSION "version"             /* no common protocol version */
-#define PERR_SNIPPET_TOO_LARGE "snippet-too-large"
-#define PERR_BAD_CWD "bad-cwd"
-#define PERR_BUSY "busy"
-#define PERR_NOT_OFFERED "not-offered"
-#define PERR_REFUSED "refused"
-#define PERR_FROM_A_RUN "from-a-run"       /* the connection comes from inside a run: closed */
-#define PERR_NO_SUCH_RUN "no-such-run"
-#define PERR_NO_SUCH_CARD "no-such-card"
-#define PERR_SETUP_FAILED "setup-failed"
-#define PERR_CANCELLED "cancelled"
-#define PERR_DENIED "denied"               /* the person answered deny */
-#define PERR_EXPIRED "expired"             /* nobody answered the card in time */
-#define PERR_AUDIT "audit-unavailable"     /* cannot record: nothing runs */
-#define PERR_AUDIT_BROKEN "audit-broken"   /* the hash chain does not verify */
-#define PERR_WORKER_LOST "worker-lost"     /* the worker died without a result */
-#define PERR_TOO_SLOW "too-slow"           /* no hello, or a frame unfinished, in time: closed */
-#define PERR_QUOTA "quota"                 /* the user's audit quota for the period is spent */
-#define PERR_INTERNAL "internal"
+/* Error codes carried by `error` frames (PROTOCOL.md, "Error codes"), by
+ * the name they have in the table of proto/names.h. */
+#define PERR_TOO_LARGE perr_name(PE_TOO_LARGE)
+#define PERR_BAD_MSGPACK perr_name(PE_BAD_MSGPACK)
+#define PERR_BAD_UTF8 perr_name(PE_BAD_UTF8)
+#define PERR_BAD_FIELD perr_name(PE_BAD_FIELD)
+#define PERR_UNKNOWN_TYPE perr_name(PE_UNKNOWN_TYPE)
+#define PERR_BAD_STATE perr_name(PE_BAD_STATE)
+#define PERR_ID_IN_USE perr_name(PE_ID_IN_USE)
+#define PERR_VERSION perr_name(PE_VERSION)
+#define PERR_SNIPPET_TOO_LARGE perr_name(PE_SNIPPET_TOO_LARGE)
+#define PERR_BAD_CWD perr_name(PE_BAD_CWD)
+#define PERR_BUSY perr_name(PE_BUSY)
+#define PERR_NOT_OFFERED perr_name(PE_NOT_OFFERED)
+#define PERR_REFUSED perr_name(PE_REFUSED)
+#define PERR_FROM_A_RUN perr_name(PE_FROM_A_RUN)
+#define PERR_NO_SUCH_RUN perr_name(PE_NO_SUCH_RUN)
+#define PERR_NO_SUCH_CARD perr_name(PE_NO_SUCH_CARD)
+#define PERR_SETUP_FAILED perr_name(PE_SETUP_FAILED)
+#define PERR_CANCELLED perr_name(PE_CANCELLED)
+#define PERR_DENIED perr_name(PE_DENIED)
+#define PERR_EXPIRED perr_name(PE_EXPIRED)
+#define PERR_AUDIT perr_name(PE_AUDIT)
+#define PERR_AUDIT_BROKEN perr_name(PE_AUDIT_BROKEN)
+#define PERR_WORKER_LOST perr_name(PE_WORKER_LOST)
+#define PERR_TOO_SLOW perr_name(PE_TOO_SLOW)
+#define PERR_QUOTA perr_name(PE_QUOTA)
+#define PERR_INTERNAL perr_name(PE_INTERNAL)
 
 /* A length-counted byte string; for msgpack str it is valid UTF-8 but not
  * NUL-terminated. */
@@ -66,12 +70,6 @@ struct pstr {
 	size_t len;
 };
 
-/* Where a decode or encode failed: a code from the list above and a
- * sentence for the peer. */
-struct proto_error {
-	const char *code;
-	char message[200];
-};
 
 /* ---- framing (proto/frame.c) -------------------------------------------- */
 
@@ -106,7 +104,7 @@ int write_all(int fd, const void *buf, size_t len);
  * EPIPE to handle, not a SIGPIPE that kills the caller (a library's host). */
 int send_all(int fd, const void *buf, size_t len);
 
-/* ---- encoding (proto/encode.c) ------------------------------------------ */
+/* ---- encoding (proto/messages.c, proto/encode_util.c) -------------------- */
 
 /* An encoded frame, header included, ready to write. */
 struct frame {
@@ -149,6 +147,17 @@ enum msg_type {
 
 const char *msg_type_name(enum msg_type t);
 
+/* Where a decode or encode failed: a code from the list above and a
+ * sentence for the peer, and what of the frame could be read: its type
+ * (MSG_UNKNOWN when not) and its `id`, so that the answer can carry it. */
+struct proto_error {
+	const char *code;
+	char message[200];
+	enum msg_type type;
+	bool has_id;
+	uint64_t id;
+};
+
 /* The seven pre-screen labels, in their canonical order, NULL-terminated. */
 extern const char *const proto_labels[];
 
@@ -181,8 +190,8 @@ struct msg_exec {
 
 struct msg_started {
 	uint64_t id;
-	const char *profile; /* "approved" | "unattended" */
-	const char *approver;
+	enum proto_profile profile; /* one of PROFILES_RAN */
+	enum proto_approver approver;
 };
 
 struct msg_output {
@@ -208,9 +217,9 @@ struct msg_exit {
 	uint64_t id;
 	struct run_result r;
 	bool truncated;          /* either stream was capped */
-	const char *profile;
-	const char *decision;    /* "ran" */
-	const char *approver;    /* "user" | "grant" | "container" | "unattended" */
+	enum proto_profile profile;   /* one of PROFILES_RAN */
+	enum proto_decision decision; /* DECISION_RAN */
+	enum proto_approver approver;
 	size_t n_labels;
 	const char *labels[PROTO_LABELS_MAX];
 	const char *where;       /* "host" | "container" */
@@ -223,6 +232,8 @@ struct msg_error {
 	uint64_t id;
 	struct pstr code;
 	struct pstr message;
+	bool has_dup_id;    /* id-in-use: the id the refused request reused */
+	uint64_t dup_id;
 	struct pstr step;   /* setup step, for setup-failed */
 	int64_t err_no;     /* errno, for setup-failed; 0 if none */
 };
@@ -276,6 +287,8 @@ struct msg_card {
 };
 
 struct msg_answer {
+	bool has_id;        /* optional: then the answer itself is answered */
+	uint64_t id;
 	struct pstr card;
 	const char *choice; /* "once" | "always" | "deny" */
 };
@@ -317,7 +330,10 @@ struct audit_info {
 	const char *event;    /* "decision" | "exit" */
 	struct pstr sha256;
 	struct pstr labels;   /* comma-separated */
-	const char *mode, *decision, *approver, *profile;
+	const char *mode;
+	enum proto_decision decision;
+	enum proto_approver approver;
+	enum proto_profile profile; /* one of PROFILES_AUDIT */
 	bool has_exit;
 	int64_t exit_code, signal, duration_ms;
 	bool timed_out;
@@ -364,25 +380,48 @@ struct job_engine {
 
 /* python3's arguments after its name, for every snippet, on the host and
  * in a container.  -I (isolated): no PYTHON* variable is read, no user
- * site directory, and neither the working directory nor a script's is on
- * sys.path, so nothing the card does not show (a sitecustomize.py, a .pth
- * file, a json.py in the working directory) runs before or around the
- * code.  -B: no .pyc written.  -u: output streams as it is written (the
- * flag, since -I ignores PYTHONUNBUFFERED).  "-": the code is stdin. */
-#define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-"
+ * site directory is processed, and neither the working directory nor a
+ * script's is on sys.path, so nothing the card does not show (a
+ * sitecustomize.py, a .pth file, a json.py in the working directory)
+ * runs before or around the code.  -B: no .pyc written.  -u: output
+ * streams as it is written (the flag, since -I ignores PYTHONUNBUFFERED).
+ *
+ * The code comes on stdin; PYTHON_SNIPPET_MAIN, a constant, reads and
+ * runs it as `python3 -` would (in __main__, named "<stdin>", argv ['-'],
+ * the same uncaught tracebacks: its own frame is dropped; only a stack the
+ * snippet prints itself, traceback.print_stack(), shows the frame
+ * `File "<string>"` of this constant), after one step -I leaves out: the
+ * user's site-packages directory (~/.local/lib/python3.X/site-packages),
+ * where the person's own `pip install --user` packages are, goes at the
+ * END of sys.path, as a plain directory.  So those packages import, while
+ * nothing there runs unasked: its .pth files and usercustomize.py are not
+ * processed (site never sees it as a site directory), sitecustomize was
+ * looked for before it was on the path, and being last it can shadow
+ * neither the standard library nor the system's packages. */
+#define PYTHON_SNIPPET_MAIN                                                              \
+	"import os, site, sys\n"                                                         \
+	"d = site.getusersitepackages()\n"                                               \
+	"if os.path.isdir(d):\n"                                                         \
+	"    sys.path.append(d)\n"                                                       \
+	"def h(t, v, tb, hook=sys.excepthook):\n"                                        \
+	"    tb = tb.tb_next if tb is not None else None\n"                             \
+	"    hook(t, v.with_traceback(tb), tb)\n"                                        \
+	"sys.excepthook = h\n"                                                           \
+	"sys.argv[:] = ['-']\n"                                                          \
+	"__file__, __cached__ = '<stdin>', None\n"                                       \
+	"c = compile(sys.stdin.buffer.read(), '<stdin>', 'exec', dont_inherit=True)\n"   \
+	"del os, site, sys, d, h\n"                                                      \
+	"exec(globals().pop('c'))\n"
+#define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-c", PYTHON_SNIPPET_MAIN
 
 struct msg_job {
-	struct pstr profile;     /* "approved" | "unattended" | "engine" */
+	enum proto_profile profile; /* one of PROFILES_JOB */
 	struct pstr python;      /* absolute path of the interpreter */
 	struct pstr cwd;         /* absolute */
 	struct pstr scratch_base;/* directory the per-run scratch dir goes in */
 	uint64_t timeout_ms, grace_ms;
 	struct job_limits lim;
 	bool landlock;           /* use Landlock where the kernel has it */
-	bool set_ids;            /* switch to uid/gid/groups below */
-	uint64_t uid, gid;
-	size_t n_groups;
-	uint32_t groups[PROTO_GROUPS_MAX];
 	size_t n_env;            /* "NAME=value" strings, already scrubbed */
 	struct pstr env[PROTO_ENV_MAX];
 	bool has_engine;         /* profile "engine" */
@@ -419,6 +458,8 @@ enum msg_type proto_decode(const uint8_t *payload, size_t len, size_t max_snippe
 /* All decoded forms, one at a time. */
 struct msg {
 	enum msg_type type;
+	bool has_id;  /* the frame's `id`, for an answer that is not the handler's */
+	uint64_t id;
 	union {
 		struct msg_hello hello;
 		struct msg_exec exec;

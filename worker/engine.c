@@ -3,7 +3,7 @@
  * child.  The snippet runs in a container; what runs on this host is the
  * engine's CLI (podman --remote, docker), a client of the engine's API
  * socket, and every one of its processes is confined like a snippet: each
- * command is a child of S that goes through enter_sandbox() (identity,
+ * command is a child of S that goes through enter_sandbox() (fds,
  * cwd, capabilities, NO_NEW_PRIVS, Landlock, seccomp, rlimits, read-back)
  * under the "engine" profile and execs the command's argv.
  *
@@ -40,6 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "worker/util.h"
 #include "worker/worker.h"
 
 /* oom and kill are short queries of the engine; the run is over by then,
@@ -203,7 +204,7 @@ static void kill_everything(struct child *ch)
 
 static int poll_timeout(const struct child *ch)
 {
-	uint64_t t = now_us();
+	uint64_t t = monotonic_us();
 
 	if (!ch->deadline)
 		return -1;
@@ -238,7 +239,7 @@ static void watch(struct child *ch, int sigfd)
 			ch->cancelled = true;
 		if (n > 0 && pfd[0].revents)
 			read_signals(ch, sigfd);
-		if (!ch->reaped && ch->deadline && now_us() >= ch->deadline)
+		if (!ch->reaped && ch->deadline && monotonic_us() >= ch->deadline)
 			ch->timed_out = true;
 	}
 }
@@ -258,13 +259,15 @@ static bool start(struct plan *p, struct child *ch)
 	int report_w = -1, out[2], null_fd, rc;
 
 	if ((rc = open_report_pair(&ch->report_r, &report_w)) < 0) {
-		set_report(&c->rep, "pipe", -rc, "creating the report channel of '%s'", c->name);
+		set_report(&c->rep, step_name(STEP_PIPE), -rc,
+			   "creating the report channel of '%s'", c->name);
 		return false;
 	}
 	if (pipe2(out, O_CLOEXEC) < 0) {
 		rc = errno;
 		close_fd(&report_w);
-		set_report(&c->rep, "pipe", rc, "creating the output pipe of '%s'", c->name);
+		set_report(&c->rep, step_name(STEP_PIPE), rc, "creating the output pipe of '%s'",
+			   c->name);
 		return false;
 	}
 	ch->out_r = out[0];
@@ -272,8 +275,8 @@ static bool start(struct plan *p, struct child *ch)
 		rc = errno;
 		close(out[1]);
 		close_fd(&report_w);
-		set_report(&c->rep, "pipe", rc, "making the output pipe of '%s' non-blocking",
-			   c->name);
+		set_report(&c->rep, step_name(STEP_PIPE), rc,
+			   "making the output pipe of '%s' non-blocking", c->name);
 		return false;
 	}
 	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -281,7 +284,7 @@ static bool start(struct plan *p, struct child *ch)
 		rc = errno;
 		close(out[1]);
 		close_fd(&report_w);
-		set_report(&c->rep, "fds", rc, "opening /dev/null for '%s'", c->name);
+		set_report(&c->rep, step_name(STEP_FDS), rc, "opening /dev/null for '%s'", c->name);
 		return false;
 	}
 	ch->pid = fork();
@@ -299,11 +302,11 @@ static bool start(struct plan *p, struct child *ch)
 	close(null_fd);
 	close_fd(&report_w);
 	if (ch->pid < 0) {
-		set_report(&c->rep, "fork", rc, "fork for '%s'", c->name);
+		set_report(&c->rep, step_name(STEP_FORK), rc, "fork for '%s'", c->name);
 		return false;
 	}
 	if (c->timeout_ms)
-		ch->deadline = after_ms(now_us(), c->timeout_ms);
+		ch->deadline = deadline_after_ms(monotonic_us(), c->timeout_ms);
 	return true;
 }
 
@@ -336,7 +339,8 @@ void run_confined(struct plan *p, int sigfd, struct confined *c)
 	else if (ch.timed_out)
 		c->end = CONFINED_TIMED_OUT;
 	else if (ch.broken)
-		set_report(&c->rep, "supervise", ch.broken, "cannot supervise '%s'", c->name);
+		set_report(&c->rep, step_name(STEP_SUPERVISE), ch.broken, "cannot supervise '%s'",
+			   c->name);
 	else
 		c->end = CONFINED_EXITED;
 }
@@ -430,7 +434,7 @@ static void step_failed(const struct confined *c, uint64_t budget_ms, struct set
 /* What is left of the steps' time, at least 1 ms; 0: no limit. */
 static uint64_t remaining_ms(uint64_t deadline)
 {
-	uint64_t t = now_us();
+	uint64_t t = monotonic_us();
 
 	if (!deadline)
 		return 0;
@@ -446,7 +450,7 @@ int engine_steps(struct plan *p, int sigfd, struct setup_report *rep)
 	/* One deadline for all of them: the broker gives the steps as long
 	 * again as the snippet, and then gives up on the worker. */
 	if (budget)
-		deadline = after_ms(now_us(), budget);
+		deadline = deadline_after_ms(monotonic_us(), budget);
 	for (size_t i = 0; i < e->n_steps; i++) {
 		c = (struct confined){ .name = e->step_names[i], .argv = e->steps[i],
 				       .timeout_ms = remaining_ms(deadline), .cancellable = true };

@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -67,56 +66,24 @@ static void reset_signals(void)
 
 	sigemptyset(&none);
 	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-		die_step("signals", errno, "sigprocmask");
+		die_step(step_name(STEP_SIGNALS), errno, "sigprocmask");
 	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR)
-		die_step("signals", errno, "restoring SIGPIPE");
+		die_step(step_name(STEP_SIGNALS), errno, "restoring SIGPIPE");
 }
 
 static void new_session(void)
 {
 	if (setsid() < 0)
-		die_step("setsid", errno, "setsid");
+		die_step(step_name(STEP_SETSID), errno, "setsid");
 }
 
 static void tie_to_supervisor(const struct plan *p)
 {
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		die_step("pdeathsig", errno, "prctl(PR_SET_PDEATHSIG)");
+		die_step(step_name(STEP_PDEATHSIG), errno, "prctl(PR_SET_PDEATHSIG)");
 	/* S may have died between fork and prctl; then nobody would. */
 	if (getppid() != p->supervisor)
-		die_step("pdeathsig", ESRCH, "the supervisor exited during setup");
-}
-
-static void check_identity(const struct plan *p)
-{
-	uid_t ru, eu, su, want_u = (uid_t)p->job->uid;
-	gid_t rg, eg, sg, want_g = (gid_t)p->job->gid;
-
-	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
-		die_step("identity", errno, "reading back uid/gid");
-	if (ru != want_u || eu != want_u || su != want_u || rg != want_g || eg != want_g ||
-	    sg != want_g)
-		die_step("identity", EPERM, "uid/gid did not change to %u/%u", want_u, want_g);
-	if (getgroups(0, NULL) != (int)p->job->n_groups)
-		die_step("identity", EPERM, "supplementary groups did not change");
-}
-
-static void switch_identity(const struct plan *p)
-{
-	const struct msg_job *job = p->job;
-
-	if (!job->set_ids)
-		return;
-	if (setgroups(job->n_groups, p->groups) < 0)
-		die_step("identity", errno, "setgroups (%zu groups)", job->n_groups);
-	if (setresgid((gid_t)job->gid, (gid_t)job->gid, (gid_t)job->gid) < 0)
-		die_step("identity", errno, "setresgid %llu", (unsigned long long)job->gid);
-	if (setresuid((uid_t)job->uid, (uid_t)job->uid, (uid_t)job->uid) < 0)
-		die_step("identity", errno, "setresuid %llu", (unsigned long long)job->uid);
-	check_identity(p);
-	/* The kernel clears the parent-death signal when the euid or egid
-	 * changes: arm it again. */
-	tie_to_supervisor(p);
+		die_step(step_name(STEP_PDEATHSIG), ESRCH, "the supervisor exited during setup");
 }
 
 /* The namespace the masks live in, for S with the exec gate (worker.h,
@@ -129,12 +96,12 @@ static void secrets_step(const struct plan *p)
 	int rc = mask_secrets(p, &what);
 
 	if (rc < 0)
-		die_step("secrets", -rc, "%s", what);
+		die_step(step_name(STEP_SECRETS), -rc, "%s", what);
 	if (rc == 0)
 		return;
 	mounts_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
 	if (mounts_fd < 0)
-		die_step("secrets", errno, "opening /proc/self/ns/mnt");
+		die_step(step_name(STEP_SECRETS), errno, "opening /proc/self/ns/mnt");
 }
 
 static void enter_cwd(const struct plan *p)
@@ -142,11 +109,11 @@ static void enter_cwd(const struct plan *p)
 	struct stat st;
 
 	if (chdir(p->cwd) < 0)
-		die_step("cwd", errno, "cannot enter working directory %s", p->cwd);
+		die_step(step_name(STEP_CWD), errno, "cannot enter working directory %s", p->cwd);
 	if (stat(".", &st) < 0)
-		die_step("cwd", errno, "cannot stat working directory %s", p->cwd);
+		die_step(step_name(STEP_CWD), errno, "cannot stat working directory %s", p->cwd);
 	if (!S_ISDIR(st.st_mode))
-		die_step("cwd", ENOTDIR, "working directory %s", p->cwd);
+		die_step(step_name(STEP_CWD), ENOTDIR, "working directory %s", p->cwd);
 }
 
 /* An engine command's stdin and output: /dev/null and S's pipe instead of
@@ -156,7 +123,8 @@ static void take_stdio(const struct sandbox_exec *x)
 {
 	for (int fd = FD_CODE; fd <= FD_STDERR; fd++)
 		if (x->stdio[fd] >= 0 && dup2(x->stdio[fd], fd) < 0)
-			die_step("fds", errno, "moving fd %d to %d", x->stdio[fd], fd);
+			die_step(step_name(STEP_FDS), errno, "moving fd %d to %d", x->stdio[fd],
+				 fd);
 }
 
 static void close_other_fds(void)
@@ -164,10 +132,10 @@ static void close_other_fds(void)
 	/* fd 3 is the broker's socket: the snippet must never hold it.  The
 	 * report channel takes its place (still CLOEXEC) and the rest goes. */
 	if (dup3(report_fd, FD_BROKER, O_CLOEXEC) < 0)
-		die_step("fds", errno, "moving the report channel to fd 3");
+		die_step(step_name(STEP_FDS), errno, "moving the report channel to fd 3");
 	report_fd = FD_BROKER;
 	if (close_range(FD_BROKER + 1, ~0U, 0) < 0)
-		die_step("fds", errno, "close_range");
+		die_step(step_name(STEP_FDS), errno, "close_range");
 }
 
 /* Returns true when the bounding set was emptied too.  Only a process
@@ -181,30 +149,31 @@ static bool drop_capabilities(void)
 	bool root;
 
 	if (capng_get_caps_process() < 0)
-		die_step("caps", errno, "reading capabilities");
+		die_step(step_name(STEP_CAPS), errno, "reading capabilities");
 	root = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP) == 1;
 	if (root) {
 		/* Securebits first, while CAP_SETPCAP is still ours: root
 		 * must not regain capabilities by exec or setuid. */
 		if (capng_lock() < 0)
-			die_step("caps", errno, "locking securebits");
+			die_step(step_name(STEP_CAPS), errno, "locking securebits");
 		set = CAPNG_SELECT_BOTH;
 	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-		die_step("caps", errno, "clearing ambient capabilities");
+		die_step(step_name(STEP_CAPS), errno, "clearing ambient capabilities");
 	capng_clear(set);
 	if (capng_apply(set) < 0)
-		die_step("caps", errno, "dropping capabilities");
+		die_step(step_name(STEP_CAPS), errno, "dropping capabilities");
 	if (capng_get_caps_process() < 0 ||
 	    capng_have_capabilities(CAPNG_SELECT_CAPS) != CAPNG_NONE)
-		die_step("caps", EPERM, "capabilities still held after dropping them");
+		die_step(step_name(STEP_CAPS), EPERM,
+			 "capabilities still held after dropping them");
 	return root;
 }
 
 static void set_no_new_privs(void)
 {
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		die_step("no-new-privs", errno, "prctl(PR_SET_NO_NEW_PRIVS)");
+		die_step(step_name(STEP_NO_NEW_PRIVS), errno, "prctl(PR_SET_NO_NEW_PRIVS)");
 }
 
 static void landlock_step(const struct plan *p)
@@ -213,7 +182,8 @@ static void landlock_step(const struct plan *p)
 	int rc = apply_landlock(p, &what);
 
 	if (rc < 0)
-		die_step("landlock", -rc, "Landlock ABI %u: %s", p->landlock_abi, what);
+		die_step(step_name(STEP_LANDLOCK), -rc, "Landlock ABI %u: %s", p->landlock_abi,
+			 what);
 }
 
 /* The program was built at build time for each profile and Landlock ABI
@@ -222,12 +192,12 @@ static void landlock_step(const struct plan *p)
  * below ABI 6).  No allocation. */
 static void pick_seccomp(const struct plan *p, struct sock_fprog *prog)
 {
-	struct seccomp_opts o = { p->profile, p->landlock_abi, getpid() };
+	struct seccomp_opts o = { profile_name(p->profile), p->landlock_abi, getpid() };
 	char err[160];
 	int rc = seccomp_program_for(&o, prog, err, sizeof(err));
 
 	if (rc < 0)
-		die_step("seccomp-build", -rc, "%s", err);
+		die_step(step_name(STEP_SECCOMP_BUILD), -rc, "%s", err);
 }
 
 static rlim_t clamp(uint64_t v)
@@ -243,11 +213,11 @@ static void set_limit(int res, const char *name, rlim_t soft, rlim_t hard)
 	struct rlimit cur, want;
 
 	if (getrlimit(res, &cur) < 0)
-		die_step("rlimits", errno, "getrlimit %s", name);
+		die_step(step_name(STEP_RLIMITS), errno, "getrlimit %s", name);
 	want.rlim_max = hard < cur.rlim_max ? hard : cur.rlim_max;
 	want.rlim_cur = soft < want.rlim_max ? soft : want.rlim_max;
 	if (setrlimit(res, &want) < 0)
-		die_step("rlimits", errno, "setrlimit %s %llu", name,
+		die_step(step_name(STEP_RLIMITS), errno, "setrlimit %s %llu", name,
 			 (unsigned long long)want.rlim_cur);
 }
 
@@ -257,7 +227,7 @@ static void set_rlimits(const struct plan *p)
 	/* The engine CLI is a Go program: it reserves far more address
 	 * space than it uses, and its threads count against the user's
 	 * processes.  Its snippet's limits are the container's. */
-	bool engine = !strcmp(p->profile, "engine");
+	bool engine = p->profile == PROFILE_ENGINE;
 
 	/* CPU: SIGXCPU at the soft limit names the cause (S reports "cpu");
 	 * the hard limit a second later is SIGKILL for a snippet that
@@ -301,7 +271,8 @@ static void hand_over_gate(int listener)
 	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
 	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
 	if (sendmsg(report_fd, &mh, MSG_NOSIGNAL) != 1)
-		die_step("exec-gate", errno, "handing the exec gate to the supervisor");
+		die_step(step_name(STEP_EXEC_GATE), errno,
+			 "handing the exec gate to the supervisor");
 	close(listener);
 	if (mounts_fd >= 0)
 		close(mounts_fd);
@@ -310,11 +281,11 @@ static void hand_over_gate(int listener)
 
 static void load_seccomp(const struct plan *p, struct sock_fprog *prog)
 {
-	bool gate = seccomp_has_exec_gate(p->profile);
+	bool gate = seccomp_has_exec_gate(profile_name(p->profile));
 	int rc = seccomp_load_prog(prog, gate);
 
 	if (rc < 0)
-		die_step("seccomp", -rc, "loading the seccomp filter%s",
+		die_step(step_name(STEP_SECCOMP), -rc, "loading the seccomp filter%s",
 			 gate ? " with its exec gate (needs Linux 5.5)" : "");
 	if (gate)
 		hand_over_gate(rc);
@@ -342,7 +313,8 @@ static void expect_field(const char *buf, const char *key, const char *want)
 	size_t n = strlen(want);
 
 	if (!v || strncmp(v, want, n) || (v[n] != '\n' && v[n] != '\0'))
-		die_step("verify", EPERM, "/proc/self/status: %s is not %s", key, want);
+		die_step(step_name(STEP_VERIFY), EPERM, "/proc/self/status: %s is not %s", key,
+			 want);
 }
 
 static void read_status(char *buf, size_t cap)
@@ -353,12 +325,12 @@ static void read_status(char *buf, size_t cap)
 
 	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		die_step("verify", errno, "cannot open /proc/self/status");
+		die_step(step_name(STEP_VERIFY), errno, "cannot open /proc/self/status");
 	while (len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) != 0) {
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			die_step("verify", errno, "cannot read /proc/self/status");
+			die_step(step_name(STEP_VERIFY), errno, "cannot read /proc/self/status");
 		len += (size_t)n;
 	}
 	close(fd);
@@ -387,10 +359,11 @@ static void exec_program(const struct plan *p, const struct sandbox_exec *x)
 {
 	/* Unattended, this is the exec the gate lets through. */
 	execve(x->path, x->argv, x->envp);
-	if (errno == EOPNOTSUPP && seccomp_has_exec_gate(p->profile))
-		die_step("exec-gate", errno, "the exec gate needs Linux 5.5 "
+	if (errno == EOPNOTSUPP && seccomp_has_exec_gate(profile_name(p->profile)))
+		die_step(step_name(STEP_EXEC_GATE), errno,
+			 "the exec gate needs Linux 5.5 "
 			 "(SECCOMP_USER_NOTIF_FLAG_CONTINUE)");
-	die_step("exec", errno, "cannot execute %s", x->path);
+	die_step(step_name(STEP_EXEC), errno, "cannot execute %s", x->path);
 }
 
 void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
@@ -407,10 +380,6 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	new_session();
 	/* If S dies, so does C: never a snippet nobody supervises. */
 	tie_to_supervisor(p);
-	/* Identity before anything that checks permissions as the user
-	 * (the secrets, the working directory), and while we still hold
-	 * CAP_SETUID. */
-	switch_identity(p);
 	/* Only the code memfd, stdout, stderr and the report channel
 	 * survive: no broker socket, no fd inherited by accident.  An engine
 	 * command swaps in /dev/null and S's pipe for the first three.
@@ -418,15 +387,15 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	take_stdio(x);
 	close_other_fds();
 	/* Unattended: a user and mount namespace with the secret set
-	 * masked.  After the identity is final (the namespace belongs to
-	 * the snippet's user); before cwd (below); before the capabilities
+	 * masked.  The worker already runs as the snippet's user (the
+	 * broker's fork child switched before exec), so the namespace
+	 * belongs to that user; before cwd (below); before the capabilities
 	 * go (the mounts need CAP_SYS_ADMIN in the new namespace), before
 	 * NNP, Landlock (which refuses mounts to a restricted process) and
 	 * seccomp (which denies mount). */
 	secrets_step(p);
-	/* After identity (which needs CAP_SETUID/SETGID) and before NNP.
-	 * After the secrets step C holds every capability of its own user
-	 * namespace: all of them go, the bounding set too. */
+	/* Before NNP.  After the secrets step C holds every capability of
+	 * its own user namespace: all of them go, the bounding set too. */
 	bounding_dropped = drop_capabilities();
 	/* As the snippet's user with no capability left (the secrets step
 	 * gave C all of its own namespace's), so that permission on cwd is

@@ -64,11 +64,11 @@ unsigned int landlock_probe_abi(void)
 	return abi > 0 ? (unsigned int)abi : 0;
 }
 
-unsigned int landlock_plan_abi(const struct msg_job *job, const char *profile)
+unsigned int landlock_plan_abi(const struct msg_job *job, enum proto_profile profile)
 {
 	unsigned int abi;
 
-	if ((strcmp(profile, "unattended") && strcmp(profile, "engine")) || !job->landlock)
+	if ((profile != PROFILE_UNATTENDED && profile != PROFILE_ENGINE) || !job->landlock)
 		return 0;
 	abi = landlock_probe_abi();
 	return abi > KL_ABI_KNOWN ? KL_ABI_KNOWN : abi;

@@ -15,7 +15,7 @@ unsigned int landlock_probe_abi(void);
 /* The ABI the plan's profile will run under: 0 for "approved" and when
  * the job turns Landlock off, else what the kernel has, capped at the
  * newest ABI this worker knows. */
-unsigned int landlock_plan_abi(const struct msg_job *job, const char *profile);
+unsigned int landlock_plan_abi(const struct msg_job *job, enum proto_profile profile);
 
 /* Called in the snippet child after NO_NEW_PRIVS and before the rlimits
  * and seccomp.  Applies the ruleset of p->landlock_abi (nothing when 0).

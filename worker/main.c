@@ -24,6 +24,7 @@
 #include "worker/landlock.h"
 #include "worker/seccomp.h"
 #include "worker/secrets.h"
+#include "worker/util.h"
 #include "worker/worker.h"
 
 /* AddressSanitizer: gcc says __SANITIZE_ADDRESS__, clang __has_feature. */
@@ -81,7 +82,7 @@ static void check_std_fds(struct plan *p)
 {
 	for (int fd = FD_CODE; fd <= FD_STDERR; fd++)
 		if (fcntl(fd, F_GETFD) < 0)
-			fail_setup(p, "fds", EBADF, "fd %d is not open", fd);
+			fail_setup(p, step_name(STEP_FDS), EBADF, "fd %d is not open", fd);
 }
 
 static void harden_supervisor(struct plan *p)
@@ -89,15 +90,15 @@ static void harden_supervisor(struct plan *p)
 	/* A write to a vanished broker must fail with EPIPE, not kill S
 	 * before it has killed the snippet. */
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
-		fail_setup(p, "supervisor", errno, "ignoring SIGPIPE");
+		fail_setup(p, step_name(STEP_SUPERVISOR), errno, "ignoring SIGPIPE");
 	/* The snippet may run as our uid: without this (and with no Yama)
 	 * it could open /proc/<S>/mem and rewrite its supervisor. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		fail_setup(p, "supervisor", errno, "prctl(PR_SET_DUMPABLE)");
+		fail_setup(p, step_name(STEP_SUPERVISOR), errno, "prctl(PR_SET_DUMPABLE)");
 	/* Orphans of the snippet (double fork, setsid) reparent to S, so
 	 * they can be found and killed. */
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
-		fail_setup(p, "subreaper", errno, "prctl(PR_SET_CHILD_SUBREAPER)");
+		fail_setup(p, step_name(STEP_SUBREAPER), errno, "prctl(PR_SET_CHILD_SUBREAPER)");
 }
 
 static void read_job(struct plan *p)
@@ -109,13 +110,14 @@ static void read_job(struct plan *p)
 	if (n == 0)
 		exit(WORKER_EXIT_FAIL); /* the broker left before sending a job */
 	if (n < 0)
-		fail_setup(p, "job", (int)-n, "reading the job frame: %s", strerror((int)-n));
+		fail_setup(p, step_name(STEP_JOB), (int)-n, "reading the job frame: %s",
+			   strerror((int)-n));
 	if (proto_decode(job_frame, (size_t)n, PROTO_SNIPPET_MAX_DEFAULT, &job_msg, &perr) !=
 	    MSG_JOB) {
 		if (job_msg.type == MSG_UNKNOWN)
-			fail_setup(p, "job", EPROTO, "bad job frame (%s): %s",
+			fail_setup(p, step_name(STEP_JOB), EPROTO, "bad job frame (%s): %s",
 				   perr.code ? perr.code : "?", perr.message);
-		fail_setup(p, "job", EPROTO, "expected a job frame, got '%s'",
+		fail_setup(p, step_name(STEP_JOB), EPROTO, "expected a job frame, got '%s'",
 			   msg_type_name(job_msg.type));
 	}
 	p->job = &job_msg.u.job;
@@ -127,16 +129,16 @@ static void prepare(struct plan *p)
 	int rc;
 
 	if ((rc = plan_paths(p, err, sizeof(err))) < 0)
-		fail_setup(p, "job", -rc, "%s", err);
+		fail_setup(p, step_name(STEP_JOB), -rc, "%s", err);
 	if ((rc = plan_scratch(p, err, sizeof(err))) < 0)
-		fail_setup(p, "scratch", -rc, "%s", err);
+		fail_setup(p, step_name(STEP_SCRATCH), -rc, "%s", err);
 	if ((rc = plan_env(p, err, sizeof(err))) < 0)
-		fail_setup(p, "env", -rc, "%s", err);
+		fail_setup(p, step_name(STEP_ENV), -rc, "%s", err);
 	/* Before the engine's commands, which carry the container's masks. */
 	if ((rc = plan_secrets(p, err, sizeof(err))) < 0)
-		fail_setup(p, "secrets", -rc, "%s", err);
+		fail_setup(p, step_name(STEP_SECRETS), -rc, "%s", err);
 	if ((rc = plan_engine(p, err, sizeof(err))) < 0)
-		fail_setup(p, "job", -rc, "%s", err);
+		fail_setup(p, step_name(STEP_JOB), -rc, "%s", err);
 	/* Probed here, at start, so that C applies and S reports the same
 	 * ABI (ready.landlock_abi). */
 	p->landlock_abi = landlock_plan_abi(p->job, p->profile);
@@ -147,7 +149,7 @@ static void open_report_channel(struct plan *p)
 	int rc = open_report_pair(&p->err_r, &p->err_w);
 
 	if (rc < 0)
-		fail_setup(p, "pipe", -rc, "creating the report channel");
+		fail_setup(p, step_name(STEP_PIPE), -rc, "creating the report channel");
 }
 
 /* Engine: the setup steps run before C, each confined like C.  A failed
@@ -196,10 +198,10 @@ static int open_signalfd(struct plan *p)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		fail_setup(p, "signals", errno, "blocking SIGCHLD");
+		fail_setup(p, step_name(STEP_SIGNALS), errno, "blocking SIGCHLD");
 	fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (fd < 0)
-		fail_setup(p, "signals", errno, "signalfd");
+		fail_setup(p, step_name(STEP_SIGNALS), errno, "signalfd");
 	return fd;
 }
 
@@ -260,7 +262,7 @@ int main(int argc, char **argv)
 		int err = errno;
 
 		limit_named(err, "the worker", why, sizeof(why));
-		fail_setup(&plan, "fork", err, "fork: %s", why);
+		fail_setup(&plan, step_name(STEP_FORK), err, "fork: %s", why);
 	}
 	if (pid == 0)
 		enter_snippet_child(&plan);

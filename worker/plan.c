@@ -47,7 +47,7 @@ static const struct owned engine_env[N_OWNED] = {
 
 static bool is_engine(const struct plan *p)
 {
-	return !strcmp(p->profile, "engine");
+	return p->profile == PROFILE_ENGINE;
 }
 
 static int copy_path(char *dst, size_t cap, struct pstr s, const char *what, char *err,
@@ -68,16 +68,11 @@ int plan_paths(struct plan *p, char *err, size_t errlen)
 	const struct msg_job *job = p->job;
 	int rc;
 
-	if (job->profile.len >= sizeof(p->profile) ||
-	    memchr(job->profile.ptr, '\0', job->profile.len)) {
-		snprintf(err, errlen, "unknown profile");
-		return -EINVAL;
-	}
-	memcpy(p->profile, job->profile.ptr, job->profile.len);
-	p->profile[job->profile.len] = '\0';
-	if (strcmp(p->profile, "approved") && strcmp(p->profile, "unattended") &&
-	    !is_engine(p)) {
-		snprintf(err, errlen, "unknown profile '%s'", p->profile);
+	/* The decoder allows only PROFILES_JOB; a plan built by hand is
+	 * held to the same. */
+	p->profile = job->profile;
+	if ((unsigned)p->profile >= PROFILE_COUNT || !(PROFILES_JOB & PROFILE_BIT(p->profile))) {
+		snprintf(err, errlen, "unknown profile '%s'", profile_name(p->profile));
 		return -EINVAL;
 	}
 	/* The engine section and its profile come together: the engine
@@ -86,7 +81,7 @@ int plan_paths(struct plan *p, char *err, size_t errlen)
 	if (is_engine(p) != job->has_engine) {
 		snprintf(err, errlen, is_engine(p) ? "profile 'engine' without engine commands"
 						   : "engine commands with profile '%s'",
-			 p->profile);
+			 profile_name(p->profile));
 		return -EINVAL;
 	}
 	/* The engine runs no python3 on this host: its path is not used. */
@@ -95,39 +90,7 @@ int plan_paths(struct plan *p, char *err, size_t errlen)
 		return rc;
 	if ((rc = copy_path(p->cwd, sizeof(p->cwd), job->cwd, "cwd", err, errlen)))
 		return rc;
-	/* Defence in depth: the broker never asks for root, and a worker
-	 * that switches identity must not be talked into it. */
-	if (job->set_ids && job->uid == 0) {
-		snprintf(err, errlen, "refusing to run a snippet as uid 0");
-		return -EPERM;
-	}
-	for (size_t i = 0; i < job->n_groups; i++)
-		p->groups[i] = (gid_t)job->groups[i];
 	return 0;
-}
-
-/* The snippet's user gets the directory (when S switches identity): by
- * descriptor, opened without following a symlink, so only the directory
- * mkdtemp made can be handed over. */
-static int hand_over_scratch(struct plan *p, char *err, size_t errlen)
-{
-	int fd, rc;
-
-	if (!p->job->set_ids)
-		return 0;
-	fd = open(p->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot open scratch directory %s: %s", p->scratch,
-			 strerror(-rc));
-		return rc;
-	}
-	rc = fchown(fd, (uid_t)p->job->uid, (gid_t)p->job->gid) < 0 ? -errno : 0;
-	if (rc < 0)
-		snprintf(err, errlen, "cannot hand %s to uid %llu: %s", p->scratch,
-			 (unsigned long long)p->job->uid, strerror(-rc));
-	close(fd);
-	return rc;
 }
 
 int plan_scratch(struct plan *p, char *err, size_t errlen)
@@ -144,7 +107,8 @@ int plan_scratch(struct plan *p, char *err, size_t errlen)
 		snprintf(err, errlen, "scratch_base is too long");
 		return -ENAMETOOLONG;
 	}
-	/* mkdtemp: a fresh name, created 0700, never an existing path.  Only
+	/* mkdtemp: a fresh name, created 0700, never an existing path, and
+	 * owned by the snippet's user, which S already is.  Only
 	 * this directory: what lives in it is made on demand (matplotlib
 	 * makes MPLCONFIGDIR, caches make theirs in XDG_CACHE_HOME), and
 	 * every directory made here would cost a mkdir and an rmdir per run. */
@@ -155,7 +119,7 @@ int plan_scratch(struct plan *p, char *err, size_t errlen)
 		p->scratch[0] = '\0';
 		return rc;
 	}
-	return hand_over_scratch(p, err, errlen);
+	return 0;
 }
 
 static bool is_owned(const struct owned *owned, struct pstr e)
@@ -329,7 +293,7 @@ void plan_remove_scratch(struct plan *p)
 	if (rmdir(p->scratch) < 0) {
 		rc = remove_tree(p->scratch, err, sizeof(err));
 		if (rc < 0)
-			report_setup_error("cleanup", -rc, err);
+			report_setup_error(step_name(STEP_CLEANUP), -rc, err);
 	}
 	p->scratch[0] = '\0';
 }

@@ -729,15 +729,16 @@ static const struct arg_group arg_groups[] = {
 
 /* ---- building ----------------------------------------------------------- */
 
+/* The profile named `name` in proto/names.h's table, as this policy's bit;
+ * 0 for a name the worker never runs under. */
 static enum profile profile_of(const char *name)
 {
-	if (!strcmp(name, "approved"))
-		return P_APPROVED;
-	if (!strcmp(name, "unattended"))
-		return P_UNATTENDED;
-	if (!strcmp(name, "engine"))
-		return P_ENGINE;
-	return 0;
+	switch (names_find(&proto_profiles, name, strlen(name))) {
+	case PROFILE_APPROVED: return P_APPROVED;
+	case PROFILE_UNATTENDED: return P_UNATTENDED;
+	case PROFILE_ENGINE: return P_ENGINE;
+	default: return 0;
+	}
 }
 
 static uint32_t group_action(const struct syscall_group *g, const struct build *b)
@@ -907,7 +908,7 @@ static int refuse_socketcall_arch(const struct build *b, uint32_t arch, char *er
 		return 0;
 	snprintf(err, errlen, "the %s seccomp profile filters socket calls by their arguments, "
 		 "which socketcall(2) hides on this architecture (%#x): not supported",
-		 b->profile == P_UNATTENDED ? "unattended" : "engine", arch);
+		 profile_name(b->profile == P_UNATTENDED ? PROFILE_UNATTENDED : PROFILE_ENGINE), arch);
 	return -EOPNOTSUPP;
 }
 

@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "proto/names.h"
+
 struct seccomp_opts {
 	const char *profile;       /* "approved" | "unattended" | "engine" */
 	unsigned int landlock_abi; /* Landlock ABI in force for this snippet, 0: none */

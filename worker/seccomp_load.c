@@ -19,7 +19,7 @@
 
 bool seccomp_has_exec_gate(const char *profile)
 {
-	return !strcmp(profile, "unattended");
+	return !strcmp(profile, profile_name(PROFILE_UNATTENDED));
 }
 
 static const struct seccomp_program *find(const char *profile, unsigned int abi)

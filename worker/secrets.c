@@ -187,7 +187,7 @@ static int add_name(struct plan *p, const char *real_cwd, struct pstr name, char
 
 static bool is_engine(const struct plan *p)
 {
-	return !strcmp(p->profile, "engine");
+	return p->profile == PROFILE_ENGINE;
 }
 
 /* Engine: the container mounts the working directory alone, so only its

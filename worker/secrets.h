@@ -20,7 +20,7 @@ void plan_free_secrets(struct plan *p);
  * nothing matched).  0 or -errno with err filled. */
 int secrets_engine_args(const struct plan *p, char ***argv, char *err, size_t errlen);
 
-/* In C, right after the identity is final and before anything resolves a
+/* In C, after the fds are closed and before anything resolves a
  * path for the snippet (cwd): a user and mount namespace of its own, and
  * a mask over each of p->masks.  Nothing happens when the plan has no
  * masks.  Returns 1 when it made the namespaces, 0 when there was

@@ -8,7 +8,6 @@
  * kill commands run after C (engine.c), before S reports.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,13 +16,13 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "worker/seccomp.h"
+#include "worker/util.h"
 #include "worker/worker.h"
 
-struct run {
+struct supervision {
 	struct plan *plan;
 	pid_t child;
 	int sigfd;
@@ -39,33 +38,18 @@ struct run {
 	struct rusage ru;
 };
 
-uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-uint64_t after_ms(uint64_t t, uint64_t ms)
-{
-	if (ms > (UINT64_MAX - t) / 1000u)
-		return 0;
-	return t + ms * 1000u;
-}
-
-static void note_reaped(struct run *r, pid_t pid, int status, const struct rusage *ru)
+static void note_reaped(struct supervision *r, pid_t pid, int status, const struct rusage *ru)
 {
 	if (pid != r->child)
 		return; /* an orphan of the snippet: nothing to record */
 	r->reaped = true;
 	r->status = status;
 	r->ru = *ru;
-	r->t_end = now_us();
+	r->t_end = monotonic_us();
 }
 
 /* Reaps whatever has exited, C or orphans reparented to us. */
-static void reap_exited(struct run *r)
+static void reap_exited(struct supervision *r)
 {
 	struct rusage ru;
 	pid_t pid;
@@ -78,7 +62,7 @@ static void reap_exited(struct run *r)
 /* The group first (one call reaches what C forked without setsid), then
  * the tree.  Only while C is unreaped: afterwards its pid, and so the
  * group id, may belong to someone else. */
-static void signal_all(struct run *r, int sig)
+static void signal_all(struct supervision *r, int sig)
 {
 	if (!r->reaped)
 		kill(-r->child, sig);
@@ -93,7 +77,7 @@ static void signal_all(struct run *r, int sig)
  * can be reaped, so every live descendant hangs from S through live or
  * unreaped ones.  The usual end, a snippet that started nothing, then
  * costs one wait4 and no walk through /proc. */
-static void kill_all(struct run *r)
+static void kill_all(struct supervision *r)
 {
 	struct rusage ru;
 	pid_t pid;
@@ -118,7 +102,7 @@ static void kill_all(struct run *r)
 	}
 }
 
-static void drain_signals(struct run *r)
+static void drain_signals(struct supervision *r)
 {
 	struct signalfd_siginfo si;
 
@@ -131,32 +115,12 @@ static void drain_signals(struct run *r)
 	reap_exited(r);
 }
 
-static void child_protocol_error(struct run *r, int err, const char *what)
+static void child_protocol_error(struct supervision *r, int err, const char *what)
 {
-	snprintf(r->rep.step, sizeof(r->rep.step), "supervise");
+	snprintf(r->rep.step, sizeof(r->rep.step), "%s", step_name(STEP_SUPERVISE));
 	r->rep.err = err;
 	snprintf(r->rep.msg, sizeof(r->rep.msg), "%s", what);
 	r->failed = true;
-}
-
-/* SOCK_SEQPACKET rather than a pipe: a report arrives whole, and C can
- * pass the exec gate's listener along as SCM_RIGHTS. */
-int open_report_pair(int *r, int *w)
-{
-	int fds[2];
-
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) < 0)
-		return -errno;
-	if (fcntl(fds[0], F_SETFL, O_NONBLOCK) < 0) {
-		int rc = -errno;
-
-		close(fds[0]);
-		close(fds[1]);
-		return rc;
-	}
-	*r = fds[0];
-	*w = fds[1];
-	return 0;
 }
 
 /* The nth descriptor a message carried (of one or two), or -1. */
@@ -178,11 +142,11 @@ static int received_fd(struct msghdr *mh)
 
 /* C hands over the exec gate's listener, then execs: the gate must be
  * served from now on, or that exec waits forever. */
-static void take_gate(struct run *r, int fd)
+static void take_gate(struct supervision *r, int fd)
 {
 	int rc;
 
-	if (fd < 0 || r->gate.fd >= 0 || !seccomp_has_exec_gate(r->plan->profile)) {
+	if (fd < 0 || r->gate.fd >= 0 || !seccomp_has_exec_gate(profile_name(r->plan->profile))) {
 		if (fd >= 0)
 			close(fd);
 		child_protocol_error(r, EPROTO, "unexpected exec gate from the child");
@@ -200,9 +164,9 @@ static void take_gate(struct run *r, int fd)
  * open: a snippet that ends at once leaves the filter without users, and
  * serve_gate() may close the listener on that POLLHUP in the same poll
  * round, before this EOF is read. */
-static void child_exec_done(struct run *r)
+static void child_exec_done(struct supervision *r)
 {
-	if (seccomp_has_exec_gate(r->plan->profile) && !r->gate.spent) {
+	if (seccomp_has_exec_gate(profile_name(r->plan->profile)) && !r->gate.spent) {
 		child_protocol_error(r, EPROTO,
 				     "the child ended before the exec gate let its exec through");
 		return;
@@ -216,7 +180,7 @@ static void child_exec_done(struct run *r)
  * with a descriptor is the exec gate; EOF means exec succeeded (C's end
  * is CLOEXEC) or C died, which its status will say.  Returns false when
  * nothing was waiting. */
-static bool read_setup_report(struct run *r)
+static bool read_setup_report(struct supervision *r)
 {
 	union {
 		char buf[CMSG_SPACE(2 * sizeof(int))];
@@ -257,7 +221,7 @@ static bool read_setup_report(struct run *r)
 	return true;
 }
 
-static void serve_gate(struct run *r, short revents)
+static void serve_gate(struct supervision *r, short revents)
 {
 	bool ok = true;
 
@@ -271,41 +235,28 @@ static void serve_gate(struct run *r, short revents)
 		exec_gate_close(&r->gate);
 }
 
-/* The broker has nothing to say to a worker after the job: EOF, an error
- * or any frame at all means "stop" (cancel, or the broker is gone). */
-bool broker_says_stop(short revents)
-{
-	char b;
-	ssize_t n;
-
-	if (revents & (POLLHUP | POLLERR | POLLNVAL))
-		return true;
-	n = recv(FD_BROKER, &b, 1, MSG_DONTWAIT | MSG_TRUNC);
-	return !(n < 0 && (errno == EAGAIN || errno == EINTR));
-}
-
-static void check_broker(struct run *r, short revents)
+static void check_broker(struct supervision *r, short revents)
 {
 	if (broker_says_stop(revents))
 		r->broker_gone = true;
 }
 
-static void check_clock(struct run *r)
+static void check_clock(struct supervision *r)
 {
-	uint64_t t = now_us();
+	uint64_t t = monotonic_us();
 
 	if (r->deadline && !r->timed_out && t >= r->deadline) {
 		r->timed_out = true;
-		r->kill_at = after_ms(t, r->plan->job->grace_ms);
+		r->kill_at = deadline_after_ms(t, r->plan->job->grace_ms);
 		signal_all(r, SIGTERM);
 	}
 	if (r->timed_out && (!r->kill_at || t >= r->kill_at))
 		kill_all(r);
 }
 
-static int poll_timeout(const struct run *r)
+static int poll_timeout(const struct supervision *r)
 {
-	uint64_t next = r->timed_out ? r->kill_at : r->deadline, t = now_us();
+	uint64_t next = r->timed_out ? r->kill_at : r->deadline, t = monotonic_us();
 
 	if (!next)
 		return r->timed_out ? 0 : -1;
@@ -314,7 +265,7 @@ static int poll_timeout(const struct run *r)
 	return (next - t) / 1000u + 1 > 60000 ? 60000 : (int)((next - t) / 1000u + 1);
 }
 
-static void watch(struct run *r)
+static void watch(struct supervision *r)
 {
 	while (!r->reaped && !r->failed && !r->broker_gone) {
 		/* A negative fd is skipped by poll(): no report channel once
@@ -347,7 +298,7 @@ static void watch(struct run *r)
 	}
 }
 
-static const char *limit_hit(const struct run *r, uint64_t cpu_us)
+static const char *limit_hit(const struct supervision *r, uint64_t cpu_us)
 {
 	uint64_t cpu_s = r->plan->job->lim.cpu_s;
 	int sig;
@@ -366,7 +317,7 @@ static const char *limit_hit(const struct run *r, uint64_t cpu_us)
 	return "";
 }
 
-static void fill_result(const struct run *r, struct run_result *res)
+static void fill_result(const struct supervision *r, struct run_result *res)
 {
 	const struct rusage *ru = &r->ru;
 	uint64_t cpu = (uint64_t)ru->ru_utime.tv_sec * 1000000u + (uint64_t)ru->ru_utime.tv_usec +
@@ -385,13 +336,13 @@ static void fill_result(const struct run *r, struct run_result *res)
 
 /* After C is gone: its setup report, if it is still in the channel
  * (perhaps behind the exec gate's message). */
-static void final_report(struct run *r)
+static void final_report(struct supervision *r)
 {
 	while (r->plan->err_r >= 0 && !r->failed && read_setup_report(r))
 		;
 }
 
-static int report_end(struct run *r)
+static int report_end(struct supervision *r)
 {
 	struct run_result res;
 
@@ -400,7 +351,7 @@ static int report_end(struct run *r)
 		return WORKER_EXIT_FAIL;
 	}
 	if (r->timed_out && !r->ready) {
-		report_setup_error("timeout", ETIMEDOUT,
+		report_setup_error(step_name(STEP_TIMEOUT), ETIMEDOUT,
 				   "the sandbox was not set up within the time limit");
 		return WORKER_EXIT_FAIL;
 	}
@@ -415,7 +366,7 @@ static int report_end(struct run *r)
  * Then fd 3 goes at once: the broker sees EOF now, not after S has freed
  * its memory and the kernel has torn S down, and only then sends the
  * client `exit`, so scratch is gone by the time a client hears the end. */
-static int conclude(struct run *r)
+static int conclude(struct supervision *r)
 {
 	int rc = r->broker_gone ? WORKER_EXIT_FAIL : report_end(r);
 
@@ -430,7 +381,7 @@ static int conclude(struct run *r)
  * timeout, a cancel, an exit of 137 (SIGKILL, perhaps of only one
  * process in it) or a CLI killed by a signal (RLIMIT_CPU, say).  Not when
  * C failed its own setup: then no CLI ever ran. */
-static void engine_after(struct run *r)
+static void engine_after(struct supervision *r)
 {
 	bool exit137 = r->reaped && WIFEXITED(r->status) && WEXITSTATUS(r->status) == 137;
 	bool signalled = r->reaped && WIFSIGNALED(r->status);
@@ -445,13 +396,13 @@ static void engine_after(struct run *r)
 
 int supervise(struct plan *p, pid_t child, int sigfd)
 {
-	struct run r = { .plan = p, .child = child, .sigfd = sigfd, .gate = { .fd = -1 },
-			 .mounts = -1 };
+	struct supervision r = { .plan = p, .child = child, .sigfd = sigfd,
+				 .gate = { .fd = -1 }, .mounts = -1 };
 	int rc;
 
-	r.t_fork = now_us();
+	r.t_fork = monotonic_us();
 	if (p->job->timeout_ms)
-		r.deadline = after_ms(r.t_fork, p->job->timeout_ms);
+		r.deadline = deadline_after_ms(r.t_fork, p->job->timeout_ms);
 	watch(&r);
 	/* Broker gone, setup failed, or C exited: nothing may stay. */
 	kill_all(&r);

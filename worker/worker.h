@@ -25,7 +25,7 @@
  *                        own name (or pipe, fds, fork, supervise when S
  *                        cannot start or watch it, or the enter_sandbox()
  *                        step its child failed at); fork
- *   enter_sandbox()      signals, setsid, pdeathsig, identity, fds,
+ *   enter_sandbox()      signals, setsid, pdeathsig, fds,
  *                        secrets, caps, cwd, no-new-privs, landlock,
  *                        seccomp-build,
  *                        rlimits, seccomp, exec-gate, verify, exec
@@ -40,6 +40,7 @@
 #include <sys/types.h>
 
 #include "proto/proto.h"
+#include "proto/status.h"
 
 enum {
 	FD_CODE = 0,
@@ -48,9 +49,6 @@ enum {
 	FD_BROKER = 3,
 };
 
-#define WORKER_EXIT_OK 0
-#define WORKER_EXIT_FAIL 1     /* setup failed, or the broker went away */
-#define WORKER_CHILD_DIED 127  /* C could not be set up (it reported why) */
 
 /* What C sends over the report channel when a step fails: one fixed-size
  * SOCK_SEQPACKET message, so it arrives whole or not at all. */
@@ -100,14 +98,13 @@ struct plan {
 	const struct msg_job *job; /* strings point into the job frame */
 	char python[PATH_MAX];     /* "" for "engine", which runs no python3 */
 	char cwd[PATH_MAX];
-	char profile[16];
+	enum proto_profile profile; /* one of PROFILES_JOB */
 	char scratch[PATH_MAX];    /* "" until created */
 	char **envp;               /* NULL-terminated, malloc'd */
 	struct engine_plan engine; /* profile "engine" only */
 	unsigned int landlock_abi; /* the ABI C applies; 0: none (see landlock.h) */
 	struct secret_mask *masks; /* unattended: what C masks; NULL: nothing */
 	size_t n_masks;
-	gid_t groups[PROTO_GROUPS_MAX];
 	pid_t supervisor;
 	/* C's report channel, a SOCK_SEQPACKET pair, both ends CLOEXEC: C
 	 * sends a struct setup_report when a step fails, or the exec gate's
@@ -190,17 +187,6 @@ void exec_gate_close(struct exec_gate *g);
 
 /* supervise.c: S's life after the fork; returns the exit status. */
 int supervise(struct plan *p, pid_t child, int sigfd);
-/* supervise.c: the report channel of one confined child: SOCK_SEQPACKET,
- * both ends CLOEXEC, S's end (*r) non-blocking.  0 or -errno. */
-int open_report_pair(int *r, int *w);
-/* supervise.c: the monotonic clock in microseconds; t + ms, or 0
- * ("never") when that would overflow. */
-uint64_t now_us(void);
-uint64_t after_ms(uint64_t t, uint64_t ms);
-/* supervise.c: true when fd 3's poll events (and what waits there) mean
- * the broker cancelled the run or is gone. */
-bool broker_says_stop(short revents);
-
 /* tree.c: every process below S (it is their subreaper). */
 void signal_descendants(int sig);
 

@@ -21,6 +21,27 @@ static enum kotoba_code ask(struct kotoba_client *c, struct frame *f, uint64_t i
 	return KOTOBA_OK;
 }
 
+/* The caller's rows are rows[0].size bytes apart: checked before any
+ * request is sent. */
+static enum kotoba_code check_rows(const void *rows, size_t max, size_t v1_size,
+				   struct kotoba_error *err)
+{
+	if (!rows || max < 1 || kc_size_of(rows) < v1_size)
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
+			       "give at least one row, its size set to sizeof the row");
+	return KOTOBA_OK;
+}
+
+/* Row @i of the caller's array, its size field set for kc_put_sized(). */
+static void *row_at(void *rows, size_t i)
+{
+	size_t size = kc_size_of(rows);
+	char *r = (char *)rows + i * size;
+
+	memcpy(r, &size, sizeof(size));
+	return r;
+}
+
 static void copy_ok(const struct msg_ok *ok, char *message, size_t len)
 {
 	if (message)
@@ -36,7 +57,7 @@ enum kotoba_code kotoba_grants(struct kotoba_client *c, struct kotoba_grant *row
 	enum kotoba_code rc;
 
 	*n = 0;
-	if ((rc = kc_ready(c, err)))
+	if ((rc = kc_ready(c, err)) || (rc = check_rows(rows, max, KC_GRANT_SIZE, err)))
 		return rc;
 	g.id = kc_next_id(c);
 	if ((rc = kc_encoded(enc_grants(&f, &g), err)) ||
@@ -44,14 +65,14 @@ enum kotoba_code kotoba_grants(struct kotoba_client *c, struct kotoba_grant *row
 		return rc;
 	for (size_t i = 0; i < l->n && i < max; i++) {
 		const struct grant_info *gi = &l->rows[i];
-		struct kotoba_grant *r = &rows[(*n)++];
+		struct kotoba_grant row = { .size = sizeof(row) }, *r = &row;
 
-		memset(r, 0, sizeof(*r));
 		kc_copy(r->family, sizeof(r->family), gi->family.ptr, gi->family.len);
 		kc_copy(r->card, sizeof(r->card), gi->card.ptr, gi->card.len);
 		r->saved_at_ms = gi->saved_at_ms;
 		r->use_count = gi->use_count;
 		r->last_used_ms = gi->last_used_ms;
+		kc_put_sized(row_at(rows, (*n)++), r, sizeof(*r));
 	}
 	return KOTOBA_OK;
 }
@@ -78,9 +99,10 @@ enum kotoba_code kotoba_revoke(struct kotoba_client *c, const char *family, char
 
 #define COPY_STR(dst, s) kc_copy(dst, sizeof(dst), s, strlen(s))
 
-static void take_row(struct kotoba_audit_row *r, const struct audit_info *a)
+static void take_row(void *out, const struct audit_info *a)
 {
-	memset(r, 0, sizeof(*r));
+	struct kotoba_audit_row row = { .size = sizeof(row) }, *r = &row;
+
 	r->seq = a->seq;
 	r->time_ms = a->time_ms;
 	r->run = a->run;
@@ -89,9 +111,9 @@ static void take_row(struct kotoba_audit_row *r, const struct audit_info *a)
 	kc_copy(r->sha256, sizeof(r->sha256), a->sha256.ptr, a->sha256.len);
 	kc_copy(r->labels, sizeof(r->labels), a->labels.ptr, a->labels.len);
 	COPY_STR(r->mode, a->mode);
-	COPY_STR(r->decision, a->decision);
-	COPY_STR(r->approver, a->approver);
-	COPY_STR(r->profile, a->profile);
+	COPY_STR(r->decision, decision_name(a->decision));
+	COPY_STR(r->approver, approver_name(a->approver));
+	COPY_STR(r->profile, profile_name(a->profile));
 	r->has_exit = a->has_exit;
 	if (a->has_exit) {
 		r->exit_code = a->exit_code;
@@ -99,6 +121,7 @@ static void take_row(struct kotoba_audit_row *r, const struct audit_info *a)
 		r->duration_ms = a->duration_ms;
 		r->timed_out = a->timed_out;
 	}
+	kc_put_sized(out, r, sizeof(*r));
 }
 
 /* `max` is sent with verify too, as the broker ignores it there. */
@@ -127,10 +150,11 @@ enum kotoba_code kotoba_audit_tail(struct kotoba_client *c, struct kotoba_audit_
 	if (max < 1 || max > KOTOBA_AUDIT_MAX)
 		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL, "ask for 1 to %d audit rows",
 			       KOTOBA_AUDIT_MAX);
-	if ((rc = audit(c, "tail", max, MSG_AUDIT_ROWS, err)))
+	if ((rc = check_rows(rows, max, KC_AUDIT_ROW_SIZE, err)) ||
+	    (rc = audit(c, "tail", max, MSG_AUDIT_ROWS, err)))
 		return rc;
 	for (size_t i = 0; i < l->n && i < max; i++)
-		take_row(&rows[(*n)++], &l->rows[i]);
+		take_row(row_at(rows, (*n)++), &l->rows[i]);
 	return KOTOBA_OK;
 }
 

@@ -2,6 +2,7 @@
  * Connecting, hello, and the frame I/O every request shares.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,7 @@ static struct kotoba_client *client_new(void)
 	c->next_id = 1;
 	c->max_frame = PROTO_FRAME_MAX_DEFAULT;
 	c->max_snippet = PROTO_SNIPPET_MAX_DEFAULT;
+	frame_reader_init(&c->in, c->max_frame);
 	pthread_mutex_init(&c->wlock, NULL);
 	return c;
 }
@@ -105,6 +107,7 @@ static void take_welcome(struct kotoba_client *c, const struct msg_welcome *w)
 	 * than what it accepts (a card carries a whole snippet). */
 	if (w->max_frame > c->max_frame && w->max_frame <= UINT32_MAX)
 		c->max_frame = (size_t)w->max_frame;
+	c->in.max = c->max_frame;
 	if (w->max_snippet > c->max_snippet && w->max_snippet <= UINT32_MAX)
 		c->max_snippet = (size_t)w->max_snippet;
 	c->welcomed = true;
@@ -116,6 +119,7 @@ enum kotoba_code kotoba_hello(struct kotoba_client *c, bool channel, const char 
 	struct msg_hello h = { .version = PROTO_VERSION, .channel = channel,
 			       .client = pstr_c(client_name ? client_name :
 					       "libkotoba-client/" KOTOBA_CLIENT_VERSION) };
+	/* kotoba_version() and the name sent agree: both are this library's. */
 	struct frame f = { 0 };
 	enum kotoba_code rc;
 
@@ -160,6 +164,11 @@ const struct kotoba_welcome *kotoba_welcome(const struct kotoba_client *c)
 	return c->welcomed ? &c->welcome : NULL;
 }
 
+int kotoba_conn_fd(const struct kotoba_client *c)
+{
+	return c->fd;
+}
+
 const char *kotoba_socket_path(const struct kotoba_client *c)
 {
 	return c->path;
@@ -172,7 +181,7 @@ void kotoba_close(struct kotoba_client *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	pthread_mutex_destroy(&c->wlock);
-	free(c->buf);
+	frame_reader_free(&c->in);
 	free(c->msg);
 	free(c);
 }
@@ -216,22 +225,70 @@ enum kotoba_code kc_send(struct kotoba_client *c, struct frame *f, struct kotoba
 	return rc;
 }
 
-enum kotoba_code kc_recv(struct kotoba_client *c, struct kotoba_error *err)
+/* Decodes the next whole frame the reader holds into c->msg (which points
+ * into the reader's buffer until its next call).  *got is false when there
+ * is none yet. */
+static enum kotoba_code next_frame(struct kotoba_client *c, bool *got, struct kotoba_error *err)
 {
 	struct proto_error perr = { 0 };
-	ssize_t n;
+	const uint8_t *p;
+	size_t len;
+	int rc = frame_reader_next(&c->in, &p, &len);
 
-	free(c->buf);
-	c->buf = NULL;
-	n = frame_read_blocking(c->fd, c->max_frame, &c->buf);
+	*got = rc > 0;
+	if (rc < 0)
+		return kc_fail(err, KOTOBA_ERR_PROTOCOL, -rc,
+			       "the broker sent a frame over the %zu-byte limit", c->max_frame);
+	if (rc > 0 && proto_decode(p, len, c->max_snippet, c->msg, &perr) == MSG_UNKNOWN)
+		return kc_fail(err, KOTOBA_ERR_PROTOCOL, EPROTO,
+			       "the broker sent a frame this client cannot read: %s", perr.message);
+	return KOTOBA_OK;
+}
+
+/* One read into the reader: blocks on the (blocking) socket unless the
+ * caller knows it is readable. */
+static enum kotoba_code fill(struct kotoba_client *c, struct kotoba_error *err)
+{
+	ssize_t n = frame_reader_fill(&c->in, c->fd);
+
 	if (n <= 0)
 		return kc_fail(err, KOTOBA_ERR_DISCONNECTED, n == 0 ? 0 : (int)-n,
 			       "lost the broker: %s",
 			       n == 0 ? "connection closed" : strerror((int)-n));
-	if (proto_decode(c->buf, (size_t)n, c->max_snippet, c->msg, &perr) == MSG_UNKNOWN)
-		return kc_fail(err, KOTOBA_ERR_PROTOCOL, EPROTO,
-			       "the broker sent a frame this client cannot read: %s", perr.message);
 	return KOTOBA_OK;
+}
+
+enum kotoba_code kc_recv(struct kotoba_client *c, struct kotoba_error *err)
+{
+	enum kotoba_code rc;
+	bool got;
+
+	while (!(rc = next_frame(c, &got, err)) && !got)
+		if ((rc = fill(c, err)))
+			return rc;
+	return rc;
+}
+
+enum kotoba_code kc_recv_ready(struct kotoba_client *c, bool *got, struct kotoba_error *err)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	enum kotoba_code rc = next_frame(c, got, err);
+	int n;
+
+	if (rc || *got)
+		return rc;
+	/* The socket stays blocking (sends from other threads rely on it):
+	 * poll says whether one read would return at once. */
+	do
+		n = poll(&p, 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return kc_fail(err, KOTOBA_ERR_DISCONNECTED, errno, "poll: %s", strerror(errno));
+	if (n == 0)
+		return KOTOBA_OK;
+	if ((rc = fill(c, err)))
+		return rc;
+	return next_frame(c, got, err);
 }
 
 /* The id an answer frame carries, if any. */
@@ -277,8 +334,20 @@ static bool answer_id(const struct msg *m, uint64_t *id)
 enum kotoba_code kc_request(struct kotoba_client *c, struct frame *f, uint64_t id,
 			    struct kotoba_error *err)
 {
-	enum kotoba_code rc = kc_send(c, f, err);
-	uint64_t got;
+	enum kotoba_code rc;
+	uint64_t got, running;
+
+	/* Reading this answer would consume the run's frames. */
+	pthread_mutex_lock(&c->wlock);
+	running = c->running;
+	pthread_mutex_unlock(&c->wlock);
+	if (running) {
+		frame_free(f);
+		return kc_fail(err, KOTOBA_ERR_INVALID, EBUSY,
+			       "a snippet is running on this connection: wait for its end, "
+			       "or use another connection");
+	}
+	rc = kc_send(c, f, err);
 
 	while (!rc && !(rc = kc_recv(c, err))) {
 		/* An error without id answers a frame the broker could not

@@ -8,8 +8,7 @@
 
 #include "client/lib/internal.h"
 
-/* Indexed by enum kotoba_code: the protocol's code strings for the
- * broker's errors, and fixed words for the local ones. */
+/* Indexed by enum kotoba_code: fixed words for the local errors... */
 static const char *const names[] = {
 	[KOTOBA_OK] = "ok",
 	[KOTOBA_ERR_UNREACHABLE] = "unreachable",
@@ -17,35 +16,42 @@ static const char *const names[] = {
 	[KOTOBA_ERR_PROTOCOL] = "protocol",
 	[KOTOBA_ERR_NOMEM] = "nomem",
 	[KOTOBA_ERR_INVALID] = "invalid",
-	[KOTOBA_ERR_TOO_LARGE] = PERR_TOO_LARGE,
-	[KOTOBA_ERR_BAD_MSGPACK] = PERR_BAD_MSGPACK,
-	[KOTOBA_ERR_BAD_UTF8] = PERR_BAD_UTF8,
-	[KOTOBA_ERR_BAD_FIELD] = PERR_BAD_FIELD,
-	[KOTOBA_ERR_UNKNOWN_TYPE] = PERR_UNKNOWN_TYPE,
-	[KOTOBA_ERR_BAD_STATE] = PERR_BAD_STATE,
-	[KOTOBA_ERR_VERSION] = PERR_VERSION,
-	[KOTOBA_ERR_SNIPPET_TOO_LARGE] = PERR_SNIPPET_TOO_LARGE,
-	[KOTOBA_ERR_BAD_CWD] = PERR_BAD_CWD,
-	[KOTOBA_ERR_BUSY] = PERR_BUSY,
-	[KOTOBA_ERR_NOT_OFFERED] = PERR_NOT_OFFERED,
-	[KOTOBA_ERR_REFUSED] = PERR_REFUSED,
-	[KOTOBA_ERR_DENIED] = PERR_DENIED,
-	[KOTOBA_ERR_EXPIRED] = PERR_EXPIRED,
-	[KOTOBA_ERR_CANCELLED] = PERR_CANCELLED,
-	[KOTOBA_ERR_NO_SUCH_RUN] = PERR_NO_SUCH_RUN,
-	[KOTOBA_ERR_NO_SUCH_CARD] = PERR_NO_SUCH_CARD,
-	[KOTOBA_ERR_SETUP_FAILED] = PERR_SETUP_FAILED,
-	[KOTOBA_ERR_WORKER_LOST] = PERR_WORKER_LOST,
-	[KOTOBA_ERR_AUDIT_UNAVAILABLE] = PERR_AUDIT,
-	[KOTOBA_ERR_AUDIT_BROKEN] = PERR_AUDIT_BROKEN,
-	[KOTOBA_ERR_INTERNAL] = PERR_INTERNAL,
 	[KOTOBA_ERR_OTHER] = "other",
+};
+
+/* ...and for the broker's, their code in the protocol's table
+ * (proto/names.h), whose string is what the broker sends. */
+static const enum proto_errcode wire[] = {
+	[KOTOBA_ERR_TOO_LARGE] = PE_TOO_LARGE,
+	[KOTOBA_ERR_BAD_MSGPACK] = PE_BAD_MSGPACK,
+	[KOTOBA_ERR_BAD_UTF8] = PE_BAD_UTF8,
+	[KOTOBA_ERR_BAD_FIELD] = PE_BAD_FIELD,
+	[KOTOBA_ERR_UNKNOWN_TYPE] = PE_UNKNOWN_TYPE,
+	[KOTOBA_ERR_BAD_STATE] = PE_BAD_STATE,
+	[KOTOBA_ERR_VERSION] = PE_VERSION,
+	[KOTOBA_ERR_SNIPPET_TOO_LARGE] = PE_SNIPPET_TOO_LARGE,
+	[KOTOBA_ERR_BAD_CWD] = PE_BAD_CWD,
+	[KOTOBA_ERR_BUSY] = PE_BUSY,
+	[KOTOBA_ERR_NOT_OFFERED] = PE_NOT_OFFERED,
+	[KOTOBA_ERR_REFUSED] = PE_REFUSED,
+	[KOTOBA_ERR_DENIED] = PE_DENIED,
+	[KOTOBA_ERR_EXPIRED] = PE_EXPIRED,
+	[KOTOBA_ERR_CANCELLED] = PE_CANCELLED,
+	[KOTOBA_ERR_NO_SUCH_RUN] = PE_NO_SUCH_RUN,
+	[KOTOBA_ERR_NO_SUCH_CARD] = PE_NO_SUCH_CARD,
+	[KOTOBA_ERR_SETUP_FAILED] = PE_SETUP_FAILED,
+	[KOTOBA_ERR_WORKER_LOST] = PE_WORKER_LOST,
+	[KOTOBA_ERR_AUDIT_UNAVAILABLE] = PE_AUDIT,
+	[KOTOBA_ERR_AUDIT_BROKEN] = PE_AUDIT_BROKEN,
+	[KOTOBA_ERR_INTERNAL] = PE_INTERNAL,
 };
 
 #define N_NAMES (sizeof(names) / sizeof(names[0]))
 
 const char *kotoba_code_name(enum kotoba_code code)
 {
+	if (code >= KOTOBA_ERR_TOO_LARGE && code < KOTOBA_ERR_OTHER)
+		return perr_name(wire[code]);
 	return (unsigned)code < N_NAMES && names[code] ? names[code] : "other";
 }
 
@@ -64,6 +70,27 @@ const char *kotoba_choice_name(enum kotoba_choice choice)
 	}
 }
 
+const char *kotoba_version(void)
+{
+	return KOTOBA_CLIENT_VERSION;
+}
+
+size_t kc_size_of(const void *s)
+{
+	size_t size;
+
+	memcpy(&size, s, sizeof(size));
+	return size;
+}
+
+void kc_put_sized(void *dst, const void *src, size_t src_size)
+{
+	size_t size = kc_size_of(dst);
+
+	memcpy(dst, src, size < src_size ? size : src_size);
+	memcpy(dst, &size, sizeof(size));
+}
+
 void kc_copy(char *dst, size_t len, const char *src, size_t src_len)
 {
 	if (!len)
@@ -78,17 +105,16 @@ void kc_copy(char *dst, size_t len, const char *src, size_t src_len)
 enum kotoba_code kc_fail(struct kotoba_error *err, enum kotoba_code code, int sys_errno,
 			 const char *fmt, ...)
 {
+	struct kotoba_error e = { .size = sizeof(e), .code = code, .sys_errno = sys_errno };
 	va_list ap;
 
-	if (!err)
+	if (!err || kc_size_of(err) < KC_ERROR_SIZE)
 		return code;
-	memset(err, 0, sizeof(*err));
-	err->code = code;
-	err->sys_errno = sys_errno;
-	snprintf(err->name, sizeof(err->name), "%s", kotoba_code_name(code));
+	snprintf(e.name, sizeof(e.name), "%s", kotoba_code_name(code));
 	va_start(ap, fmt);
-	vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	vsnprintf(e.message, sizeof(e.message), fmt, ap);
 	va_end(ap);
+	kc_put_sized(err, &e, sizeof(e));
 	return code;
 }
 
@@ -97,27 +123,25 @@ enum kotoba_code kc_fail(struct kotoba_error *err, enum kotoba_code code, int sy
 static enum kotoba_code code_of(struct pstr name)
 {
 	for (size_t i = KOTOBA_ERR_TOO_LARGE; i < KOTOBA_ERR_OTHER; i++)
-		if (pstr_eq(name, names[i]))
+		if (pstr_eq(name, perr_name(wire[i])))
 			return (enum kotoba_code)i;
 	return KOTOBA_ERR_OTHER;
 }
 
 enum kotoba_code kc_broker_error(struct kotoba_error *err, const struct msg_error *e)
 {
-	enum kotoba_code code = code_of(e->code);
+	struct kotoba_error k = { .size = sizeof(k), .code = code_of(e->code),
+				  .from_broker = true, .sys_errno = (int)e->err_no };
 
-	if (!err)
-		return code;
-	memset(err, 0, sizeof(*err));
-	err->code = code;
-	err->from_broker = true;
-	kc_copy(err->name, sizeof(err->name), e->code.ptr, e->code.len);
-	kc_copy(err->message, sizeof(err->message), e->message.ptr, e->message.len);
-	if (!err->message[0])
-		snprintf(err->message, sizeof(err->message), "the broker answered %s", err->name);
-	kc_copy(err->step, sizeof(err->step), e->step.ptr, e->step.len);
-	err->sys_errno = (int)e->err_no;
-	return code;
+	if (!err || kc_size_of(err) < KC_ERROR_SIZE)
+		return k.code;
+	kc_copy(k.name, sizeof(k.name), e->code.ptr, e->code.len);
+	kc_copy(k.message, sizeof(k.message), e->message.ptr, e->message.len);
+	if (!k.message[0])
+		snprintf(k.message, sizeof(k.message), "the broker answered %s", k.name);
+	kc_copy(k.step, sizeof(k.step), e->step.ptr, e->step.len);
+	kc_put_sized(err, &k, sizeof(k));
+	return k.code;
 }
 
 enum kotoba_code kc_encoded(int rc, struct kotoba_error *err)

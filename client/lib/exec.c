@@ -46,10 +46,13 @@ static enum kotoba_code build_exec(const struct kotoba_exec_opts *o, uint64_t id
 }
 
 /* Sends the exec and marks it in flight in one step, so that a
- * kotoba_cancel() from another thread never overtakes it. */
+ * kotoba_cancel() from another thread never overtakes it.  The options are
+ * kept for the frames that follow. */
 static enum kotoba_code start(struct kotoba_client *c, const struct kotoba_exec_opts *o,
-			      uint64_t *id, struct kotoba_error *err)
+			      struct kotoba_error *err)
 {
+	uint64_t id;
+
 	struct frame f = { 0 };
 	enum kotoba_code rc;
 
@@ -59,12 +62,14 @@ static enum kotoba_code start(struct kotoba_client *c, const struct kotoba_exec_
 		return kc_fail(err, KOTOBA_ERR_INVALID, EBUSY,
 			       "a snippet is already running on this connection");
 	}
-	*id = c->next_id++;
-	rc = build_exec(o, *id, &f, err);
+	id = c->next_id++;
+	rc = build_exec(o, id, &f, err);
 	if (!rc)
 		rc = kc_send_locked(c, &f, err);
-	if (!rc)
-		c->running = *id;
+	if (!rc) {
+		c->running = id;
+		c->opts = *o;
+	}
 	pthread_mutex_unlock(&c->wlock);
 	return rc;
 }
@@ -175,9 +180,12 @@ out:
 	return rc;
 }
 
-static void take_exit(struct kotoba_result *res, const struct msg_exit *x)
+static void take_exit(struct kotoba_result *out, const struct msg_exit *x)
 {
-	memset(res, 0, sizeof(*res));
+	struct kotoba_result r = { .size = sizeof(r) }, *res = &r;
+
+	if (!out)
+		return;
 	res->exited = x->r.exited;
 	res->exit_code = (int)x->r.code;
 	res->signal = (int)x->r.signal;
@@ -187,19 +195,20 @@ static void take_exit(struct kotoba_result *res, const struct msg_exit *x)
 	res->duration_us = x->r.duration_us;
 	res->cpu_us = x->r.cpu_us;
 	res->max_rss_kb = x->r.max_rss_kb;
-	kc_copy(res->profile, sizeof(res->profile), x->profile, strlen(x->profile));
-	kc_copy(res->decision, sizeof(res->decision), x->decision, strlen(x->decision));
-	kc_copy(res->approver, sizeof(res->approver), x->approver, strlen(x->approver));
+	kc_copy(res->profile, sizeof(res->profile), profile_name(x->profile), strlen(profile_name(x->profile)));
+	kc_copy(res->decision, sizeof(res->decision), decision_name(x->decision), strlen(decision_name(x->decision)));
+	kc_copy(res->approver, sizeof(res->approver), approver_name(x->approver), strlen(approver_name(x->approver)));
 	for (size_t i = 0; i < x->n_labels && i < KOTOBA_LABELS_MAX; i++)
 		kc_copy(res->labels[res->n_labels++], sizeof(res->labels[0]), x->labels[i],
 			strlen(x->labels[i]));
 	kc_copy(res->where, sizeof(res->where), x->where, strlen(x->where));
 	kc_copy(res->container, sizeof(res->container), x->container.ptr, x->container.len);
+	kc_put_sized(out, res, sizeof(*res));
 }
 
 static void notice(const struct kotoba_exec_opts *o, const struct msg_error *e)
 {
-	struct kotoba_error n;
+	struct kotoba_error n = KOTOBA_ERROR_INIT;
 
 	if (!o->on_notice)
 		return;
@@ -207,55 +216,129 @@ static void notice(const struct kotoba_exec_opts *o, const struct msg_error *e)
 	o->on_notice(o->arg, &n);
 }
 
-/* Reads frames until this run's `exit` or `error`.  Frames of other ids
- * are left over from earlier runs (a cancel racing an exit) and dropped.
- * A `queued` frame (the run waits for a free slot) is dropped too: the
- * run only takes longer, and ends as any other. */
-static enum kotoba_code follow(struct kotoba_client *c, uint64_t id,
-			       const struct kotoba_exec_opts *o, struct kotoba_result *res,
+/* Handles the frame in c->msg for the run in flight; *done when it was
+ * the run's `exit` or `error`.  Frames of other ids are left over from
+ * earlier runs (a cancel racing an exit) and dropped.  A `queued` frame
+ * (the run waits for a free slot) is dropped too: the run only takes
+ * longer, and ends as any other. */
+static enum kotoba_code handle(struct kotoba_client *c, bool *done, struct kotoba_result *res,
 			       struct kotoba_error *err)
 {
 	const struct msg *m = c->msg;
+	const struct kotoba_exec_opts *o = &c->opts;
+	uint64_t id = c->running;
+
+	*done = true;
+	if (m->type == MSG_EXIT && m->u.exit.id == id) {
+		take_exit(res, &m->u.exit);
+		return KOTOBA_OK;
+	}
+	if (m->type == MSG_ERROR && m->u.error.has_id && m->u.error.id == id)
+		return kc_broker_error(err, &m->u.error);
+	*done = false;
+	if (m->type == MSG_OUTPUT && m->u.output.id == id && o->on_output)
+		o->on_output(o->arg,
+			     strcmp(m->u.output.stream, "stderr") ? KOTOBA_STDOUT : KOTOBA_STDERR,
+			     m->u.output.data, m->u.output.len);
+	else if (m->type == MSG_CARD && m->u.card.id == id)
+		return on_card(c, o, &m->u.card, err);
+	else if (m->type == MSG_ERROR && !m->u.error.has_id)
+		notice(o, &m->u.error);
+	return KOTOBA_OK;
+}
+
+/* True when the bytes of @s past this library's @known are all zero. */
+static bool zero_past(const void *s, size_t size, size_t known)
+{
+	const unsigned char *p = s;
+
+	for (size_t i = known; i < size; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* The caller's options, as much of them as its size says it has.  Options
+ * from a newer header that this library does not know must be unset: one
+ * of them ignored could run the snippet other than as asked. */
+static enum kotoba_code take_opts(const struct kotoba_exec_opts *opts,
+				  struct kotoba_exec_opts *o, struct kotoba_error *err)
+{
+	if (!opts || kc_size_of(opts) < KC_EXEC_OPTS_SIZE)
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
+			       "set the exec options' size to sizeof(struct kotoba_exec_opts)");
+	if (!zero_past(opts, kc_size_of(opts), sizeof(*o)))
+		return kc_fail(err, KOTOBA_ERR_INVALID, E2BIG,
+			       "the exec options set fields this library (%s) does not know",
+			       kotoba_version());
+	memset(o, 0, sizeof(*o));
+	memcpy(o, opts, kc_size_of(opts) < sizeof(*o) ? kc_size_of(opts) : sizeof(*o));
+	if (!o->code)
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL, "no code to run");
+	return KOTOBA_OK;
+}
+
+/* A result struct the caller gave, or NULL: refused when its size is
+ * short of this version's. */
+static enum kotoba_code check_result(const struct kotoba_result *res, struct kotoba_error *err)
+{
+	if (res && kc_size_of(res) < KC_RESULT_SIZE)
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
+			       "set the result's size to sizeof(struct kotoba_result)");
+	return KOTOBA_OK;
+}
+
+enum kotoba_code kotoba_exec_start(struct kotoba_client *c, const struct kotoba_exec_opts *opts,
+				   struct kotoba_error *err)
+{
+	struct kotoba_exec_opts o;
 	enum kotoba_code rc;
 
-	while (!(rc = kc_recv(c, err))) {
-		if (m->type == MSG_OUTPUT && m->u.output.id == id) {
-			if (o->on_output)
-				o->on_output(o->arg,
-					     strcmp(m->u.output.stream, "stderr") ? KOTOBA_STDOUT :
-										   KOTOBA_STDERR,
-					     m->u.output.data, m->u.output.len);
-		} else if (m->type == MSG_CARD && m->u.card.id == id) {
-			if ((rc = on_card(c, o, &m->u.card, err)))
-				return rc;
-		} else if (m->type == MSG_EXIT && m->u.exit.id == id) {
-			take_exit(res, &m->u.exit);
-			return KOTOBA_OK;
-		} else if (m->type == MSG_ERROR && !m->u.error.has_id) {
-			notice(o, &m->u.error);
-		} else if (m->type == MSG_ERROR && m->u.error.id == id) {
-			return kc_broker_error(err, &m->u.error);
-		}
-	}
+	if ((rc = kc_ready(c, err)) || (rc = take_opts(opts, &o, err)))
+		return rc;
+	return start(c, &o, err);
+}
+
+/* The end of a run, however it ended: the connection takes the next. */
+static enum kotoba_code ended(struct kotoba_client *c, enum kotoba_code rc)
+{
+	finish(c);
+	memset(&c->opts, 0, sizeof(c->opts));
 	return rc;
 }
 
 enum kotoba_code kotoba_exec(struct kotoba_client *c, const struct kotoba_exec_opts *opts,
 			     struct kotoba_result *res, struct kotoba_error *err)
 {
-	struct kotoba_result ignored;
 	enum kotoba_code rc;
-	uint64_t id = 0;
+	bool done = false;
 
-	if ((rc = kc_ready(c, err)))
+	if ((rc = check_result(res, err)) || (rc = kotoba_exec_start(c, opts, err)))
 		return rc;
-	if (!opts || !opts->code)
-		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL, "no code to run");
-	if ((rc = start(c, opts, &id, err)))
+	while (!done && !(rc = kc_recv(c, err)))
+		rc = handle(c, &done, res, err);
+	return ended(c, rc);
+}
+
+enum kotoba_code kotoba_conn_process(struct kotoba_client *c, bool *done,
+				     struct kotoba_result *res, struct kotoba_error *err)
+{
+	enum kotoba_code rc;
+	bool got = true;
+
+	*done = false;
+	if (!c->running)
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
+			       "no run in flight: kotoba_exec_start() first");
+	if ((rc = check_result(res, err)))
 		return rc;
-	rc = follow(c, id, opts, res ? res : &ignored, err);
-	finish(c);
-	return rc;
+	while (!*done && !(rc = kc_recv_ready(c, &got, err)) && got)
+		rc = handle(c, done, res, err);
+	if (rc || *done) {
+		*done = true;
+		return ended(c, rc);
+	}
+	return KOTOBA_OK;
 }
 
 enum kotoba_code kotoba_answer(struct kotoba_client *c, const char *card_id,

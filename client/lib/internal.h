@@ -5,6 +5,7 @@
 #ifndef KOTOBA_CLIENT_INTERNAL_H
 #define KOTOBA_CLIENT_INTERNAL_H
 #include <pthread.h>
+#include <stddef.h>
 #include <sys/un.h>
 
 #include "client/kotoba-client.h"
@@ -12,6 +13,7 @@
 
 struct kotoba_client {
 	int fd;
+	struct frame_reader in; /* frames read and not yet handled */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	/* Writes happen from the exec thread and, for answer and cancel, from
 	 * any other thread: one lock keeps frames whole on the socket. */
@@ -21,9 +23,27 @@ struct kotoba_client {
 	bool welcomed;
 	struct kotoba_welcome welcome;
 	size_t max_frame, max_snippet;
-	uint8_t *buf;         /* payload of the last frame received */
-	struct msg *msg;      /* its decoded form: large, so on the heap */
+	struct msg *msg;      /* the last frame received, decoded: large, so on the heap */
+	struct kotoba_exec_opts opts; /* of the run in flight: its callbacks */
 };
+
+/* The size of the first version of a growing struct, through its last
+ * field then: what a caller's `size` must reach.  Fixed, while sizeof()
+ * grows with the fields appended later. */
+#define KC_SIZE_THROUGH(type, field) \
+	(offsetof(struct type, field) + sizeof(((struct type *)0)->field))
+#define KC_ERROR_SIZE KC_SIZE_THROUGH(kotoba_error, sys_errno)
+#define KC_EXEC_OPTS_SIZE KC_SIZE_THROUGH(kotoba_exec_opts, arg)
+#define KC_RESULT_SIZE KC_SIZE_THROUGH(kotoba_result, container)
+#define KC_GRANT_SIZE KC_SIZE_THROUGH(kotoba_grant, last_used_ms)
+#define KC_AUDIT_ROW_SIZE KC_SIZE_THROUGH(kotoba_audit_row, timed_out)
+
+/* Copies the library's whole struct @src (@src_size bytes, starting with
+ * its size) into the caller's @dst, as much of it as the caller's own
+ * `size` says it holds; dst's size stays the caller's. */
+void kc_put_sized(void *dst, const void *src, size_t src_size);
+/* The `size` a caller's struct starts with. */
+size_t kc_size_of(const void *s);
 
 /* Fills *err (when given) and returns code. */
 enum kotoba_code kc_fail(struct kotoba_error *err, enum kotoba_code code, int sys_errno,
@@ -41,6 +61,9 @@ enum kotoba_code kc_send(struct kotoba_client *c, struct frame *f,
 enum kotoba_code kc_encoded(int rc, struct kotoba_error *err);
 /* Reads and decodes the next frame into c->msg. */
 enum kotoba_code kc_recv(struct kotoba_client *c, struct kotoba_error *err);
+/* The same without blocking: KOTOBA_OK with *got false when no whole frame
+ * is there yet after one read of what the socket holds. */
+enum kotoba_code kc_recv_ready(struct kotoba_client *c, bool *got, struct kotoba_error *err);
 /* Sends a request with `id` and reads until its answer, left in c->msg;
  * an `error` answer is returned as its code. */
 enum kotoba_code kc_request(struct kotoba_client *c, struct frame *f, uint64_t id,

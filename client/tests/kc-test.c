@@ -7,8 +7,10 @@
  *   kc-test SOCKET run CODE [channel] [answer=once|always|deny|defer|late|none]
  *                           [cwd=DIR] [timeout_ms=N] [env=NAME=value]
  *   kc-test SOCKET cancel CODE [DIR]  cancels from another thread after output
- *   kc-test SOCKET grants | revoke FAMILY | tail N | verify | misuse
+ *   kc-test SOCKET poll CODE [DIR]    runs it from a poll() loop, not blocking
+ *   kc-test SOCKET grants | revoke FAMILY | tail N | verify | misuse | version
  */
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +37,9 @@ static void json_str(const char *s, size_t len)
 
 static void print_error(const char *event, enum kotoba_code rc, const struct kotoba_error *e)
 {
+	/* On success the library leaves *e as it was: the code is rc's. */
 	printf("{\"event\":\"%s\",\"rc\":%d,\"code\":\"%s\",\"name\":", event, (int)rc,
-	       kotoba_code_name(e->code));
+	       kotoba_code_name(rc));
 	json_str(e->name, strlen(e->name));
 	printf(",\"from_broker\":%s,\"message\":", e->from_broker ? "true" : "false");
 	json_str(e->message, strlen(e->message));
@@ -119,7 +122,7 @@ static void on_notice(void *arg, const struct kotoba_error *n)
 static void *answer_later(void *arg)
 {
 	struct run_state *st = arg;
-	struct kotoba_error err;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	enum kotoba_code rc;
 
 	pthread_mutex_lock(&st->lock);
@@ -204,10 +207,10 @@ static int cmd_run(const char *sock, const char *code, int argc, char **argv)
 {
 	struct run_state st = { .answer = KOTOBA_CARD_DENY, .lock = PTHREAD_MUTEX_INITIALIZER,
 				.cond = PTHREAD_COND_INITIALIZER };
-	struct run_args a = { .x = { .code = code, .on_output = on_output, .on_card = on_card,
+	struct run_args a = { .x = { .size = sizeof(a.x), .code = code, .on_output = on_output, .on_card = on_card,
 				     .on_notice = on_notice, .arg = &st } };
-	struct kotoba_result res;
-	struct kotoba_error err;
+	struct kotoba_result res = KOTOBA_RESULT_INIT;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	enum kotoba_code rc;
 	pthread_t t;
 
@@ -262,9 +265,10 @@ static int cmd_cancel(const char *sock, const char *code, const char *cwd)
 {
 	struct run_state st = { .answer = KOTOBA_CARD_DENY, .lock = PTHREAD_MUTEX_INITIALIZER,
 				.cond = PTHREAD_COND_INITIALIZER };
-	struct exec_thread e = { .st = &st, .x = { .code = code, .cwd = cwd,
-						   .on_output = on_output, .arg = &st } };
-	struct kotoba_error err;
+	struct exec_thread e = { .st = &st, .x = { .size = sizeof(e.x), .code = code, .cwd = cwd,
+						   .on_output = on_output, .arg = &st },
+				 .res = KOTOBA_RESULT_INIT, .err = KOTOBA_ERROR_INIT };
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	enum kotoba_code rc;
 	pthread_t t;
 
@@ -287,12 +291,56 @@ static int cmd_cancel(const char *sock, const char *code, const char *cwd)
 	return 0;
 }
 
+/* ---- from an event loop ----------------------------------------------------- */
+
+/* Runs CODE with kotoba_exec_start() and kotoba_conn_process() from a
+ * poll() loop that also wakes on a timer, as an event loop would: the
+ * ticks counted while the snippet sleeps show that no call blocked. */
+static int cmd_poll(const char *sock, const char *code, const char *cwd)
+{
+	struct run_state st = { .answer = KOTOBA_CARD_DENY };
+	struct kotoba_exec_opts x = { .size = sizeof(x), .code = code, .cwd = cwd,
+				      .on_output = on_output, .arg = &st };
+	struct kotoba_result res = KOTOBA_RESULT_INIT;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
+	enum kotoba_code rc;
+	unsigned ticks = 0, steps = 0;
+	bool done = false;
+
+	if ((rc = kotoba_open(&st.c, sock, false, &err)))
+		return print_error("open", rc, &err), 0;
+	rc = kotoba_exec_start(st.c, &x, &err);
+	if (!rc) {
+		struct kotoba_error busy = KOTOBA_ERROR_INIT;
+		struct kotoba_grant row = { .size = sizeof(row) };
+		size_t n;
+
+		print_error("grants-while-running", kotoba_grants(st.c, &row, 1, &n, &busy), &busy);
+		print_error("exec-while-running", kotoba_exec_start(st.c, &x, &busy), &busy);
+	}
+	while (!rc && !done) {
+		struct pollfd p = { .fd = kotoba_conn_fd(st.c), .events = POLLIN };
+		int n = poll(&p, 1, 50);
+
+		if (n == 0) {
+			ticks++;
+			continue;
+		}
+		steps++;
+		rc = kotoba_conn_process(st.c, &done, &res, &err);
+	}
+	printf("{\"event\":\"loop\",\"ticks\":%u,\"steps\":%u}\n", ticks, steps);
+	run_end(rc, &res, &err);
+	kotoba_close(st.c);
+	return 0;
+}
+
 /* ---- grants and audit -------------------------------------------------------- */
 
 static int cmd_grants(struct kotoba_client *c)
 {
-	struct kotoba_grant rows[KOTOBA_GRANTS_MAX];
-	struct kotoba_error err;
+	struct kotoba_grant rows[KOTOBA_GRANTS_MAX] = { { .size = sizeof(rows[0]) } };
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	enum kotoba_code rc;
 	size_t n;
 
@@ -320,10 +368,13 @@ static int cmd_text(enum kotoba_code rc, const char *msg, const struct kotoba_er
 static int cmd_tail(struct kotoba_client *c, size_t max)
 {
 	struct kotoba_audit_row *rows = calloc(KOTOBA_AUDIT_MAX, sizeof(*rows));
-	struct kotoba_error err;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	enum kotoba_code rc;
 	size_t n = 0;
 
+	if (!rows)
+		return print_error("nomem", KOTOBA_ERR_NOMEM, NULL), 0;
+	rows[0].size = sizeof(rows[0]);
 	rc = kotoba_audit_tail(c, rows, max, &n, &err);
 	if (rc)
 		print_error("error", rc, &err);
@@ -355,9 +406,16 @@ static int cmd_welcome(struct kotoba_client *c)
 /* Calls out of order are errors as values, never aborts. */
 static int cmd_misuse(const char *sock)
 {
-	struct kotoba_exec_opts x = { .code = "print(1)" };
+	struct kotoba_exec_opts x = { .size = sizeof(x), .code = "print(1)" };
+	struct kotoba_result short_res = { .size = 8 };
+	struct kotoba_grant row = { .size = 8 };
+	/* options as a newer header would lay them out, one field appended */
+	struct {
+		struct kotoba_exec_opts o;
+		uint64_t later;
+	} newer = { .o = { .size = sizeof(newer), .code = "print(1)" }, .later = 1 };
 	struct kotoba_client *c;
-	struct kotoba_error err;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	enum kotoba_code rc;
 	size_t n;
 
@@ -370,6 +428,15 @@ static int cmd_misuse(const char *sock)
 	print_error("answer-defer", kotoba_answer(c, "c-x", KOTOBA_CARD_DEFER, &err), &err);
 	print_error("cancel-idle", kotoba_cancel(c, &err), &err);
 	print_error("tail-zero", kotoba_audit_tail(c, NULL, 0, &n, &err), &err);
+	x.size = 0;
+	print_error("exec-unsized", kotoba_exec(c, &x, NULL, &err), &err);
+	x.size = sizeof(x);
+	print_error("exec-short-result", kotoba_exec(c, &x, &short_res, &err), &err);
+	print_error("grants-short-row", kotoba_grants(c, &row, 1, &n, &err), &err);
+	print_error("process-idle", kotoba_conn_process(c, &(bool){ false }, NULL, &err), &err);
+	print_error("exec-unknown-field", kotoba_exec(c, &newer.o, NULL, &err), &err);
+	newer.later = 0;
+	print_error("exec-unknown-field-unset", kotoba_exec(c, &newer.o, NULL, &err), &err);
 	x.code = NULL;
 	print_error("exec-null", kotoba_exec(c, &x, NULL, &err), &err);
 	x.code = "print(1)";
@@ -386,7 +453,7 @@ static int admin(const char *sock, const char *cmd, const char *arg)
 {
 	char msg[KOTOBA_MESSAGE_MAX + 1] = "";
 	struct kotoba_client *c;
-	struct kotoba_error err;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	enum kotoba_code rc;
 
 	if ((rc = kotoba_open(&c, sock, false, &err)))
@@ -415,6 +482,11 @@ int main(int argc, char **argv)
 		return cmd_run(argv[1], argv[3], argc - 4, argv + 4);
 	if (!strcmp(argv[2], "cancel") && argc >= 4)
 		return cmd_cancel(argv[1], argv[3], argc > 4 ? argv[4] : NULL);
+	if (!strcmp(argv[2], "poll") && argc >= 4)
+		return cmd_poll(argv[1], argv[3], argc > 4 ? argv[4] : NULL);
+	if (!strcmp(argv[2], "version"))
+		return printf("{\"event\":\"version\",\"header\":\"%s\",\"library\":\"%s\"}\n",
+			      KOTOBA_CLIENT_VERSION, kotoba_version()) < 0;
 	if (!strcmp(argv[2], "misuse"))
 		return cmd_misuse(argv[1]);
 	return admin(argv[1], argv[2], argc > 3 ? argv[3] : NULL);

@@ -13,7 +13,7 @@ from conftest import BUILD, ROOT
 sys.path.insert(0, os.path.join(ROOT, "client", "python"))
 from kotoba_broker import Card, Label, card_text, show  # noqa: E402
 
-SO = os.path.join(BUILD, "libkotoba-client.so.1")
+SO = os.path.join(BUILD, "libkotoba-client.so")
 with open(SO, "rb") as _f:
     if b"libasan.so" in _f.read():
         # ASan must be the first library of a process: loaded into this

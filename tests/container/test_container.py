@@ -478,3 +478,27 @@ def test_the_working_directorys_env_files_are_masked_in_the_container(ctbroker, 
         show(r)
     with open(os.path.join(cwd, ".env")) as f:
         assert f.read() == "TOKEN=planted\n"
+
+
+def test_code_planted_in_the_working_directory_does_not_run_in_the_container(ctbroker, ct_user,
+                                                                              cwd):
+    """python3 starts isolated (-I) in the container too: a sitecustomize,
+    usercustomize, .pth file or a textwrap.py shadowing the standard library
+    in the working directory (which is on sys.path for a plain `python3 -`)
+    runs nothing; the snippet itself runs and gets the real textwrap (the
+    test image has python3-minimal, without json)."""
+    marker = os.path.join(cwd, "planted-ran")
+    payload = "open(%r, 'a').write(__name__ + '\\n')\n" % marker
+    files = {"sitecustomize.py": payload, "usercustomize.py": payload,
+             "textwrap.py": payload + "def shorten(*a, **k): return 'shadowed'\n",
+             "evil.pth": "import os; " + payload.strip() + "\n"}
+    for name, text in files.items():
+        path = os.path.join(cwd, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chown(path, ct_user.pw_uid, ct_user.pw_gid)
+    code = "import textwrap, sys\nprint(textwrap.shorten('a b', 9), sys.flags.isolated)\n"
+    for gate in ("none", "approve"):
+        r = ctbroker.run(code, cwd, gate=gate)
+        assert r["_status"] == 0 and r["stdout"] == "a b 1\n", show(r)
+        assert not os.path.exists(marker), (gate, open(marker).read())

@@ -78,6 +78,10 @@ timeout = 60s
 FIXTURE = "kotoba escape suite fixture\n"
 # The user root's snippets run as: a home the suite may plant secrets in.
 CASE_USER = "kotoba-escape"
+# The secret_* cases' shared prelude (their @@SECRET_PROBE@@), without its
+# own comment lines.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "secret_probe.py")) as _f:
+    SECRET_PROBE = "".join(l for l in _f if not l.startswith("#"))
 SECRET_MARK = "kotoba-planted-secret"
 # Planted before every case: "~/" in the snippet user's home, "../" in the
 # working directory's parent, others in the working directory; a value
@@ -96,6 +100,20 @@ SECRETS = {
 PLAIN = {
     "~/.local/lib/python%d.%d/site-packages/kotoba_probe.py" % sys.version_info[:2]:
         "VALUE = 42\n",
+    # Start-up hooks beside it, which must never run in a snippet (the
+    # user's site directory is on sys.path as a plain directory, last):
+    # each puts its name in os.environ (KOTOBA_HOOKS_RAN), which
+    # ok_beside_secrets reads.  (A
+    # python3 a case starts itself, as exec_any_spelling's control does,
+    # runs them, quietly.)
+    "~/.local/lib/python%d.%d/site-packages/kotoba_hook.pth" % sys.version_info[:2]:
+        "import os; os.environ['KOTOBA_HOOKS_RAN'] = 'pth'\n",
+    "~/.local/lib/python%d.%d/site-packages/usercustomize.py" % sys.version_info[:2]:
+        "import os; os.environ['KOTOBA_HOOKS_RAN'] = 'usercustomize'\n",
+    "~/.local/lib/python%d.%d/site-packages/sitecustomize.py" % sys.version_info[:2]:
+        "import os; os.environ['KOTOBA_HOOKS_RAN'] = 'sitecustomize'\n",
+    "~/.local/lib/python%d.%d/site-packages/json.py" % sys.version_info[:2]:
+        "import os; os.environ['KOTOBA_HOOKS_RAN'] = 'json.py'\n",
     "~/notes.txt": "plain notes\n",
     # A virtual environment in the working directory, as projects keep one.
     "venv/lib/python%d.%d/site-packages/kotoba_venv_probe.py" % sys.version_info[:2]:
@@ -224,6 +242,7 @@ class Env:
         return s
 
     def substitute(self, code, workdir):
+        code = code.replace("@@SECRET_PROBE@@", SECRET_PROBE)
         return (code.replace("@@WORKDIR@@", workdir).replace("@@PORT@@", str(self.port))
                 .replace("@@MARK@@", SECRET_MARK)
                 .replace("@@PEERPID@@", str(self.peer.pid if self.peer else 0))

@@ -15,9 +15,10 @@
 
 #define MAX_SNIPPET (64u << 10)
 
-static const char *const codes[] = {
-	PERR_TOO_LARGE, PERR_BAD_MSGPACK, PERR_BAD_UTF8, PERR_BAD_FIELD, PERR_UNKNOWN_TYPE,
-	PERR_SNIPPET_TOO_LARGE, PERR_BAD_CWD, NULL,
+/* The codes a decode may fail with (proto/names.h). */
+static const enum proto_errcode codes[] = {
+	PE_TOO_LARGE, PE_BAD_MSGPACK, PE_BAD_UTF8, PE_BAD_FIELD, PE_UNKNOWN_TYPE,
+	PE_SNIPPET_TOO_LARGE, PE_BAD_CWD,
 };
 
 static int encode(struct frame *f, const struct msg *m)
@@ -54,8 +55,8 @@ static int encode(struct frame *f, const struct msg *m)
 
 static bool known_code(const char *code)
 {
-	for (size_t i = 0; codes[i]; i++)
-		if (code && !strcmp(code, codes[i]))
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (code && !strcmp(code, perr_name(codes[i])))
 			return true;
 	return false;
 }

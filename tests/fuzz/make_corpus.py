@@ -118,8 +118,8 @@ FIELDS = ["type", "version", "channel", "client", "broker", "mode", "tools", "ma
           "saved_at_ms", "use_count", "last_used_ms", "op", "max", "rows", "seq", "time_ms",
           "run", "pid", "event", "sha256", "has_exit", "exit_code", "duration_ms",
           "message", "step", "errno", "python", "scratch_base", "grace_ms", "landlock",
-          "limits", "cpu_s", "as_bytes", "nproc", "fsize_bytes", "nofile", "identity",
-          "uid", "gid", "groups", "landlock_abi", "position"]
+          "limits", "cpu_s", "as_bytes", "nproc", "fsize_bytes", "nofile",
+          "landlock_abi", "position"]
 WORDS = ["once", "always", "deny", "local", "docker", "none", "approved", "unattended",
          "user", "grant", "container", "stdout", "stderr", "exited", "signaled", "wall",
          "cpu", "file-size", "memory", "ran", "tail", "verify", "execute_code", "LANG",

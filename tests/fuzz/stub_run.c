@@ -18,9 +18,12 @@
 static void release(struct run *r)
 {
 	if (r->s) {
-		TAILQ_REMOVE(&r->s->runs, r, slink);
-		r->s->nruns--;
+		struct session *s = r->s;
+
+		TAILQ_REMOVE(&s->runs, r, slink);
+		s->nruns--;
 		r->s = NULL;
+		session_run_gone(s);
 	}
 	TAILQ_REMOVE(&r->b->runs, r, blink);
 	r->b->nruns--;
@@ -30,7 +33,7 @@ static void release(struct run *r)
 static void report(struct run *r)
 {
 	struct msg_exit m = { .id = r->id, .r = r->result, .profile = r->profile,
-			      .decision = "ran", .approver = r->approver,
+			      .decision = DECISION_RAN, .approver = r->approver,
 			      .n_labels = r->n_labels };
 	struct frame f;
 

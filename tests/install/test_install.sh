@@ -69,16 +69,18 @@ check "no temporary file left behind" test -z "$(find "$R" -name '*.tmp')"
 # The client library and Python package (mk/client.mk), when built.
 if [ -f "$BUILD/libkotoba-client.a" ]; then
 	L=$R/$P/lib
-	check "client library: header, .a 0644, .so.1 0755, .so link, .pc" bash -c \
-		'[ "$(stat -c %a "$1/include/kotoba-client.h")" = 644 ] &&
+	check "client library: header, .a 0644, .so.N 0755, .so link, .pc" bash -c \
+		'so=$(readlink "$2/libkotoba-client.so") &&
+		 [ "$(stat -c %a "$1/include/kotoba-client.h")" = 644 ] &&
 		 [ "$(stat -c %a "$2/libkotoba-client.a")" = 644 ] &&
-		 [ "$(stat -c %a "$2/libkotoba-client.so.1")" = 755 ] &&
-		 [ "$(readlink "$2/libkotoba-client.so")" = libkotoba-client.so.1 ] &&
+		 [ "$so" = "$(basename "$3"/libkotoba-client.so.[0-9]*)" ] &&
+		 [ "$(stat -c %a "$2/$so")" = 755 ] &&
 		 grep -qx "prefix=/usr/local" "$2/pkgconfig/kotoba-client.pc" &&
-		 grep -qx "libdir=/usr/local/lib" "$2/pkgconfig/kotoba-client.pc"' _ "$R/$P" "$L"
+		 grep -qx "libdir=/usr/local/lib" "$2/pkgconfig/kotoba-client.pc"' _ "$R/$P" "$L" "$BUILD"
 	check "Python package kotoba_broker where /usr/bin/python3 finds it, no bytecode" bash -c \
 		'd=$(ls -d "$1"/lib/python3.*/dist-packages/kotoba_broker) &&
-		 [ -f "$d/__init__.py" ] && [ -z "$(find "$d" -name "*.pyc")" ]' _ "$R/$P"
+		 [ -f "$d/__init__.py" ] && [ -f "$d/py.typed" ] &&
+		 [ -z "$(find "$d" -name "*.pyc")" ]' _ "$R/$P"
 fi
 
 # ---- paths written into what was installed -------------------------------------

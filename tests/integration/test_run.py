@@ -133,8 +133,13 @@ def test_only_standard_fds(broker):
 def test_code_not_in_argv(broker):
     r = broker.run_json("MARKER_8f3a = 1\nprint(open('/proc/self/cmdline').read())")
     assert "MARKER_8f3a" not in r["stdout"]
-    # exactly the worker's argv: the code comes on stdin, never as an argument
-    assert r["stdout"] == "python3\0-B\0-\0\n", r["stdout"]
+    # exactly the worker's argv (PYTHON_SNIPPET_ARGV in proto/proto.h): the
+    # code comes on stdin, never as an argument; the one after -c is the
+    # constant that reads it (PYTHON_SNIPPET_MAIN)
+    argv = r["stdout"].split("\0")
+    assert argv[:5] == ["python3", "-I", "-B", "-u", "-c"], argv
+    assert argv[5].startswith("import os, site, sys\n"), argv
+    assert argv[5].endswith("exec(globals().pop('c'))\n") and argv[6:] == ["\n"], argv
 
 
 # Each process reports with one write(2), so lines from several processes

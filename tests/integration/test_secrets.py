@@ -4,6 +4,9 @@ an approved run (a person read the snippet) sees everything.  The
 hostile spellings are the escape suite's (tests/escape/cases/secret_*)."""
 import os
 import pwd
+import signal
+import sqlite3
+import time
 
 import pytest
 
@@ -84,6 +87,22 @@ def test_secrets_off_is_said_at_start_in_the_log_and_in_exit(make_broker, tmpdir
     log = b.read_log()
     assert "[sandbox] secrets = off" in log, log
     assert "secrets off" in log, log
+    # ... and in the audit trail, before the run: an epoch row; a reload
+    # that turns it back on records that too.
+    with open(os.path.join(b.dir, "broker.conf"), "w") as f:
+        f.write(config(tmpdir_k, "yes"))
+    b.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "configuration reloaded" not in b.read_log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(b.state, "kotoba.db"), uri=True)
+    rows = db.execute("SELECT event, decision FROM audit ORDER BY seq").fetchall()
+    db.close()
+    epochs = [d for e, d in rows if e == "epoch"]
+    assert epochs == ["secrets-off", "secrets-on"], (rows, b.read_log()[-1500:])
+    assert rows.index(("epoch", "secrets-off")) < rows.index(("exit", "ran")), rows
+    out, end = run(b, READ, token, False, tmpdir_k)
+    assert end["secrets"] == "masked" and PLANTED not in out, (out, end)
 
 
 def test_a_working_directory_inside_a_secret_is_refused(make_broker, tmpdir_k):

@@ -12,6 +12,7 @@ import os
 import pwd
 import sqlite3
 import subprocess
+import time
 
 import pytest
 
@@ -37,15 +38,15 @@ def attempt(fn):
         return e.code
 
 def answer_own_card_always():
-    with kb.Broker(socket=SOCK, channel=True) as b:
+    with kb.Broker(socket_path=SOCK, channel=True) as b:
         b.run("print(1)", on_card=lambda card: kb.ALWAYS)
 
 def revoke():
-    with kb.Broker(socket=SOCK, channel=False) as b:
+    with kb.Broker(socket_path=SOCK, channel=False) as b:
         b.revoke()
 
 def read_audit():
-    with kb.Broker(socket=SOCK, channel=False) as b:
+    with kb.Broker(socket_path=SOCK, channel=False) as b:
         b.audit_tail()
 
 def attempts():
@@ -195,6 +196,11 @@ def test_a_normal_client_is_never_refused(open_broker):
     assert "refused" not in open_broker.read_log()
 
 
+def _state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def test_a_peer_that_cannot_be_seen_is_refused(open_broker):
     """Fail closed: the process that called connect() has exited and been
     reaped before the broker looked, while another holds the connection."""
@@ -205,6 +211,12 @@ def test_a_peer_that_cannot_be_seen_is_refused(open_broker):
     import msgpack
 
     open_broker.proc.send_signal(signal.SIGSTOP)
+    # kill() returns before the stop takes effect: wait until the broker is
+    # really stopped, so it cannot accept (and look) before the connector
+    # has gone.
+    deadline = time.monotonic() + 10
+    while _state(open_broker.proc.pid) != "T" and time.monotonic() < deadline:
+        time.sleep(0.01)
     try:
         r, w = os.pipe()
         pid = os.fork()

@@ -434,13 +434,13 @@ def test_clients_accept_queued(make_broker, tmpdir_k):
 
     hold.exec("import time\ntime.sleep(1.5)", id=2, cwd=tmpdir_k)
     assert hold.recv()["type"] == "started"
-    with kb.Broker(socket=b.socket, channel=False) as c:
+    with kb.Broker(socket_path=b.socket, channel=False) as c:
         res = c.run("print(6)", cwd=tmpdir_k)
     assert res.exit_code == 0 and res.stdout == "6\n", res
     hold.until_end(id=2)
 
     async def run_async():
-        async with kb.AsyncBroker(socket=b.socket, channel=False) as c:
+        async with kb.AsyncBroker(socket_path=b.socket, channel=False) as c:
             return await c.run("print(7)", cwd=tmpdir_k)
     hold.exec("import time\ntime.sleep(1.5)", id=3, cwd=tmpdir_k)
     assert hold.recv()["type"] == "started"

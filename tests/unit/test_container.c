@@ -1,4 +1,4 @@
-// link: broker/container.c broker/privsep.c broker/config.c broker/log.c broker/loop.c proto/decode_util.c
+// link: broker/container.c broker/privsep.c broker/config.c broker/log.c broker/loop.c proto/decode_util.c proto/names.c
 /* The warm-container table and the engine command lines (broker/container.c).
  * The engines themselves are exercised for real in tests/container/; here,
  * what the broker asks of them, flag by flag, and when it keeps, reuses or
@@ -175,13 +175,15 @@ static void test_cold_start_flags(void **state UNUSED)
 
 	run = &j.e.run;
 	/* python3 starts isolated, as on the host: -I ignores PYTHON*
-	 * variables, the user site and the working directory on sys.path. */
-	assert_true(pstr_eq(run->v[run->n - 1], "-"));
-	assert_true(pstr_eq(run->v[run->n - 2], "-u"));
-	assert_true(pstr_eq(run->v[run->n - 3], "-B"));
-	assert_true(pstr_eq(run->v[run->n - 4], "-I"));
-	assert_true(pstr_eq(run->v[run->n - 5], "python3"));
-	assert_true(pstr_eq(run->v[run->n - 6], ct->name));
+	 * variables, the user site and the working directory on sys.path;
+	 * the constant after -c reads the code from stdin. */
+	assert_true(pstr_eq(run->v[run->n - 1], PYTHON_SNIPPET_MAIN));
+	assert_true(pstr_eq(run->v[run->n - 2], "-c"));
+	assert_true(pstr_eq(run->v[run->n - 3], "-u"));
+	assert_true(pstr_eq(run->v[run->n - 4], "-B"));
+	assert_true(pstr_eq(run->v[run->n - 5], "-I"));
+	assert_true(pstr_eq(run->v[run->n - 6], "python3"));
+	assert_true(pstr_eq(run->v[run->n - 7], ct->name));
 	assert_true(has(run, "--interactive") && has(run, "--env=LANG=C.UTF-8"));
 	assert_true(has(run, "--env=HOME=/tmp") && has(run, "--env=TMPDIR=/tmp"));
 	assert_false(has(run, "--env=PATH=/usr/bin") || has(run, "--env=HOME=/home/ada"));

@@ -1,4 +1,4 @@
-// link: worker/engine.c worker/enter.c worker/supervise.c worker/tree.c worker/plan.c worker/secrets.c worker/rmtree.c worker/landlock.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/report.c proto/frame.c proto/check.c proto/decode_util.c proto/encode_util.c proto/messages.c
+// link: worker/engine.c worker/enter.c worker/supervise.c worker/util.c worker/tree.c worker/plan.c worker/secrets.c worker/rmtree.c worker/landlock.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/report.c proto/frame.c proto/check.c proto/decode_util.c proto/names.c proto/encode_util.c proto/messages.c
 /* sandbox = docker on the worker's side: the engine's commands, each run
  * as a confined child through enter_sandbox() under the "engine" profile,
  * with plans built directly (no broker, no codec).  Ordinary programs
@@ -66,7 +66,7 @@ static void base_job(void)
 					   "HOME=/root", "XDG_RUNTIME_DIR=/run/user/0" };
 
 	memset(&job, 0, sizeof(job));
-	job.profile = pstr_c("engine");
+	job.profile = PROFILE_ENGINE;
 	job.cwd = pstr_c("/");
 	job.scratch_base = pstr_c("/tmp");
 	job.timeout_ms = 10000;
@@ -581,7 +581,7 @@ static void test_plan_checks_the_engine_section(void **state)
 	assert_non_null(strstr(err, "without engine commands"));
 
 	base_job();
-	job.profile = pstr_c("approved");
+	job.profile = PROFILE_APPROVED;
 	job.python = pstr_c("/usr/bin/python3");
 	assert_int_equal(plan_error(err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "engine commands with profile 'approved'"));

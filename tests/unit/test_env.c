@@ -1,4 +1,4 @@
-// link: broker/env.c broker/privsep.c broker/log.c proto/decode_util.c
+// link: broker/env.c broker/privsep.c broker/log.c proto/decode_util.c proto/names.c
 /* The snippet's environment: built from the allowlist, never from the
  * broker's own environment, and never carrying a secret-looking name. */
 #include <errno.h>

@@ -1,7 +1,11 @@
-// link: proto/frame.c proto/check.c proto/decode_util.c proto/encode_util.c proto/messages.c
+// link: proto/frame.c proto/check.c proto/decode_util.c proto/names.c proto/encode_util.c proto/messages.c
 /* The codec against the test vectors in proto/PROTOCOL.md, and the framing
- * and structural limits. */
+ * and structural limits.  Each vector's bytes are decoded and re-encoded
+ * byte for byte, and what was decoded is compared with the fields the
+ * document writes beside it (a JSON block): a vector whose meaning the
+ * prose does not match fails, not only one that does not parse. */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,23 +16,49 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <msgpack.h>
+#include <nettle/sha2.h>
 
 #include "proto/check.h"
 #include "proto/proto.h"
+#include "worker/landlock_abi.h"
 
 struct vector {
 	char name[32];    /* the message type */
 	char heading[64]; /* the type and its variant: "job (engine)" */
 	uint8_t bytes[4096];
 	size_t len;
+	char json[8192];  /* the expected fields, whitespace outside strings removed */
+	size_t json_len;
 };
+
+/* Appends a line of the JSON block, dropping whitespace outside strings,
+ * so the document may lay it out for people. */
+static void add_json(struct vector *v, const char *line, bool *in_str)
+{
+	bool esc = false;
+
+	for (const char *c = line; *c; c++) {
+		if (!*in_str && (*c == ' ' || *c == '\n' || *c == '\t' || *c == '\r'))
+			continue;
+		assert_true(v->json_len + 1 < sizeof(v->json));
+		v->json[v->json_len++] = *c;
+		if (esc)
+			esc = false;
+		else if (*in_str && *c == '\\')
+			esc = true;
+		else if (*c == '"')
+			*in_str = !*in_str;
+	}
+	v->json[v->json_len] = '\0';
+}
 
 static size_t load_vectors(struct vector *v, size_t max)
 {
 	FILE *f = fopen("proto/PROTOCOL.md", "r");
-	char line[512];
+	char line[4096];
 	size_t n = 0;
-	bool in_hex = false;
+	bool in_hex = false, in_json = false, in_str = false;
 
 	assert_non_null(f);
 	while (fgets(line, sizeof(line), f)) {
@@ -39,8 +69,13 @@ static size_t load_vectors(struct vector *v, size_t max)
 			n++;
 		} else if (!strncmp(line, "```hex", 6)) {
 			in_hex = true;
+		} else if (!strncmp(line, "```json", 7)) {
+			in_json = n > 0;
+			in_str = false;
 		} else if (!strncmp(line, "```", 3)) {
-			in_hex = false;
+			in_hex = in_json = false;
+		} else if (in_json) {
+			add_json(&v[n - 1], line, &in_str);
 		} else if (in_hex && n > 0) {
 			unsigned b;
 			int off = 0, k;
@@ -101,10 +136,143 @@ static void vector_msg(const char *h, struct msg *m)
 	fail_msg("no vector '%s' in PROTOCOL.md", h);
 }
 
+/* ---- what a frame says, as canonical JSON ---------------------------------
+ * Keys in wire order, no whitespace, str escaped as Python's json.dumps
+ * escapes them (ensure_ascii off), bin as {"bin":"<hex>"}. */
+struct jbuf {
+	char s[8192];
+	size_t n;
+};
+
+static void jput(struct jbuf *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jput(struct jbuf *j, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(j->s + j->n, sizeof(j->s) - j->n, fmt, ap);
+	va_end(ap);
+	assert_true(k >= 0 && (size_t)k < sizeof(j->s) - j->n);
+	j->n += (size_t)k;
+}
+
+static void jstr(struct jbuf *j, const char *p, size_t len)
+{
+	jput(j, "\"");
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)p[i];
+
+		switch (c) {
+		case '"': jput(j, "\\\""); break;
+		case '\\': jput(j, "\\\\"); break;
+		case '\n': jput(j, "\\n"); break;
+		case '\r': jput(j, "\\r"); break;
+		case '\t': jput(j, "\\t"); break;
+		case '\b': jput(j, "\\b"); break;
+		case '\f': jput(j, "\\f"); break;
+		default:
+			if (c < 0x20)
+				jput(j, "\\u%04x", c);
+			else
+				jput(j, "%c", c);
+		}
+	}
+	jput(j, "\"");
+}
+
+static void jvalue(struct jbuf *j, const msgpack_object *o)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_NIL: jput(j, "null"); break;
+	case MSGPACK_OBJECT_BOOLEAN: jput(j, o->via.boolean ? "true" : "false"); break;
+	case MSGPACK_OBJECT_POSITIVE_INTEGER: jput(j, "%" PRIu64, o->via.u64); break;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER: jput(j, "%" PRId64, o->via.i64); break;
+	case MSGPACK_OBJECT_STR: jstr(j, o->via.str.ptr, o->via.str.size); break;
+	case MSGPACK_OBJECT_BIN:
+		jput(j, "{\"bin\":\"");
+		for (uint32_t i = 0; i < o->via.bin.size; i++)
+			jput(j, "%02x", (unsigned char)o->via.bin.ptr[i]);
+		jput(j, "\"}");
+		break;
+	case MSGPACK_OBJECT_ARRAY:
+		jput(j, "[");
+		for (uint32_t i = 0; i < o->via.array.size; i++) {
+			jput(j, i ? "," : "");
+			jvalue(j, &o->via.array.ptr[i]);
+		}
+		jput(j, "]");
+		break;
+	case MSGPACK_OBJECT_MAP:
+		jput(j, "{");
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			jput(j, i ? "," : "");
+			jvalue(j, &o->via.map.ptr[i].key);
+			jput(j, ":");
+			jvalue(j, &o->via.map.ptr[i].val);
+		}
+		jput(j, "}");
+		break;
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64:
+	case MSGPACK_OBJECT_EXT:
+	default:
+		fail_msg("no float or ext is part of the protocol");
+	}
+}
+
+/* The frame f (what the decoded message encodes to) as canonical JSON. */
+static void frame_json(const struct frame *f, struct jbuf *j)
+{
+	msgpack_unpacked up;
+	size_t off = 0;
+
+	j->n = 0;
+	msgpack_unpacked_init(&up);
+	assert_int_equal(msgpack_unpack_next(&up, (const char *)f->data + 4, f->len - 4, &off),
+			 MSGPACK_UNPACK_SUCCESS);
+	jvalue(j, &up.data);
+	msgpack_unpacked_destroy(&up);
+}
+
+/* What the prose says about the values in the vectors, beyond their form. */
+static void check_meaning(const struct vector *v, const struct msg *m)
+{
+	switch (m->type) {
+	case MSG_HELLO:
+		assert_int_equal(m->u.hello.version, PROTO_VERSION);
+		break;
+	case MSG_WELCOME:
+		assert_int_equal(m->u.welcome.version, PROTO_VERSION);
+		assert_int_equal(m->u.welcome.max_frame, PROTO_FRAME_MAX_DEFAULT);
+		assert_int_equal(m->u.welcome.max_snippet, PROTO_SNIPPET_MAX_DEFAULT);
+		break;
+	case MSG_READY:
+		assert_in_range(m->u.ready.landlock_abi, 0, KL_ABI_KNOWN);
+		break;
+	case MSG_EXIT:
+		/* in a container the profile is `container`, and only there */
+		assert_int_equal(m->u.exit.profile == PROFILE_CONTAINER,
+				 !strcmp(m->u.exit.where, "container"));
+		break;
+	case MSG_EXEC:
+		assert_null(memchr(m->u.exec.code.ptr, '\0', m->u.exec.code.len));
+		break;
+	case MSG_UNKNOWN: case MSG_ANSWER: case MSG_CANCEL: case MSG_GRANTS: case MSG_REVOKE:
+	case MSG_QUEUED:
+	case MSG_AUDIT: case MSG_STARTED: case MSG_OUTPUT: case MSG_CARD: case MSG_GRANT_LIST:
+	case MSG_AUDIT_ROWS: case MSG_OK: case MSG_ERROR: case MSG_JOB: case MSG_SETUP_ERROR:
+	case MSG_FINISHED: case MSG_TYPE_COUNT:
+	default:
+		break;
+	}
+}
+
 static void test_vectors_round_trip(void **state)
 {
 	static struct vector v[64];
 	static struct msg m;
+	static struct jbuf json;
 	size_t n = load_vectors(v, 64);
 	bool seen[MSG_TYPE_COUNT] = { 0 }, seen_engine = false, seen_container = false;
 
@@ -126,6 +294,14 @@ static void test_vectors_round_trip(void **state)
 		assert_int_equal(reencode(&m, &f), 0);
 		assert_int_equal(f.len, v[i].len);
 		assert_memory_equal(f.data, v[i].bytes, f.len);
+		/* What was decoded, as the document states it. */
+		if (!v[i].json_len)
+			fail_msg("vector %s has no JSON block of its fields", v[i].heading);
+		frame_json(&f, &json);
+		if (strcmp(json.s, v[i].json))
+			fail_msg("vector %s decodes to\n%s\nbut PROTOCOL.md says\n%s", v[i].heading,
+				 json.s, v[i].json);
+		check_meaning(&v[i], &m);
 		frame_free(&f);
 	}
 	/* PROTOCOL.md must have a vector for every message there is. */
@@ -135,6 +311,50 @@ static void test_vectors_round_trip(void **state)
 	/* ...and for the optional parts that change a frame's shape. */
 	if (!seen_engine || !seen_container)
 		fail_msg("PROTOCOL.md lacks a job with 'engine' or an exit in a container");
+}
+
+/* The audit row's sha256 is the hash of a real snippet: the exec vector's. */
+static void test_audit_rows_vector_hashes_the_exec_code(void **state)
+{
+	static struct msg exec, rows;
+	struct sha256_ctx ctx;
+	uint8_t d[SHA256_DIGEST_SIZE];
+	char hex[2 * SHA256_DIGEST_SIZE + 1];
+
+	vector_msg("exec", &exec);
+	vector_msg("audit_rows", &rows);
+	sha256_init(&ctx);
+	sha256_update(&ctx, exec.u.exec.code.len, (const uint8_t *)exec.u.exec.code.ptr);
+	sha256_digest(&ctx, sizeof(d), d);
+	for (size_t i = 0; i < sizeof(d); i++)
+		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	assert_int_equal(rows.u.audit_rows.n, 1);
+	assert_int_equal(rows.u.audit_rows.rows[0].sha256.len, 64);
+	assert_memory_equal(rows.u.audit_rows.rows[0].sha256.ptr, hex, 64);
+}
+
+/* Every name in a table is unique, a table lookup finds each, and the
+ * profile audit rows read back includes `container` (a list without it
+ * once made docker-mode rows read back as ""). */
+static void test_name_tables(void **state)
+{
+	const struct proto_names *t[] = { &proto_profiles, &proto_approvers, &proto_decisions,
+					  &proto_events, &proto_steps, &proto_errcodes };
+
+	for (size_t k = 0; k < sizeof(t) / sizeof(t[0]); k++)
+		for (unsigned i = 0; i < t[k]->n; i++) {
+			const char *name = names_get(t[k], i);
+
+			assert_non_null(name);
+			assert_int_equal(names_find(t[k], name, strlen(name)), (int)i);
+		}
+	assert_string_equal(profile_name(PROFILE_CONTAINER), "container");
+	assert_true(PROFILES_AUDIT & PROFILE_BIT(PROFILE_CONTAINER));
+	assert_false(PROFILES_RAN & PROFILE_BIT(PROFILE_ENGINE));
+	assert_false(PROFILES_JOB & PROFILE_BIT(PROFILE_CONTAINER));
+	assert_string_equal(names_get(&proto_profiles, PROFILE_COUNT), "?");
+	assert_int_equal(names_find(&proto_decisions, "ran\0x", 5), -1);
+	assert_string_equal(PERR_ID_IN_USE, "id-in-use");
 }
 
 static int check(const char *bytes, size_t len)
@@ -293,7 +513,7 @@ static void test_engine_is_checked(void **state)
 	m.u.job.has_engine = false;
 	expect_bad_field(&m, "'engine'");
 	vector_msg("job (engine)", &m);
-	m.u.job.profile = pstr_c("approved");
+	m.u.job.profile = PROFILE_APPROVED;
 	expect_bad_field(&m, "'engine'");
 	/* kill and oom may be empty: then there is nothing to run. */
 	vector_msg("job (engine)", &m);
@@ -400,6 +620,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_vectors_round_trip),
+		cmocka_unit_test(test_audit_rows_vector_hashes_the_exec_code),
+		cmocka_unit_test(test_name_tables),
 		cmocka_unit_test(test_structural_limits),
 		cmocka_unit_test(test_utf8),
 		cmocka_unit_test(test_reader_limit_before_allocation),

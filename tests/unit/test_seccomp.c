@@ -1,4 +1,4 @@
-// link: worker/seccomp.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/landlock.c
+// link: worker/seccomp.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/landlock.c proto/names.c
 /* SPDX-License-Identifier: MIT
  * The seccomp filters against the real kernel, in the manner of
  * systemd's test-seccomp and bubblewrap's try-syscall: in a forked child,
@@ -1052,7 +1052,7 @@ static void unattended_at_abi(void)
 	const char *what;
 	int rc;
 
-	snprintf(p.profile, sizeof(p.profile), "unattended");
+	p.profile = PROFILE_UNATTENDED;
 	snprintf(p.scratch, sizeof(p.scratch), "%s", ll_scratch);
 	path_in(in_f, sizeof(in_f), ll_scratch, "f");
 	path_in(in_g, sizeof(in_g), ll_scratch, "g");
@@ -1137,7 +1137,7 @@ static void engine_at_abi(void)
 	const char *what;
 	int rc, srv, cli, status;
 
-	snprintf(p.profile, sizeof(p.profile), "engine");
+	p.profile = PROFILE_ENGINE;
 	snprintf(p.scratch, sizeof(p.scratch), "%s", ll_scratch);
 	path_in(in_f, sizeof(in_f), ll_scratch, "containers.conf");
 	path_in(out_f, sizeof(out_f), ll_outside, "new");

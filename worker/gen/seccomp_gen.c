@@ -26,8 +26,16 @@
 
 #include "worker/seccomp.h"
 
-static const char *const profiles[] = { "approved", "unattended", "engine" };
-#define N_PROFILES (sizeof(profiles) / sizeof(profiles[0]))
+/* The profiles a job may name (proto/names.h), in the table's order. */
+static const char *profiles[PROFILE_COUNT];
+static size_t n_profiles;
+
+static void list_profiles(void)
+{
+	for (unsigned p = 0; p < PROFILE_COUNT; p++)
+		if (PROFILES_JOB & PROFILE_BIT(p))
+			profiles[n_profiles++] = profile_name((enum proto_profile)p);
+}
 #define N_ABIS (SECCOMP_ABI_MAX + 1)
 
 /* Pids the patched program is checked against: the smallest, the
@@ -41,7 +49,7 @@ struct prog {
 	int same_as;           /* index of an identical earlier program, or -1 */
 };
 
-static struct prog progs[N_PROFILES * N_ABIS];
+static struct prog progs[PROFILE_COUNT * N_ABIS];
 
 __attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...)
 {
@@ -196,7 +204,8 @@ int main(void)
 	char *text = description();
 	int n = 0;
 
-	for (size_t pr = 0; pr < N_PROFILES; pr++) {
+	list_profiles();
+	for (size_t pr = 0; pr < n_profiles; pr++) {
 		for (unsigned int abi = 0; abi < N_ABIS; abi++, n++) {
 			struct prog *p = &progs[n];
 			struct sock_fprog b;

@@ -148,11 +148,11 @@ def for_model(result):
     return text
 
 
-def execute_code(code, cwd=None, timeout=60, on_card=ask_at_terminal, socket=None):
+def execute_code(code, cwd=None, timeout=60, on_card=ask_at_terminal, socket_path=None):
     """The tool: returns the text the model sees, never raises for the
     broker's answers (the model should read why, not crash the agent)."""
     try:
-        with Broker(socket=socket, channel=True) as broker:
+        with Broker(socket_path=socket_path, channel=True) as broker:
             result = broker.run(code, cwd=cwd, timeout=timeout, on_card=on_card)
     except DidNotRun as e:  # denied, expired, refused, not offered, cancelled
         return "The code did not run (%s): %s" % (e.code, e.message)
@@ -185,7 +185,7 @@ def main():
     # What the model reads is the snippet's output, raw; what a person reads
     # here goes through show(), like every text this tool puts on a terminal.
     print(show(execute_code(a.code, cwd=a.cwd, timeout=a.timeout, on_card=on_card,
-                            socket=a.socket), lines=True))
+                            socket_path=a.socket), lines=True))
 
 
 if __name__ == "__main__":

@@ -18,9 +18,8 @@ from .errors import (AuditBroken, AuditUnavailable, BadCwd, BadRequest, BrokerUn
                      ProtocolError, Refused, SetupFailed, SnippetTooLarge, WorkerLost)
 from .render import card_text, show
 from .types import ALWAYS, DEFER, DENY, ONCE, AuditRow, Card, Grant, Label, Result, Welcome
+from ._version import __version__
 from .wire import default_socket_path
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Broker", "AsyncBroker", "Result", "Card", "Label", "Grant", "AuditRow", "Welcome",
@@ -28,5 +27,5 @@ __all__ = [
     "KotobaError", "BrokerUnavailable", "ConnectionLost", "ProtocolError", "DidNotRun",
     "Denied", "Expired", "Refused", "NotOffered", "Cancelled", "SnippetTooLarge",
     "SetupFailed", "BadCwd", "Busy", "WorkerLost", "AuditUnavailable", "AuditBroken",
-    "NoSuchRun", "NoSuchCard", "InternalError", "BadRequest",
+    "NoSuchRun", "NoSuchCard", "InternalError", "BadRequest", "__version__",
 ]

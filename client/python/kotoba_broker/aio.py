@@ -4,33 +4,54 @@ import asyncio
 import inspect
 import itertools
 import socket as _socket
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import (Any, Awaitable, Callable, Dict, Iterator, List, Mapping, Optional, Set,
+                    Tuple, Type, TypeVar, Union, cast)
 
 from . import wire
-from .client import CLIENT_NAME, _answer_of, _unanswered
-from .errors import BrokerUnavailable, ConnectionLost, KotobaError, ProtocolError
+from .client import CLIENT_NAME, _answer_of, _no_more, _renamed, _unanswered
+from .errors import BrokerUnavailable, ConnectionLost, Denied, KotobaError, ProtocolError
 from .errors import error_from_frame
-from .types import DEFER, DENY, AuditRow, Card, Grant, Result, Welcome
+from .types import DEFER, DENY, AuditRow, Card, Frame, Grant, Result, Welcome
 
-__all__ = ["AsyncBroker"]
+__all__ = ["AsyncBroker", "AsyncCardCallback", "AsyncOutputCallback"]
+
+_T = TypeVar("_T")
+# run()'s callbacks, as Broker's, or coroutine functions.
+AsyncCardCallback = Callable[[Card], Union[str, Awaitable[str]]]
+AsyncOutputCallback = Callable[[str, bytes], Optional[Awaitable[None]]]
+# What a run's queue carries: its frames, or the error that ended the connection.
+_Item = Union[Frame, BaseException]
 
 
-async def _call(fn, *args):
+async def _call(fn: Callable[..., Union[_T, Awaitable[_T]]], *args: Any) -> _T:
     """Calls a callback that may be a plain function or a coroutine function."""
     r = fn(*args)
     if inspect.isawaitable(r):
-        r = await r
-    return r
+        return cast(_T, await r)
+    return cast(_T, r)
 
 
-async def _ask(on_card, card):
+async def _ask(on_card: Optional[AsyncCardCallback], card: Card) -> str:
     """The answer to a card: every card is denied without a callback."""
     return DENY if on_card is None else await _call(on_card, card)
+
+
+@dataclass
+class _RunState:
+    """One run's output so far, its card, and how it ended."""
+    out: bytearray = field(default_factory=bytearray)
+    err: bytearray = field(default_factory=bytearray)
+    card: Optional[str] = None
+    ended: bool = False
+    unanswered: Optional[Denied] = None
 
 
 class AsyncBroker:
     """A connection to kotoba-brokerd for asyncio programs.
 
-        async with AsyncBroker(socket=None, channel=True) as broker:
+        async with AsyncBroker(socket_path=None, channel=True) as broker:
             result = await broker.run("print(6*7)", on_card=ask_person)
 
     The arguments and methods are Broker's, as coroutines.  Callbacks
@@ -41,19 +62,25 @@ class AsyncBroker:
     the broker to confirm the snippet is gone, and raises CancelledError.
     """
 
-    def __init__(self, socket=None, channel=True, client_name=CLIENT_NAME):
-        self.socket_path = socket or wire.default_socket_path()
+    def __init__(self, socket_path: Optional[str] = None, channel: bool = True,
+                 client_name: str = CLIENT_NAME, **old: Any) -> None:
+        socket_path = _renamed(old, "socket", "socket_path", socket_path)
+        _no_more(old)
+        self.socket_path: str = socket_path or wire.default_socket_path()
         self.channel = bool(channel)
         self.client_name = client_name
-        self.welcome = None
-        self.notices = []
-        self._ids = itertools.count(1)
-        self._pending = {}
-        self._dead = None
-        self._reader = self._writer = self._task = None
+        self.welcome: Optional[Welcome] = None
+        self.notices: List[KotobaError] = []
+        self._ids: Iterator[int] = itertools.count(1)
+        self._pending: Dict[int, "asyncio.Queue[_Item]"] = {}
+        self._dead: Optional[KotobaError] = None
+        self._reader: Optional[asyncio.StreamReader] = None
+        self._writer: Optional[asyncio.StreamWriter] = None
+        self._task: Optional["asyncio.Future[None]"] = None
+        self._wlock: asyncio.Lock  # made by open(), in the loop it runs in
         self._limit = wire.FRAME_MAX
 
-    async def open(self):
+    async def open(self) -> "AsyncBroker":
         """Connects and says hello; raises BrokerUnavailable, or the broker's refusal."""
         loop = asyncio.get_running_loop()
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -77,11 +104,12 @@ class AsyncBroker:
         self._task = asyncio.ensure_future(self._read_loop())
         return self
 
-    async def _handshake(self, loop, sock):
+    async def _handshake(self, loop: asyncio.AbstractEventLoop,
+                         sock: _socket.socket) -> Frame:
         """hello and welcome on the bare socket: a broker that refuses this
         peer says why and closes without reading hello, and its sentence
         must still be read after the EPIPE (a stream transport drops it)."""
-        async def read(n):
+        async def read(n: int) -> bytes:
             buf = b""
             while len(buf) < n:
                 chunk = await loop.sock_recv(sock, n - len(buf))
@@ -106,9 +134,11 @@ class AsyncBroker:
 
     # ---- plumbing ---------------------------------------------------------
 
-    async def _send(self, data):
+    async def _send(self, data: bytes) -> None:
         if self._dead:
             raise self._dead
+        if self._writer is None:
+            raise KotobaError("call open() (or use `async with`) first", code="invalid")
         async with self._wlock:
             try:
                 self._writer.write(data)
@@ -117,7 +147,8 @@ class AsyncBroker:
                 raise ConnectionLost("lost the broker while sending: %s" % (e.strerror or e),
                                      errno=e.errno) from None
 
-    async def _recv(self):
+    async def _recv(self) -> Frame:
+        assert self._reader is not None  # the read loop starts after open()
         try:
             n = wire.header_length(await self._reader.readexactly(4), self._limit)
             return wire.decode(await self._reader.readexactly(n))
@@ -126,12 +157,13 @@ class AsyncBroker:
         except OSError as e:
             raise ConnectionLost("lost the broker: %s" % (e.strerror or e)) from None
 
-    async def _read_loop(self):
+    async def _read_loop(self) -> None:
         """Hands each frame to the request or run with its id."""
         try:
             while True:
                 m = await self._recv()
-                q = self._pending.get(m.get("id"))
+                rid = m.get("id")
+                q = self._pending.get(rid) if isinstance(rid, int) else None
                 if q is not None:
                     q.put_nowait(m)
                 elif m["type"] == "error" and m.get("id") is None:
@@ -143,13 +175,13 @@ class AsyncBroker:
         for q in self._pending.values():
             q.put_nowait(self._dead)
 
-    async def _get(self, q):
+    async def _get(self, q: "asyncio.Queue[_Item]") -> Frame:
         m = await q.get()
         if isinstance(m, BaseException):
             raise m
         return m
 
-    def _register(self):
+    def _register(self) -> Tuple[int, "asyncio.Queue[_Item]"]:
         if self._dead:
             raise self._dead
         if self._task is None:
@@ -158,7 +190,7 @@ class AsyncBroker:
         self._pending[rid] = asyncio.Queue()
         return rid, self._pending[rid]
 
-    async def _request(self, msg):
+    async def _request(self, msg: Frame) -> Frame:
         rid, q = self._register()
         try:
             msg["id"] = rid
@@ -172,40 +204,46 @@ class AsyncBroker:
 
     # ---- running a snippet ---------------------------------------------------
 
-    async def run(self, code, cwd=None, timeout=None, on_card=None, on_output=None, env=None):
+    async def run(self, code: str, cwd: Optional[wire.PathArg] = None,
+                  timeout: Optional[float] = None,
+                  on_card: Optional[AsyncCardCallback] = None,
+                  on_output: Optional[AsyncOutputCallback] = None,
+                  env: Optional[Mapping[str, str]] = None) -> Result:
         """As Broker.run()."""
         frame = None
         rid, q = self._register()
-        state = {"out": bytearray(), "err": bytearray(), "card": None, "ended": False,
-                 "unanswered": None}
-        getter = card_task = None
+        state = _RunState()
+        getter: Optional["asyncio.Future[Frame]"] = None
+        card_task: Optional["asyncio.Future[str]"] = None
         try:
             frame = wire.exec_frame(rid, code, cwd, timeout, env)
             await self._send(frame)
             while True:
                 if getter is None:
                     getter = asyncio.ensure_future(self._get(q))
-                waits = {getter} | ({card_task} if card_task else set())
+                waits: Set["asyncio.Future[Any]"] = {getter}
+                if card_task is not None:
+                    waits.add(card_task)
                 done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                if card_task in done:
+                if card_task is not None and card_task in done:
                     choice, card_task = _answer_of(card_task.result()), None
-                    if choice != DEFER:
-                        await self.answer(state["card"], choice)
+                    if choice != DEFER and state.card is not None:
+                        await self.answer(state.card, choice)
                 if getter in done:
                     m, getter = getter.result(), None
                     result = await self._frame(m, state, on_output)
                     if result is not None:
                         return result
                     if m["type"] == "card":
-                        state["card"] = m["card"]
-                        state["unanswered"] = None if on_card else _unanswered(m)
+                        state.card = m["card"]
+                        state.unanswered = None if on_card else _unanswered(m)
                         card_task = asyncio.ensure_future(_ask(on_card, Card.from_frame(m)))
         except BaseException:
             for t in (getter, card_task):
                 if t is not None:
                     t.cancel()
             getter = card_task = None
-            if frame is not None and not state["ended"]:
+            if frame is not None and not state.ended:
                 await self._abandon(rid, q)
             raise
         finally:
@@ -214,28 +252,29 @@ class AsyncBroker:
                     t.cancel()
             self._pending.pop(rid, None)
 
-    async def _frame(self, m, state, on_output):
+    async def _frame(self, m: Frame, state: _RunState,
+                     on_output: Optional[AsyncOutputCallback]) -> Optional[Result]:
         """One frame of a run: its Result at the end, an exception for its
         error, None otherwise (`queued` among them: the run waits for a free
         slot, then runs and ends as any other)."""
         if m["type"] == "output":
-            state["err" if m["stream"] == "stderr" else "out"].extend(m["data"])
+            (state.err if m["stream"] == "stderr" else state.out).extend(m["data"])
             if on_output:
                 await _call(on_output, m["stream"], m["data"])
         elif m["type"] == "exit":
-            state["ended"] = True
-            return Result.from_frames(m, bytes(state["out"]), bytes(state["err"]))
+            state.ended = True
+            return Result.from_frames(m, bytes(state.out), bytes(state.err))
         elif m["type"] == "error":
-            state["ended"] = True
-            if state["unanswered"] and m.get("code") == "denied":
-                raise state["unanswered"]
+            state.ended = True
+            if state.unanswered and m.get("code") == "denied":
+                raise state.unanswered
             raise error_from_frame(m)
         return None
 
-    async def _abandon(self, rid, q):
+    async def _abandon(self, rid: int, q: "asyncio.Queue[_Item]") -> None:
         """Cancels a run whose caller gave up and waits (5 s at most) for
         the broker to confirm it ended."""
-        async def until_end():
+        async def until_end() -> None:
             while True:
                 m = await self._get(q)
                 if m["type"] in ("exit", "error"):
@@ -246,29 +285,32 @@ class AsyncBroker:
         except (Exception, asyncio.CancelledError):
             pass
 
-    async def answer(self, card_id, choice):
+    async def answer(self, card_id: str, choice: str) -> None:
         """Answers a card whose on_card returned DEFER."""
         await self._send(wire.answer_frame(card_id, choice))
 
     # ---- grants and audit ------------------------------------------------------
 
-    async def grants(self):
+    async def grants(self) -> List[Grant]:
         m = await self._request({"type": "grants"})
         return [Grant.from_frame(g) for g in m["grants"]]
 
-    async def revoke(self, family="execute_code"):
-        return (await self._request({"type": "revoke", "family": family}))["message"]
+    async def revoke(self, family: str = "execute_code") -> str:
+        return str((await self._request({"type": "revoke", "family": family}))["message"])
 
-    async def audit_tail(self, max=20):
-        m = await self._request({"type": "audit", "op": "tail", "max": int(max)})
+    async def audit_tail(self, count: Optional[int] = None, **old: Any) -> List[AuditRow]:
+        count = _renamed(old, "max", "count", count)
+        _no_more(old)
+        m = await self._request({"type": "audit", "op": "tail",
+                                 "max": 20 if count is None else int(count)})
         return [AuditRow.from_frame(r) for r in m["rows"]]
 
-    async def audit_verify(self):
-        return (await self._request({"type": "audit", "op": "verify"}))["message"]
+    async def audit_verify(self) -> str:
+        return str((await self._request({"type": "audit", "op": "verify"}))["message"])
 
     # ---- lifetime -----------------------------------------------------------------
 
-    async def close(self):
+    async def close(self) -> None:
         """Closes the connection; the broker cancels anything still running."""
         if self._writer is not None:
             self._writer.close()
@@ -283,8 +325,9 @@ class AsyncBroker:
             except asyncio.CancelledError:
                 pass
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "AsyncBroker":
         return await self.open()
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         await self.close()

@@ -3,19 +3,48 @@ and answer() may be called from other threads while run() waits."""
 import itertools
 import socket as _socket
 import threading
+import warnings
+from types import TracebackType
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Type, TypeVar
 
 from . import wire
+from ._version import __version__
 from .errors import (BrokerUnavailable, ConnectionLost, Denied, KotobaError, NoSuchRun,
                      ProtocolError)
 from .errors import error_from_frame
-from .types import DEFER, DENY, AuditRow, Card, Grant, Result, Welcome
+from .types import DEFER, DENY, AuditRow, Card, Frame, Grant, Result, Welcome
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "CardCallback", "OutputCallback"]
 
-CLIENT_NAME = "kotoba_broker.py/0.1"
+CLIENT_NAME = "kotoba_broker.py/" + __version__
+
+# run()'s callbacks: on_card(card) returns "once", "always", "deny" or
+# DEFER; on_output(stream, data) gets "stdout" or "stderr" and the bytes.
+CardCallback = Callable[[Card], str]
+OutputCallback = Callable[[str, bytes], None]
+
+_T = TypeVar("_T")
 
 
-def _unanswered(m):
+def _renamed(old: Dict[str, Any], old_name: str, new_name: str, value: _T) -> _T:
+    """A keyword argument under its former name (one that shadowed a
+    builtin or module): still accepted, with a DeprecationWarning."""
+    if old_name not in old:
+        return value
+    warnings.warn("%s= is deprecated; pass %s=" % (old_name, new_name), DeprecationWarning,
+                  stacklevel=3)
+    if value is not None:
+        raise TypeError("pass %s= or %s=, not both" % (new_name, old_name))
+    v: _T = old.pop(old_name)
+    return v
+
+
+def _no_more(old: Dict[str, Any]) -> None:
+    if old:
+        raise TypeError("unexpected keyword argument %r" % next(iter(old)))
+
+
+def _unanswered(m: Frame) -> Denied:
     """The denial of a card nobody was given to answer: say so, rather than
     the broker's "You denied this snippet"."""
     return Denied("the broker asked for approval (card %s) and run() was given no on_card "
@@ -23,7 +52,7 @@ def _unanswered(m):
                   "channel=False" % m.get("card", "?"), code="denied")
 
 
-def _answer_of(choice):
+def _answer_of(choice: str) -> str:
     if choice == DEFER or choice in ("once", "always", "deny"):
         return choice
     raise ValueError("on_card must return 'once', 'always', 'deny' or DEFER, not %r"
@@ -33,7 +62,8 @@ def _answer_of(choice):
 class Broker:
     """A connection to kotoba-brokerd.
 
-    socket: the broker's socket path (None: wire.default_socket_path()).
+    socket_path: the broker's socket (None: wire.default_socket_path());
+        `socket=` is its former name, still accepted with a warning.
     channel: True when this program can show an approval card to a person
         and return the answer (run()'s on_card).  Without a channel the
         broker never sends a card: plain snippets run unattended and
@@ -44,14 +74,17 @@ class Broker:
     Use it as a context manager, or call close().
     """
 
-    def __init__(self, socket=None, channel=True, client_name=CLIENT_NAME):
-        self.socket_path = socket or wire.default_socket_path()
+    def __init__(self, socket_path: Optional[str] = None, channel: bool = True,
+                 client_name: str = CLIENT_NAME, **old: Any) -> None:
+        socket_path = _renamed(old, "socket", "socket_path", socket_path)
+        _no_more(old)
+        self.socket_path: str = socket_path or wire.default_socket_path()
         self.channel = bool(channel)
-        self.notices = []  # broker errors that belonged to no request
-        self._ids = itertools.count(1)
+        self.notices: List[KotobaError] = []  # broker errors that belonged to no request
+        self._ids: Iterator[int] = itertools.count(1)
         self._lock = threading.Lock()   # one request at a time
         self._wlock = threading.Lock()  # whole frames on the socket
-        self._running = None
+        self._running: Optional[int] = None
         self._in_frame = False  # a read was interrupted mid-frame: framing is lost
         self._limit = wire.FRAME_MAX
         self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -70,7 +103,7 @@ class Broker:
 
     # ---- plumbing ---------------------------------------------------------
 
-    def _send(self, data):
+    def _send(self, data: bytes) -> None:
         with self._wlock:
             try:
                 self._sock.sendall(data)
@@ -78,7 +111,7 @@ class Broker:
                 raise ConnectionLost("lost the broker while sending: %s" % (e.strerror or e),
                                      errno=e.errno) from None
 
-    def _read(self, n):
+    def _read(self, n: int) -> bytes:
         buf = bytearray()
         while len(buf) < n:
             try:
@@ -91,14 +124,14 @@ class Broker:
             buf += chunk
         return bytes(buf)
 
-    def _recv(self):
+    def _recv(self) -> Frame:
         self._in_frame = True
         n = wire.header_length(self._read(4), self._limit)
         payload = self._read(n)
         self._in_frame = False
         return wire.decode(payload)
 
-    def _hello(self, client_name):
+    def _hello(self, client_name: str) -> Welcome:
         try:
             self._send(wire.hello_frame(self.channel, client_name))
         except ConnectionLost as lost:
@@ -120,12 +153,12 @@ class Broker:
         self._limit = max(self._limit, welcome.max_frame)
         return welcome
 
-    def _stray(self, m):
+    def _stray(self, m: Frame) -> None:
         """A frame for no live request: kept when it is an id-less error."""
         if m["type"] == "error" and m.get("id") is None:
             self.notices.append(error_from_frame(m))
 
-    def _request(self, msg):
+    def _request(self, msg: Frame) -> Frame:
         with self._lock:
             msg["id"] = rid = next(self._ids)
             self._send(wire.encode(msg))
@@ -139,7 +172,10 @@ class Broker:
 
     # ---- running a snippet -------------------------------------------------
 
-    def run(self, code, cwd=None, timeout=None, on_card=None, on_output=None, env=None):
+    def run(self, code: str, cwd: Optional[wire.PathArg] = None,
+            timeout: Optional[float] = None, on_card: Optional[CardCallback] = None,
+            on_output: Optional[OutputCallback] = None,
+            env: Optional[Mapping[str, str]] = None) -> Result:
         """Runs one snippet and returns its Result once it has ended.
 
         code: Python source (str).
@@ -173,7 +209,8 @@ class Broker:
                 with self._wlock:
                     self._running = None
 
-    def _follow(self, rid, on_card, on_output):
+    def _follow(self, rid: int, on_card: Optional[CardCallback],
+                on_output: Optional[OutputCallback]) -> Result:
         out, err = bytearray(), bytearray()
         unanswered = None
         while True:
@@ -198,7 +235,7 @@ class Broker:
                 raise unanswered if unanswered and m.get("code") == "denied" else \
                     error_from_frame(m)
 
-    def _abandon(self, rid):
+    def _abandon(self, rid: int) -> None:
         """Cancels a run the caller gave up on and reads up to its end, so
         the connection stays usable; gives up after 5 s.  Interrupted in the
         middle of a frame, the connection cannot be resynchronised: it is
@@ -218,12 +255,12 @@ class Broker:
         finally:
             self._sock.settimeout(None)
 
-    def answer(self, card_id, choice):
+    def answer(self, card_id: str, choice: str) -> None:
         """Answers a card whose on_card returned DEFER.  Thread-safe.  If the
         card expired meanwhile, run() raises Expired."""
         self._send(wire.answer_frame(card_id, choice))
 
-    def cancel(self):
+    def cancel(self) -> None:
         """Cancels the run in flight (from another thread, or a callback):
         run() then raises Cancelled.  Raises NoSuchRun when nothing runs."""
         with self._wlock:
@@ -234,33 +271,38 @@ class Broker:
 
     # ---- grants and audit --------------------------------------------------
 
-    def grants(self):
+    def grants(self) -> List[Grant]:
         """The caller's saved grants, a list of Grant."""
         return [Grant.from_frame(g) for g in self._request({"type": "grants"})["grants"]]
 
-    def revoke(self, family="execute_code"):
+    def revoke(self, family: str = "execute_code") -> str:
         """Revokes the caller's grant; returns the broker's sentence, which
         says whether there was one."""
-        return self._request({"type": "revoke", "family": family})["message"]
+        return str(self._request({"type": "revoke", "family": family})["message"])
 
-    def audit_tail(self, max=20):
-        """The caller's newest audit rows (at most 256), oldest first."""
-        m = self._request({"type": "audit", "op": "tail", "max": int(max)})
+    def audit_tail(self, count: Optional[int] = None, **old: Any) -> List[AuditRow]:
+        """The caller's newest `count` audit rows (default 20, at most 256),
+        oldest first.  `max=` is its former name, accepted with a warning."""
+        count = _renamed(old, "max", "count", count)
+        _no_more(old)
+        m = self._request({"type": "audit", "op": "tail",
+                           "max": 20 if count is None else int(count)})
         return [AuditRow.from_frame(r) for r in m["rows"]]
 
-    def audit_verify(self):
+    def audit_verify(self) -> str:
         """Walks the audit hash chain; returns the broker's sentence, or
         raises AuditBroken naming the first bad row."""
-        return self._request({"type": "audit", "op": "verify"})["message"]
+        return str(self._request({"type": "audit", "op": "verify"})["message"])
 
     # ---- lifetime -------------------------------------------------------------
 
-    def close(self):
+    def close(self) -> None:
         """Closes the connection; the broker cancels anything still running."""
         self._sock.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Broker":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         self.close()

@@ -19,6 +19,7 @@ the broker's sentence.
     └── BadRequest               bad-field, bad-msgpack, bad-utf8, bad-state,
                                  unknown-type, too-large, version
 """
+from typing import Any, Dict, Mapping, Optional, Type
 
 __all__ = [
     "KotobaError", "BrokerUnavailable", "ConnectionLost", "ProtocolError", "DidNotRun",
@@ -36,7 +37,8 @@ class KotobaError(Exception):
 
     code = "error"
 
-    def __init__(self, message, code=None, step="", errno=None):
+    def __init__(self, message: str, code: Optional[str] = None, step: str = "",
+                 errno: Optional[int] = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -44,7 +46,7 @@ class KotobaError(Exception):
         self.step = step
         self.errno = errno
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "%s(code=%r, message=%r)" % (type(self).__name__, self.code, self.message)
 
 
@@ -128,7 +130,7 @@ class BadRequest(KotobaError):
     code = "bad-field"
 
 
-_BY_CODE = {cls.code: cls for cls in (
+_BY_CODE: Dict[str, Type[KotobaError]] = {cls.code: cls for cls in (
     Denied, Expired, Refused, NotOffered, Cancelled, SnippetTooLarge, SetupFailed, BadCwd,
     Busy, WorkerLost, AuditUnavailable, AuditBroken, NoSuchRun, NoSuchCard, InternalError)}
 for _code in ("bad-field", "bad-msgpack", "bad-utf8", "bad-state", "unknown-type",
@@ -136,7 +138,7 @@ for _code in ("bad-field", "bad-msgpack", "bad-utf8", "bad-state", "unknown-type
     _BY_CODE[_code] = BadRequest
 
 
-def error_from_frame(m):
+def error_from_frame(m: Mapping[str, Any]) -> KotobaError:
     """The exception for a broker `error` frame (a dict)."""
     code = str(m.get("code", "error"))
     cls = _BY_CODE.get(code, KotobaError)

@@ -11,8 +11,17 @@ long lines wrap onto rows marked ``+``, never cut; every line of a snippet
 has its number.  These are the rules of libkotoba-client's kotoba_show() and
 kotoba_card_text() (client/lib/render.c), and the card reads the same.
 """
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+if TYPE_CHECKING:
+    from .types import Card
 
 __all__ = ["show", "card_text"]
+
+# Text to show: str, or bytes that may not be UTF-8.
+Text = Union[str, bytes, bytearray]
+# Inclusive ranges of code points.
+Ranges = Tuple[Tuple[int, int], ...]
 
 TAB_STOP = 8
 MARKS_MAX = 2  # combining marks on one character; more could paint over other rows
@@ -23,7 +32,7 @@ MARKS_MAX = 2  # combining marks on one character; more could paint over other r
 # paragraph separators, private use and noncharacters (these and U+xFFFE,
 # U+xFFFF of every plane).  With the C0 controls this covers Unicode's
 # default-ignorable code points.
-_HIDDEN = (
+_HIDDEN: Ranges = (
     (0x0080, 0x009f), (0x00ad, 0x00ad), (0x034f, 0x034f), (0x0600, 0x0605),
     (0x061c, 0x061c), (0x06dd, 0x06dd), (0x070f, 0x070f), (0x0890, 0x0891),
     (0x08e2, 0x08e2), (0x115f, 0x1160), (0x17b4, 0x17b5), (0x180b, 0x180f),
@@ -34,13 +43,13 @@ _HIDDEN = (
     (0xf0000, 0x10ffff),
 )
 # Zero columns (the common blocks of combining marks).
-_COMBINING = (
+_COMBINING: Ranges = (
     (0x0300, 0x036f), (0x0483, 0x0489), (0x0591, 0x05bd), (0x0610, 0x061a),
     (0x064b, 0x065f), (0x0e31, 0x0e31), (0x0e34, 0x0e3a), (0x0e47, 0x0e4e),
     (0x1ab0, 0x1aff), (0x1dc0, 0x1dff), (0x20d0, 0x20ff), (0xfe20, 0xfe2f),
 )
 # Two columns: East Asian wide and fullwidth characters, emoji.
-_WIDE = (
+_WIDE: Ranges = (
     (0x1100, 0x115e), (0x2e80, 0x303e), (0x3041, 0x3163), (0x3165, 0x33ff),
     (0x3400, 0x4dbf), (0x4e00, 0x9fff), (0xa000, 0xa4cf), (0xac00, 0xd7a3),
     (0xf900, 0xfaff), (0xfe30, 0xfe4f), (0xff00, 0xff60), (0xffe0, 0xffe6),
@@ -48,12 +57,13 @@ _WIDE = (
 )
 
 
-def _in(table, cp):
+def _in(table: Ranges, cp: int) -> bool:
     return any(lo <= cp <= hi for lo, hi in table)
 
 
-def _chars(text):
-    """(code point or None, the undecodable byte) for str or bytes."""
+def _chars(text: Text) -> Iterator[Tuple[Optional[int], Union[str, int]]]:
+    """(code point, the character), or (None, the undecodable byte or lone
+    surrogate's number), for str or bytes."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", "surrogateescape")
     for ch in text:
@@ -70,8 +80,8 @@ class _Pen:
     """Rows being written: the column, how a continuation row begins, and
     how many characters were shown escaped."""
 
-    def __init__(self, width=0, colour=False):
-        self.out = []
+    def __init__(self, width: int = 0, colour: bool = False) -> None:
+        self.out: List[str] = []
         self.width = width
         self.col = 0
         self.cont = ""
@@ -80,25 +90,25 @@ class _Pen:
         self.marks = 0
         self.escaped = 0
 
-    def write(self, s, cols=0):
+    def write(self, s: str, cols: int = 0) -> None:
         self.out.append(s)
         self.col += cols
 
-    def room(self, cols):
+    def room(self, cols: int) -> None:
         if self.width and self.col + cols > self.width and self.col > len(self.cont):
             self.out.append("\n" + self.cont)
             self.col = len(self.cont)
 
-    def put(self, s, cols):
+    def put(self, s: str, cols: int) -> None:
         self.room(cols)
         self.write(s, cols)
 
-    def escape(self, s):
+    def escape(self, s: str) -> None:
         self.room(len(s))
         self.write("\033[7m%s\033[27m" % s if self.colour else s, len(s))
         self.escaped += 1
 
-    def text(self, s, lines=False, words=False):
+    def text(self, s: Text, lines: bool = False, words: bool = False) -> None:
         """Writes s; a newline ends the row when `lines`; prose (`words`)
         wraps at a space rather than inside a word."""
         chars = list(_chars(s))
@@ -110,12 +120,15 @@ class _Pen:
                 if self.width and self.col + 1 + n > self.width and n < self.width // 2:
                     self.room(self.width)
                     continue
-            if cp is not None and 0x20 <= cp < 0x7f:  # printable ASCII: most of any code
+            if isinstance(ch, int):  # cp is None: not text
+                self.escape("\\x%02x" % ch if ch < 0x100 else "<U+%04X>" % ch)
+                self.marks = 0
+                continue
+            assert cp is not None
+            if 0x20 <= cp < 0x7f:  # printable ASCII: most of any code
                 self.put(ch, 1)
                 self.marks = 0
                 continue
-            if cp is None:
-                self.escape("\\x%02x" % ch if ch < 0x100 else "<U+%04X>" % ch)
             elif cp == 0x0a and lines:
                 self.write("\n")
                 self.col = 0
@@ -132,14 +145,14 @@ class _Pen:
                 self.write(ch)
             else:
                 self.put(ch, 2 if _in(_WIDE, cp) else 1)
-            if cp is None or not _in(_COMBINING, cp):
+            if not _in(_COMBINING, cp):
                 self.marks = 0
 
-    def value(self):
+    def value(self) -> str:
         return "".join(self.out)
 
 
-def show(text, lines=False, colour=False):
+def show(text: Text, lines: bool = False, colour: bool = False) -> str:
     """`text` (str or bytes) made safe for a terminal, on one line unless
     `lines` (then a newline ends a row)."""
     p = _Pen(colour=colour)
@@ -147,14 +160,14 @@ def show(text, lines=False, colour=False):
     return p.value()
 
 
-def _line_count(snippet):
+def _line_count(snippet: str) -> int:
     n = snippet.count("\n")
     return n + (1 if snippet and not snippet.endswith("\n") else 0)
 
 
-def _snippet(p, card):
+def _snippet(p: _Pen, card: "Card") -> None:
     """Every line, numbered as the broker numbers them (at each newline)."""
-    labels = {}
+    labels: Dict[int, str] = {}
     for l in card.labels:
         labels.setdefault(l.line, l.label)
     w = max(4, len(str(_line_count(card.snippet))))
@@ -179,7 +192,7 @@ def _snippet(p, card):
         p.write("      (the snippet is empty)\n")
 
 
-def _field(p, name, value=None, words=True):
+def _field(p: _Pen, name: str, value: Optional[str] = None, words: bool = True) -> None:
     """`Name: value`, wrapped under itself: at words for prose, anywhere for
     a value shown exactly (a path, an env value), so that no space of it is
     taken for the row's end."""
@@ -190,7 +203,7 @@ def _field(p, name, value=None, words=True):
         p.text(value, words=words)
 
 
-def _size(v):
+def _size(v: int) -> str:
     units = ("bytes", "KiB", "MiB", "GiB", "TiB")
     u = 0
     while u < 4 and v and v % 1024 == 0:
@@ -199,7 +212,7 @@ def _size(v):
     return "%d %s" % (v, units[u])
 
 
-def _limits(p, limits):
+def _limits(p: _Pen, limits: Sequence[Tuple[str, int]]) -> None:
     for i, (name, value) in enumerate(limits):
         if name.endswith("_bytes") and len(name) > 6:
             s = "%s %s" % (name[:-6], _size(value))
@@ -210,7 +223,7 @@ def _limits(p, limits):
         p.text((", " if i else "") + s.replace("_", " "), words=True)
 
 
-def _settings(p, card):
+def _settings(p: _Pen, card: "Card") -> None:
     _field(p, "Runs in:", card.cwd if card.cwd is not None else "(the broker did not say)",
            words=card.cwd is None)
     p.write("\n")
@@ -236,7 +249,7 @@ def _settings(p, card):
         p.col = 0
 
 
-def _head(p, card):
+def _head(p: _Pen, card: "Card") -> None:
     bold, off = ("\033[1m", "\033[0m") if p.colour else ("", "")
     p.write("\n%s== Approval needed: run this Python snippet? ==%s\n" % (bold, off))
     _field(p, "Why:", card.reason)
@@ -251,7 +264,7 @@ def _head(p, card):
     _settings(p, card)
 
 
-def card_text(card, width=80, colour=False):
+def card_text(card: "Card", width: int = 80, colour: bool = False) -> str:
     """The whole card for a terminal `width` columns wide (0: never wrap):
     why, labels, working directory, time limit, limits, kept environment, a
     note counting what is shown escaped, every line of the snippet

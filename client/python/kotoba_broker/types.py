@@ -1,7 +1,10 @@
 """What the broker answers, as plain frozen dataclasses."""
 import dataclasses
 import datetime
-from typing import Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+# A decoded frame: a msgpack map, its values as msgpack gives them.
+Frame = Dict[str, Any]
 
 __all__ = ["Result", "Card", "Label", "Grant", "AuditRow", "Welcome", "ONCE", "ALWAYS",
            "DENY", "DEFER"]
@@ -12,7 +15,7 @@ ONCE, ALWAYS, DENY = "once", "always", "deny"
 DEFER = "defer"
 
 
-def _time(ms):
+def _time(ms: int) -> Optional[datetime.datetime]:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc) if ms else None
 
 
@@ -47,12 +50,12 @@ class Result:
     container: Optional[str] = None
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         """It ran to the end and exited 0."""
         return self.exit_code == 0 and not self.timed_out
 
     @classmethod
-    def from_frames(cls, end, out, err):
+    def from_frames(cls, end: Mapping[str, Any], out: bytes, err: bytes) -> "Result":
         exited = end.get("status") == "exited"
         # A broker from before `where` ran everything on the host.
         where = end.get("where", "host")
@@ -107,14 +110,14 @@ class Card:
     env: Tuple[Tuple[str, str], ...] = ()
     limits: Tuple[Tuple[str, int], ...] = ()
 
-    def text(self, width=80, colour=False):
+    def text(self, width: int = 80, colour: bool = False) -> str:
         """The card for a terminal `width` columns wide, every character
         shown visibly and every line numbered (kotoba_broker.render)."""
         from .render import card_text
         return card_text(self, width, colour)
 
     @classmethod
-    def from_frame(cls, m):
+    def from_frame(cls, m: Mapping[str, Any]) -> "Card":
         text = m.get("family_text") or {}
         return cls(
             id=m["card"], snippet=m["snippet"],
@@ -127,11 +130,11 @@ class Card:
             timeout=m.get("timeout_ms", 0) / 1000, env=tuple((m.get("env") or {}).items()),
             limits=tuple((m.get("limits") or {}).items()))
 
-    def annotated_lines(self):
+    def annotated_lines(self) -> List[Tuple[int, str, List[str]]]:
         """(line number, text, [labels first matched on that line]) for each line.
         The text is the snippet's own, raw: to put it on a terminal, pass it
         through kotoba_broker.show() (or show the whole card with text())."""
-        by_line = {}
+        by_line: Dict[int, List[str]] = {}
         for l in self.labels:
             by_line.setdefault(l.line, []).append(l.label)
         lines = self.snippet.split("\n")
@@ -150,16 +153,16 @@ class Grant:
     last_used_ms: int
 
     @property
-    def saved_at(self):
+    def saved_at(self) -> Optional[datetime.datetime]:
         return _time(self.saved_at_ms)
 
     @property
-    def last_used(self):
+    def last_used(self) -> Optional[datetime.datetime]:
         """None when never used."""
         return _time(self.last_used_ms)
 
     @classmethod
-    def from_frame(cls, g):
+    def from_frame(cls, g: Mapping[str, Any]) -> "Grant":
         return cls(g["family"], g["saved_at_ms"], g["card"], g["use_count"], g["last_used_ms"])
 
 
@@ -184,11 +187,11 @@ class AuditRow:
     duration_ms: Optional[int] = None
 
     @property
-    def time(self):
+    def time(self) -> Optional[datetime.datetime]:
         return _time(self.time_ms)
 
     @classmethod
-    def from_frame(cls, r):
+    def from_frame(cls, r: Mapping[str, Any]) -> "AuditRow":
         ex = r.get("has_exit")
         return cls(
             seq=r["seq"], time_ms=r["time_ms"], run=r["run"], pid=r["pid"], event=r["event"],
@@ -212,10 +215,10 @@ class Welcome:
     max_timeout: float
 
     @property
-    def offers_execute_code(self):
+    def offers_execute_code(self) -> bool:
         return "execute_code" in self.tools
 
     @classmethod
-    def from_frame(cls, m):
+    def from_frame(cls, m: Mapping[str, Any]) -> "Welcome":
         return cls(m["version"], m["broker"], m["mode"], tuple(m.get("tools", ())),
                    m["max_frame"], m["max_snippet"], m["max_timeout_ms"] / 1000)

@@ -3,10 +3,15 @@ length and one msgpack map, encoded with Debian's python3-msgpack."""
 import math
 import os
 import struct
+from typing import Any, Mapping, Optional, Union
 
 import msgpack
 
 from .errors import ProtocolError
+from .types import Frame
+
+# What names a working directory: a path as str, or os.PathLike.
+PathArg = Union[str, "os.PathLike[str]"]
 
 __all__ = ["default_socket_path", "encode", "decode", "header_length", "exec_frame",
            "FRAME_MAX", "VERSION"]
@@ -19,7 +24,7 @@ FRAME_MAX = 4 << 20  # the broker's default; raised to its welcome's max_frame
 SYSTEM_SOCKET = "/run/kotoba/broker.sock"
 
 
-def default_socket_path():
+def default_socket_path() -> str:
     """Where the broker listens when nobody says, by the same rule as the C
     clients (proto/paths.c): $KOTOBA_SOCKET; /run/kotoba/broker.sock as
     root; $XDG_RUNTIME_DIR/kotoba/broker.sock, else /tmp/kotoba-UID/broker.sock,
@@ -40,20 +45,20 @@ def default_socket_path():
     return own
 
 
-def encode(msg):
-    payload = msgpack.packb(msg, use_bin_type=True)
+def encode(msg: Mapping[str, Any]) -> bytes:
+    payload: bytes = msgpack.packb(msg, use_bin_type=True)
     return HEADER.pack(len(payload)) + payload
 
 
-def header_length(header, limit):
-    (n,) = HEADER.unpack(header)
+def header_length(header: bytes, limit: int) -> int:
+    n: int = HEADER.unpack(header)[0]
     if n > limit:
         raise ProtocolError("the broker announced a %d-byte frame, over the %d-byte limit"
                             % (n, limit))
     return n
 
 
-def decode(payload):
+def decode(payload: bytes) -> Frame:
     try:
         m = msgpack.unpackb(payload, raw=False)
     except Exception as e:  # msgpack raises several unrelated types
@@ -63,17 +68,18 @@ def decode(payload):
     return m
 
 
-def hello_frame(channel, client):
+def hello_frame(channel: bool, client: str) -> bytes:
     return encode({"type": "hello", "version": VERSION, "channel": bool(channel),
                    "client": client})
 
 
-def exec_frame(run_id, code, cwd, timeout, env):
+def exec_frame(run_id: int, code: str, cwd: Optional[PathArg], timeout: Optional[float],
+               env: Optional[Mapping[str, str]]) -> bytes:
     """cwd None: the caller's working directory (as the `kotoba` CLI);
     timeout in seconds, None: the broker's default."""
     if not isinstance(code, str):
         raise TypeError("code must be str, not %s" % type(code).__name__)
-    msg = {"type": "exec", "id": run_id, "code": code,
+    msg: Frame = {"type": "exec", "id": run_id, "code": code,
            "cwd": os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd())}
     if timeout is not None:
         if timeout <= 0:
@@ -84,7 +90,7 @@ def exec_frame(run_id, code, cwd, timeout, env):
     return encode(msg)
 
 
-def answer_frame(card_id, choice):
+def answer_frame(card_id: str, choice: str) -> bytes:
     if choice not in ("once", "always", "deny"):
         raise ValueError("a card is answered 'once', 'always' or 'deny', not %r" % (choice,))
     return encode({"type": "answer", "card": card_id, "choice": choice})

@@ -41,7 +41,7 @@ def test_no_terminal_denies(broker_proc):
 
 
 def test_broker_missing_is_a_sentence_for_the_model(workdir):
-    out = agent_tool.execute_code("print(1)", socket=os.path.join(workdir, "nope"))
+    out = agent_tool.execute_code("print(1)", socket_path=os.path.join(workdir, "nope"))
     assert out.startswith("Code execution is unavailable on this computer: cannot reach")
 
 

@@ -44,7 +44,7 @@ def assert_dies(pid, seconds=5):
 
 
 def connect(b, channel=True):
-    return Broker(socket=b.socket, channel=channel)
+    return Broker(socket_path=b.socket, channel=channel)
 
 
 def test_welcome(broker_proc):
@@ -145,7 +145,7 @@ def test_card_denied_raises(broker_proc):
         assert "no on_card" in e.value.message
 
     async def main():
-        async with AsyncBroker(socket=broker_proc.socket) as c:
+        async with AsyncBroker(socket_path=broker_proc.socket) as c:
             with pytest.raises(kb.Denied) as e:
                 await c.run("print(1)", cwd=broker_proc.dir)
             assert "no on_card" in e.value.message
@@ -211,7 +211,7 @@ def test_card_expired_async(make_broker):
             raise
 
     async def main():
-        async with AsyncBroker(socket=b.socket) as c:
+        async with AsyncBroker(socket_path=b.socket) as c:
             t = time.monotonic()
             with pytest.raises(kb.Expired):
                 await c.run("print(1)", cwd=b.dir, on_card=never)
@@ -344,7 +344,7 @@ def test_cancel_from_another_thread(broker_proc):
 
 def test_cancel_from_asyncio(broker_proc):
     async def main():
-        async with AsyncBroker(socket=broker_proc.socket, channel=False) as c:
+        async with AsyncBroker(socket_path=broker_proc.socket, channel=False) as c:
             started = asyncio.Event()
             pids = []
 
@@ -370,7 +370,7 @@ def test_cancel_from_asyncio(broker_proc):
 
 def test_async_concurrent_runs_and_requests(broker_proc):
     async def main():
-        async with AsyncBroker(socket=broker_proc.socket, channel=True) as c:
+        async with AsyncBroker(socket_path=broker_proc.socket, channel=True) as c:
             async def approve(card):
                 await asyncio.sleep(0.05)
                 return "once"
@@ -391,13 +391,13 @@ def test_async_concurrent_runs_and_requests(broker_proc):
 def test_broker_not_running(workdir):
     path = os.path.join(workdir, "nope.sock")
     with pytest.raises(kb.BrokerUnavailable) as e:
-        Broker(socket=path)
+        Broker(socket_path=path)
     assert e.value.code == "unreachable" and path in e.value.message
     assert "kotoba-brokerd running" in e.value.message and e.value.errno == errno.ENOENT
 
     async def main():
         with pytest.raises(kb.BrokerUnavailable):
-            await AsyncBroker(socket=path).open()
+            await AsyncBroker(socket_path=path).open()
 
     asyncio.run(main())
 
@@ -425,11 +425,11 @@ def test_peer_not_allowed_gets_the_brokers_reason(make_broker):
     b = make_broker(config="[broker]\nallow_users = nobody\n")
     for _ in range(3):  # the refusal may come before or after hello is written
         with pytest.raises(kb.Refused) as e:
-            Broker(socket=b.socket)
+            Broker(socket_path=b.socket)
         assert "allow_users" in e.value.message
 
     async def main():
         with pytest.raises(kb.Refused):
-            await AsyncBroker(socket=b.socket).open()
+            await AsyncBroker(socket_path=b.socket).open()
 
     asyncio.run(main())

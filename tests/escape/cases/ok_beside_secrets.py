@@ -2,7 +2,8 @@
 #        /usr/lib/python3, list the home directory (the secrets' names
 #        show), read a plain file there, import from the user's
 #        site-packages and from a venv in the working directory, name
-#        lookups (/etc/passwd stays readable)
+#        lookups (/etc/passwd stays readable); the user site's .pth,
+#        usercustomize, sitecustomize and json.py never run
 # must: work in unattended
 # needs: home (the suite plants the home's files)
 import os
@@ -20,6 +21,11 @@ with open(os.path.join(home, 'notes.txt')) as f:
     print('OK ~/notes.txt' if f.read() == 'plain notes\n' else 'FAIL ~/notes.txt')
 import kotoba_probe  # noqa: E402  (the user's site-packages)
 print('OK user site-packages' if kotoba_probe.VALUE == 42 else 'FAIL kotoba_probe')
+import json  # noqa: E402  (the standard library's, not the user site's json.py)
+print('OK stdlib json first' if json.__file__.startswith(sys.base_prefix) else
+      'FAIL json from %s' % json.__file__)
+ran = os.environ.get('KOTOBA_HOOKS_RAN')
+print('FAIL the user site ran %s' % ran if ran else 'OK no start-up hook of the user site ran')
 sys.path.insert(0, '@@WORKDIR@@/venv/lib/python%d.%d/site-packages' % sys.version_info[:2])
 import kotoba_venv_probe  # noqa: E402
 print('OK venv site-packages' if kotoba_venv_probe.VALUE == 7 else 'FAIL kotoba_venv_probe')
