@@ -185,6 +185,165 @@ static int add_name(struct plan *p, const char *real_cwd, struct pstr name, char
 	return rc;
 }
 
+/* ---- S: the same file system mounted more than once ---------------------
+ *
+ * A mask covers one mount.  Where the file system that holds a secret is
+ * mounted again (a bind of /home elsewhere, a btrfs top level mounted for
+ * snapshots), the secret is reachable through the other mount too, so each
+ * such place is masked as well: for every mount of the same device
+ * (mountinfo's major:minor) whose root holds the secret's path on that
+ * device, the path there, when it is the same file (st_dev and st_ino). */
+
+struct mount_entry {
+	unsigned major, minor;
+	char root[PATH_MAX], point[PATH_MAX];
+};
+
+/* mountinfo writes space, tab, newline and backslash as \ooo. */
+static void unescape_octal(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++, w++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*w = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+			s += 3;
+		} else {
+			*w = *s;
+		}
+	}
+	*w = '\0';
+}
+
+/* NULL after saying why; *n the number read. */
+static struct mount_entry *read_mounts(size_t *n, char *err, size_t errlen)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	struct mount_entry *v = NULL, *grown;
+	size_t cap = 0;
+	char line[3 * PATH_MAX];
+
+	*n = 0;
+	if (!f) {
+		snprintf(err, errlen, "cannot read /proc/self/mountinfo: %s", strerror(errno));
+		return NULL;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		struct mount_entry e;
+
+		if (sscanf(line, "%*u %*u %u:%u %4095s %4095s", &e.major, &e.minor, e.root,
+			   e.point) != 4)
+			continue;
+		unescape_octal(e.root);
+		unescape_octal(e.point);
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 64;
+			grown = realloc(v, cap * sizeof(*v));
+			if (!grown) {
+				free(v);
+				fclose(f);
+				snprintf(err, errlen, "out of memory reading the mount table");
+				return NULL;
+			}
+			v = grown;
+		}
+		v[(*n)++] = e;
+	}
+	fclose(f);
+	if (!v)
+		snprintf(err, errlen, "/proc/self/mountinfo lists no mount");
+	return v;
+}
+
+/* Whether path is dir or below it; *rest is what follows dir ("" or "/..."). */
+static bool beneath(const char *path, const char *dir, const char **rest)
+{
+	size_t len = strcmp(dir, "/") ? strlen(dir) : 0;
+
+	if (strncmp(path, dir, len) || (path[len] && path[len] != '/'))
+		return false;
+	*rest = path + len;
+	return true;
+}
+
+/* The mount a resolved path is on: the longest mount point above it (the
+ * last listed of equals: it is the one on top). */
+static const struct mount_entry *mount_of(const struct mount_entry *v, size_t n, const char *path)
+{
+	const struct mount_entry *best = NULL;
+	const char *rest;
+
+	for (size_t i = 0; i < n; i++)
+		if (beneath(path, v[i].point, &rest) &&
+		    (!best || strlen(v[i].point) >= strlen(best->point)))
+			best = &v[i];
+	return best;
+}
+
+static bool already_masked(const struct plan *p, const char *path)
+{
+	for (size_t i = 0; i < p->n_masks; i++)
+		if (!strcmp(p->masks[i].path, path))
+			return true;
+	return false;
+}
+
+static int add_alias(struct plan *p, const char *alias, const struct stat *want, char *err,
+		     size_t errlen)
+{
+	struct stat st;
+
+	if (already_masked(p, alias) || stat(alias, &st) < 0 || st.st_dev != want->st_dev ||
+	    st.st_ino != want->st_ino)
+		return 0;
+	return add_mask(p, alias, err, errlen);
+}
+
+/* Every other place of one mask's file, through the mounts of its device. */
+static int add_aliases_of(struct plan *p, const char *path, const struct mount_entry *v,
+			  size_t n, char *err, size_t errlen)
+{
+	char real[PATH_MAX], on_dev[2 * PATH_MAX], alias[3 * PATH_MAX];
+	const struct mount_entry *home;
+	const char *rest;
+	struct stat want;
+	int rc = 0;
+
+	if (!realpath(path, real) || stat(real, &want) < 0 || !(home = mount_of(v, n, real)) ||
+	    !beneath(real, home->point, &rest))
+		return 0;
+	snprintf(on_dev, sizeof(on_dev), "%s%s", strcmp(home->root, "/") ? home->root : "", rest);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		const char *below;
+
+		if (&v[i] == home || v[i].major != home->major || v[i].minor != home->minor ||
+		    !beneath(on_dev[0] ? on_dev : "/", v[i].root, &below))
+			continue;
+		snprintf(alias, sizeof(alias), "%s%s", strcmp(v[i].point, "/") ? v[i].point : "",
+			 below[0] ? below : (strcmp(v[i].point, "/") ? "" : "/"));
+		rc = add_alias(p, alias, &want, err, errlen);
+	}
+	return rc;
+}
+
+static int add_mount_aliases(struct plan *p, char *err, size_t errlen)
+{
+	size_t n, found = p->n_masks;
+	struct mount_entry *v;
+	int rc = 0;
+
+	if (!found)
+		return 0;
+	v = read_mounts(&n, err, errlen);
+	if (!v)
+		return -EIO;
+	for (size_t i = 0; rc == 0 && i < found; i++)
+		rc = add_aliases_of(p, p->masks[i].path, v, n, err, errlen);
+	free(v);
+	return rc;
+}
+
 static bool is_engine(const struct plan *p)
 {
 	return p->profile == PROFILE_ENGINE;
@@ -236,7 +395,7 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 			rc = add_name(p, real_cwd, s, err, errlen);
 		}
 	}
-	return rc;
+	return rc ? rc : add_mount_aliases(p, err, errlen);
 }
 
 /* The empty mode-000 directory bound over secret directories in the

@@ -6,6 +6,7 @@ import os
 import pwd
 import signal
 import sqlite3
+import subprocess
 import time
 
 import pytest
@@ -171,3 +172,24 @@ def test_another_users_symlink_above_the_working_directory_masks_nothing(
         out, end = run(b, READ, notes, False, work)
         assert end["type"] == "exit" and end["code"] == 0, (owner.pw_name, out, end)
         assert out == expect, (owner.pw_name, out)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to bind-mount")
+def test_a_second_mount_of_the_same_file_system_is_masked_too(make_broker, tmpdir_k):
+    """A mask covers one mount: where the file system holding a secret is
+    mounted again (a bind of /home elsewhere, a btrfs top level), the worker
+    masks the secret's place under that mount as well."""
+    token, key = plant(tmpdir_k)
+    alias = os.path.join(tmpdir_k, "alias")
+    os.mkdir(alias)
+    subprocess.run(["mount", "--bind", tmpdir_k, alias], check=True)
+    try:
+        b = make_broker(config=config(tmpdir_k)).start()
+        for path in (os.path.join(alias, "token"), os.path.join(alias, "vault", "key")):
+            out, end = run(b, READ, path, False, tmpdir_k)
+            assert out == "PermissionError 13\n", (path, out)
+            # control: the same place, read by a snippet a person approved
+            out, end = run(b, READ, path, True, tmpdir_k)
+            assert out == PLANTED, (path, out)
+    finally:
+        subprocess.run(["umount", "-l", alias], check=True)
