@@ -560,6 +560,35 @@ static struct session *session_new(struct broker *b, int fd, const struct ucred 
 	return s;
 }
 
+/* Whether the broker has room for what serving a connection opens next
+ * (the peer check's pidfd and /proc file, the audit row): two descriptors
+ * beyond the reserve.  At the limit the connection just taken is the one
+ * refused, with the limit named, rather than misread as a peer the broker
+ * could not see. */
+static bool at_fd_limit(int *err)
+{
+	int a = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int b = a < 0 ? -1 : open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	*err = errno;
+	if (b >= 0)
+		close(b);
+	if (a >= 0)
+		close(a);
+	return b < 0 && (*err == EMFILE || *err == ENFILE);
+}
+
+static void refuse_at_fd_limit(int fd, int err)
+{
+	char why[200], msg[300];
+
+	limit_named(err, "the broker", why, sizeof(why));
+	log_warn("refused a connection: %s", why);
+	snprintf(msg, sizeof(msg), "the broker cannot take more connections now (%s); "
+		 "try again later", why);
+	refuse(fd, PERR_BUSY, msg);
+}
+
 /* One descriptor held in reserve.  At the open-file limit accept() fails
  * with EMFILE and leaves the connection queued: the listener stays
  * readable and the loop would spin on it.  Giving the reserve up lets the
@@ -575,7 +604,6 @@ static void keep_reserve(void)
 
 static void refuse_over_fd_limit(int listen_fd, int err)
 {
-	char why[200], msg[300];
 	int fd;
 
 	if (reserve_fd >= 0) {
@@ -583,13 +611,8 @@ static void refuse_over_fd_limit(int listen_fd, int err)
 		reserve_fd = -1;
 	}
 	fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	limit_named(err, "the broker", why, sizeof(why));
-	if (fd >= 0) {
-		log_warn("refused a connection: %s", why);
-		snprintf(msg, sizeof(msg), "the broker cannot take more connections now (%s); "
-			 "try again later", why);
-		refuse(fd, PERR_BUSY, msg);
-	}
+	if (fd >= 0)
+		refuse_at_fd_limit(fd, err);
 	keep_reserve();
 }
 
@@ -599,7 +622,7 @@ void session_accept(struct watch *w, uint32_t events)
 	struct ucred cr;
 	socklen_t sl = sizeof(cr);
 	char why[400];
-	int fd;
+	int fd, err;
 
 	keep_reserve();
 	fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -615,6 +638,10 @@ void session_accept(struct watch *w, uint32_t events)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0) {
 		log_warn("SO_PEERCRED: %s; closing", strerror(errno));
 		close(fd);
+		return;
+	}
+	if (at_fd_limit(&err)) {
+		refuse_at_fd_limit(fd, err);
 		return;
 	}
 	if (peer_from_a_run(b, fd, &cr, why, sizeof(why))) {

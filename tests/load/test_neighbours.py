@@ -84,15 +84,35 @@ def wrap(fd):
     return c
 
 
+# Children that made connections as another user; they stay until the test
+# ends (the broker refuses a connection whose maker is gone when it looks:
+# it cannot tell whether that was a snippet of one of its runs).
+_CONNECTORS = []
+
+
+@pytest.fixture(autouse=True)
+def _connectors_end():
+    yield
+    while _CONNECTORS:
+        here, pid = _CONNECTORS.pop()
+        here.close()
+        os.waitpid(pid, 0)
+
+
 def connect_as(pw, path, n):
     """n connections made by a child that is `pw` (SO_PEERCRED is taken at
-    connect), handed back over SCM_RIGHTS so this process drives them."""
+    connect), handed back over SCM_RIGHTS so this process drives them.  The
+    child lives on until the test ends."""
     here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid == 0:
         code = 0
         try:
-            here.close()
+            # It outlives this call: it must not keep copies of the test's
+            # other connections open.
+            keep = there.fileno()
+            os.closerange(3, keep)
+            os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
             os.initgroups(pw.pw_name, pw.pw_gid)
             os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
             os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
@@ -101,20 +121,20 @@ def connect_as(pw, path, n):
                 s.connect(path)
                 socket.send_fds(there, [b"c"], [s.fileno()])
                 s.close()
+            there.recv(1)  # until the test closes its end
         except BaseException:
             code = 1
         finally:
             os._exit(code)
     there.close()
+    _CONNECTORS.append((here, pid))
     got = []
-    while True:
+    while len(got) < n:
         _, fds, _, _ = socket.recv_fds(here, 1, 1)
         if not fds:
             break
         got.append(wrap(fds[0]))
-    here.close()
-    _, status = os.waitpid(pid, 0)
-    assert status == 0 and len(got) == n, "could not connect %d times as %s" % (n, pw.pw_name)
+    assert len(got) == n, "could not connect %d times as %s" % (n, pw.pw_name)
     return got
 
 
