@@ -656,8 +656,10 @@ static void on_sock(struct watch *w, uint32_t events)
 {
 	struct run *r = w->ctx;
 	uint8_t buf[8192];
+	const uint8_t *payload;
 	struct proto_error err;
 	struct msg m;
+	size_t len;
 	ssize_t n;
 
 	n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
@@ -677,11 +679,9 @@ static void on_sock(struct watch *w, uint32_t events)
 	}
 	/* A worker message is one small frame per datagram; anything else
 	 * means the worker is not the program we started. */
-	if ((size_t)n > sizeof(buf) || n < PROTO_HEADER_LEN ||
-	    ((uint32_t)buf[0] << 24 | (uint32_t)buf[1] << 16 | (uint32_t)buf[2] << 8 | buf[3]) !=
-		    (size_t)n - PROTO_HEADER_LEN ||
-	    proto_decode(buf + PROTO_HEADER_LEN, (size_t)n - PROTO_HEADER_LEN, 0, &m, &err) ==
-		    MSG_UNKNOWN) {
+	if (frame_parse_datagram(buf, (size_t)n, sizeof(buf) - PROTO_HEADER_LEN, &payload,
+				 &len) < 0 ||
+	    proto_decode(payload, len, 0, &m, &err) == MSG_UNKNOWN) {
 		log_warn("uid=%u run=%" PRIu64 " worker sent a bad frame; killing it",
 			 (unsigned)r->uid, r->run_id);
 		kill(r->worker, SIGKILL);
