@@ -21,7 +21,6 @@
 
 #include "broker/broker.h"
 #include "broker/container.h"
-#include "broker/gate.h"
 #include "broker/log.h"
 #include "broker/privsep.h"
 #include "proto/status.h"
@@ -294,7 +293,8 @@ static struct run *run_new(struct broker *b, struct session *s, const struct run
 	r->run_id = ++b->next_run_id;
 	r->uid = rq->peer_uid;
 	r->engine_only = rq->engine != NULL;
-	r->on_end = rq->on_end;
+	r->ops = rq->ops;
+	r->ctx = rq->ctx;
 	r->sock.fd = r->out[0].fd = r->out[1].fd = -1;
 	r->profile = rq->profile;
 	r->approver = rq->approver;
@@ -502,11 +502,11 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 }
 
 int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
-		     void (*on_end)(const struct run *r), char *err, size_t errlen)
+		     const struct run_ops *ops, void *ctx, char *err, size_t errlen)
 {
 	struct run_request rq = { .code = "", .cwd = "/", .timeout_ms = ENGINE_CMD_TIMEOUT_MS,
 				  .profile = PROFILE_ENGINE, .approver = APPROVER_NONE, .peer_uid = peer,
-				  .engine = j, .on_end = on_end };
+				  .engine = j, .ops = ops, .ctx = ctx };
 
 	return run_start(b, NULL, &rq, err, errlen);
 }
@@ -595,16 +595,16 @@ static void maybe_complete(struct run *r)
 	if (r->s)
 		report_end(r);
 	sent = now_us();
-	if (!r->engine_only)
-		gate_run_ended(r);
+	/* Whoever started it hears of the end first (the gate's audit row),
+	 * then the log says it. */
+	if (r->ops && r->ops->ended)
+		r->ops->ended(r, r->ctx);
 	if (r->end == END_FINISHED)
 		log_debug("uid=%u run=%" PRIu64 " t_exec_to_ready_us=%" PRIu64
 			  " t_exit_to_frame_us=%" PRIu64, (unsigned)r->uid, r->run_id,
 			  r->t_ready - r->t_arrived, sent - r->t_finished);
 	log_info("uid=%u run=%" PRIu64 " ended: %s", (unsigned)r->uid, r->run_id,
 		 r->end == END_FINISHED ? "finished" : r->end == END_SETUP ? r->setup_step : "lost");
-	if (r->on_end)
-		r->on_end(r);
 	run_release(r);
 }
 

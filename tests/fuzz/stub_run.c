@@ -2,7 +2,7 @@
  * Stands in for broker/run.c in the gate fuzz target: a "run" is a struct
  * run on the broker's and the session's lists, with no worker behind it.
  * It keeps run.c's contract with session.c and gate.c (the limits, the
- * `started` frame, exactly one `exit` or `error` per run, gate_run_ended()
+ * `started` frame, exactly one `exit` or `error` per run, its ops told
  * once, and that a session may close inside any send), and the harness
  * ends runs when its input says so through stub_run_end().
  */
@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "broker/broker.h"
-#include "broker/gate.h"
 #include "tests/fuzz/stub_run.h"
 
 static void release(struct run *r)
@@ -56,7 +55,8 @@ static void complete(struct run *r)
 	r->done = true;
 	if (r->s)
 		report(r);
-	gate_run_ended(r);
+	if (r->ops && r->ops->ended)
+		r->ops->ended(r, r->ctx);
 	release(r);
 }
 
@@ -87,6 +87,8 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 	r->n_labels = rq->n_labels;
 	memcpy(r->labels, rq->labels, sizeof(r->labels));
 	memcpy(r->sha256, rq->sha256, sizeof(r->sha256));
+	r->ops = rq->ops;
+	r->ctx = rq->ctx;
 	r->sock.fd = r->out[0].fd = r->out[1].fd = -1;
 	TAILQ_INSERT_TAIL(&b->runs, r, blink);
 	TAILQ_INSERT_TAIL(&s->runs, r, slink);
@@ -108,7 +110,7 @@ void run_send_setup_error(struct session *s, uint64_t id, const char *step, int6
 /* broker/container.c stops containers through this; the harness runs
  * the gate in local mode, so nothing calls it. */
 int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
-		     void (*on_end)(const struct run *r), char *err, size_t errlen)
+		     const struct run_ops *ops, void *ctx, char *err, size_t errlen)
 {
 	snprintf(err, errlen, "stub: no engine commands here");
 	return -ENOSYS;
