@@ -173,6 +173,14 @@ void run_send_setup_error(struct session *s, uint64_t id, const char *step, int6
 struct engine_job;
 int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
 		     const struct run_ops *ops, void *ctx, char *err, size_t errlen);
+/* Starts the worker on fds 0-3 (code, stdout, stderr, worker link) as id
+ * and sets *pid: by default kotoba-worker, spawned or through the fork
+ * child F.  Tests give their own (NULL: the default again); nothing else
+ * of a run is replaced. */
+struct identity;
+typedef int worker_starter(struct broker *b, const int *fd, const struct identity *id,
+			   struct cgroup_run *cg, pid_t *pid);
+void run_set_worker_starter(worker_starter *fn);
 void run_cancel(struct run *r);
 void run_detach(struct run *r);  /* the client went away */
 void run_resume(struct run *r);  /* the client's queue drained */

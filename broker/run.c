@@ -414,6 +414,21 @@ static int check_limits(struct broker *b, const struct run_request *rq, char *er
 	return 0;
 }
 
+static int start_worker(struct broker *b, const int *fd, const struct identity *id,
+			struct cgroup_run *cg, pid_t *pid)
+{
+	/* posix_spawn cannot join a cgroup: with one, fork. */
+	return id->switch_ids || cg->active ? spawn_as_peer(b, fd, id, cg, pid)
+					    : spawn_same_user(b, fd, pid);
+}
+
+static worker_starter *starter = start_worker;
+
+void run_set_worker_starter(worker_starter *fn)
+{
+	starter = fn ? fn : start_worker;
+}
+
 static int spawn_worker(struct broker *b, struct run *r, const struct run_request *rq,
 			const struct identity *id, int *fd, char *err, size_t errlen)
 {
@@ -422,10 +437,7 @@ static int spawn_worker(struct broker *b, struct run *r, const struct run_reques
 	if (rc == 0) {
 		int child_fds[4] = { fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] };
 
-		/* posix_spawn cannot join a cgroup: with one, fork. */
-		rc = id->switch_ids || r->cg.active
-			     ? spawn_as_peer(b, child_fds, id, &r->cg, &r->worker)
-			     : spawn_same_user(b, child_fds, &r->worker);
+		rc = starter(b, child_fds, id, &r->cg, &r->worker);
 	}
 	cgroup_run_close(&r->cg);
 	if (rc < 0) {
