@@ -3,7 +3,8 @@
  * real code with only the worker start replaced: a client on a real socket
  * sends exec; the worker's stand-in is a child that waits to be killed,
  * and this file speaks its worker link.  What the run tells the gate when
- * it ends (struct run_ops) is the `exit` row of the audit trail. */
+ * it ends (struct run_ops) is the `exit` row of the audit trail; what
+ * session.c's dispatch refuses is answered on the same connection. */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -223,11 +224,41 @@ static void test_lost_run_is_failed_in_the_trail(void **state UNUSED)
 	assert_false(row->has_exit);
 }
 
+/* session.c's dispatch: a second hello and a message only the broker
+ * sends are bad-state; an exec whose id is in flight is id-in-use, and
+ * the run with that id goes on to its own end. */
+static void test_dispatch_refuses_by_state_and_id(void **state UNUSED)
+{
+	struct msg_hello h = { .version = 1, .client = pstr_c("test") };
+	struct msg_started st = { .id = 5, .profile = PROFILE_UNATTENDED };
+	struct msg_exec e = { .id = 9, .code = pstr_c("print(1)"), .cwd = pstr_c("/tmp") };
+	struct frame f;
+
+	client_sends(&f, enc_hello(&f, &h));
+	assert_int_equal(next_frame(), MSG_ERROR);
+	assert_true(pstr_eq(got.u.error.code, PERR_BAD_STATE));
+	client_sends(&f, enc_started(&f, &st));
+	assert_int_equal(next_frame(), MSG_ERROR);
+	assert_true(pstr_eq(got.u.error.code, PERR_BAD_STATE));
+	exec(9);
+	client_sends(&f, enc_exec(&f, &e));
+	assert_int_equal(next_frame(), MSG_ERROR);
+	assert_true(pstr_eq(got.u.error.code, PERR_ID_IN_USE));
+	assert_true(got.u.error.has_dup_id && got.u.error.dup_id == 9);
+	assert_int_equal(b.nruns, 1);
+	worker_ends();
+	assert_int_equal(next_frame(), MSG_ERROR);
+	assert_true(pstr_eq(got.u.error.code, PERR_WORKER_LOST));
+	assert_int_equal(got.u.error.id, 9);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_run_end_is_the_exit_row, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_run_is_failed_in_the_trail, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_dispatch_refuses_by_state_and_id, setup,
 						teardown),
 	};
 
