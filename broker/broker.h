@@ -31,6 +31,14 @@ struct container;
 struct engine_job;
 struct session;
 
+/* How a run tells whoever started it that it ended: once, after the
+ * client's last frame and before the run is freed.  The gate writes the
+ * audit row; container.c reads an engine command's outcome.  run.c calls
+ * no module above it: this is its only way up. */
+struct run_ops {
+	void (*ended)(const struct run *r, void *ctx);
+};
+
 struct outbuf {
 	TAILQ_ENTRY(outbuf) link;
 	struct frame f;
@@ -76,7 +84,8 @@ struct run_request {
 	uid_t peer_uid;       /* the client's uid (SO_PEERCRED) */
 	pid_t peer_pid;
 	const struct engine_job *engine; /* an engine command, not a snippet */
-	void (*on_end)(const struct run *r); /* an engine command's outcome */
+	const struct run_ops *ops;       /* told when it ends; NULL: nobody */
+	void *ctx;                       /* handed back to ops */
 };
 
 struct run {
@@ -116,7 +125,8 @@ struct run {
 	bool engine_only;         /* an engine command (stop a container): no client */
 	struct cgroup_run cg;     /* its memory and process limits, all processes together */
 	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
-	void (*on_end)(const struct run *r);
+	const struct run_ops *ops;
+	void *ctx;
 };
 
 struct broker {
@@ -157,11 +167,20 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 void run_send_setup_error(struct session *s, uint64_t id, const char *step, int64_t err_no,
 			  const char *why, bool in_container);
 /* Runs one engine command as the user a peer's snippets run as, with no
- * client: how the broker stops containers without engine access.  on_end,
- * if not NULL, is told how it ended. */
+ * client: how the broker stops containers without engine access.  ops,
+ * if not NULL, is told how it ended.  container.c reaches it only as its
+ * engine runner (container_set_runner()). */
 struct engine_job;
 int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
-		     void (*on_end)(const struct run *r), char *err, size_t errlen);
+		     const struct run_ops *ops, void *ctx, char *err, size_t errlen);
+/* Starts the worker on fds 0-3 (code, stdout, stderr, worker link) as id
+ * and sets *pid: by default kotoba-worker, spawned or through the fork
+ * child F.  Tests give their own (NULL: the default again); nothing else
+ * of a run is replaced. */
+struct identity;
+typedef int worker_starter(struct broker *b, const int *fd, const struct identity *id,
+			   struct cgroup_run *cg, pid_t *pid);
+void run_set_worker_starter(worker_starter *fn);
 void run_cancel(struct run *r);
 void run_detach(struct run *r);  /* the client went away */
 void run_resume(struct run *r);  /* the client's queue drained */

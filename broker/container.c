@@ -27,6 +27,22 @@
 #define SELF_STOP_SLACK_S 60
 
 static TAILQ_HEAD(, container) containers = TAILQ_HEAD_INITIALIZER(containers);
+static engine_runner *runner;
+
+void container_set_runner(engine_runner *fn)
+{
+	runner = fn;
+}
+
+static int run_engine(struct broker *b, uid_t peer, const struct engine_job *j,
+		      const struct run_ops *ops, char *err, size_t errlen)
+{
+	if (!runner) {
+		snprintf(err, errlen, "no engine runner is set");
+		return -ENOSYS;
+	}
+	return runner(b, peer, j, ops, NULL, err, errlen);
+}
 
 /* The container's first process: it reaps what exec'd processes leave
  * behind (it is pid 1 there) and exits once no other process has been
@@ -457,7 +473,7 @@ static void stop(struct broker *b, struct container *ct, const char *why)
 	memset(&j, 0, sizeof(j));
 	if (find_cli(b, cli, sizeof(cli), err, sizeof(err)) == 0) {
 		remove_cmd(b, ct, cli, &j, &j.e.run);
-		if (run_start_engine(b, ct->peer, &j, NULL, err, sizeof(err)) == 0)
+		if (run_engine(b, ct->peer, &j, NULL, err, sizeof(err)) == 0)
 			err[0] = '\0';
 	}
 	if (err[0])
@@ -555,7 +571,7 @@ void containers_stop_all(struct broker *b)
 
 static char check_user[96];
 
-static void image_checked(const struct run *r)
+static void image_checked(const struct run *r, void *ctx)
 {
 	const struct run_result *x = &r->result;
 
@@ -574,6 +590,8 @@ static void image_checked(const struct run *r)
 			"imported", check_user, r->b->cfg.container_image,
 			x->exited ? "exited with" : "got signal", x->exited ? x->code : x->signal);
 }
+
+static const struct run_ops image_check_ops = { .ended = image_checked };
 
 void container_check_image(struct broker *b)
 {
@@ -598,7 +616,7 @@ void container_check_image(struct broker *b)
 		image_cmd(b, &probe, cli, &j, &j.e.run);
 		if (j.overflow)
 			snprintf(err, sizeof(err), "the image name is too long");
-		else if (run_start_engine(b, probe.peer, &j, image_checked, err, sizeof(err)) == 0)
+		else if (run_engine(b, probe.peer, &j, &image_check_ops, err, sizeof(err)) == 0)
 			return;
 	}
 	log_warn("sandbox=docker: the image was not checked at start: %s", err);

@@ -24,6 +24,7 @@
 
 struct broker;
 struct run;
+struct run_ops;
 
 /* Room for every string of one job's engine section. */
 #define ENGINE_TEXT_MAX 16384
@@ -48,6 +49,13 @@ struct engine_job {
 	size_t used;
 	bool overflow;
 };
+
+/* How container.c starts an engine command (run_start_engine(), set by
+ * main.c at start-up): it never calls the run module, which sits above it.
+ * Without one, no engine command starts and the caller logs why. */
+typedef int engine_runner(struct broker *b, uid_t peer, const struct engine_job *j,
+			  const struct run_ops *ops, void *ctx, char *err, size_t errlen);
+void container_set_runner(engine_runner *fn);
 
 /* A container for this run: an idle warm one of (identity, cwd, image), or
  * a new one the run starts.  Marks it busy.  -EINVAL when cwd cannot be

@@ -155,7 +155,8 @@ static int audit_decision(struct session *s, uint64_t id, const char *code, size
 	return 0;
 }
 
-void gate_run_ended(struct run *r)
+/* A run the gate started has ended: its `exit` row, and its slot is free. */
+static void run_ended(const struct run *r, void *ctx)
 {
 	struct audit_row row = { .uid = r->uid, .pid = r->peer_pid, .run_id = r->id,
 				 .event = event_name(EVENT_EXIT),
@@ -287,9 +288,11 @@ static void fill_request(struct run_request *rq, const struct scan_result *sr,
  * (-EBUSY, nothing sent, the sentence in busy), where the caller queues it. */
 static int try_start(struct session *s, struct run_request *rq, char *busy, size_t busylen)
 {
+	static const struct run_ops gate_run_ops = { .ended = run_ended };
 	char err[300] = "";
 	int rc;
 
+	rq->ops = &gate_run_ops;
 	rq->peer_uid = s->peer.uid;
 	rq->peer_pid = s->peer.pid;
 	rc = run_start(gb, s, rq, err, sizeof(err));

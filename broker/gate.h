@@ -26,6 +26,4 @@ int gate_next_deadline(struct broker *b, uint64_t now);
  * `refused`, the uid it is filed under (the run's person when r is known),
  * the connecting pid, and why ("from-a-run" | "unseen") in labels. */
 void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run *r, const char *why);
-/* Called by run.c when a run it started ends, for the audit trail. */
-void gate_run_ended(struct run *r);
 #endif

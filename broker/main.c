@@ -526,6 +526,7 @@ static int start_up(struct broker *b)
 		log_err("cannot make the broker non-dumpable: %s", strerror(errno));
 		return -1;
 	}
+	container_set_runner(run_start_engine);
 	if (gate_init(b, err, sizeof(err)) < 0) {
 		log_err("%s", err);
 		return -1;

@@ -21,7 +21,6 @@
 
 #include "broker/broker.h"
 #include "broker/container.h"
-#include "broker/gate.h"
 #include "broker/log.h"
 #include "broker/privsep.h"
 #include "proto/status.h"
@@ -294,7 +293,8 @@ static struct run *run_new(struct broker *b, struct session *s, const struct run
 	r->run_id = ++b->next_run_id;
 	r->uid = rq->peer_uid;
 	r->engine_only = rq->engine != NULL;
-	r->on_end = rq->on_end;
+	r->ops = rq->ops;
+	r->ctx = rq->ctx;
 	r->sock.fd = r->out[0].fd = r->out[1].fd = -1;
 	r->profile = rq->profile;
 	r->approver = rq->approver;
@@ -414,6 +414,21 @@ static int check_limits(struct broker *b, const struct run_request *rq, char *er
 	return 0;
 }
 
+static int start_worker(struct broker *b, const int *fd, const struct identity *id,
+			struct cgroup_run *cg, pid_t *pid)
+{
+	/* posix_spawn cannot join a cgroup: with one, fork. */
+	return id->switch_ids || cg->active ? spawn_as_peer(b, fd, id, cg, pid)
+					    : spawn_same_user(b, fd, pid);
+}
+
+static worker_starter *starter = start_worker;
+
+void run_set_worker_starter(worker_starter *fn)
+{
+	starter = fn ? fn : start_worker;
+}
+
 static int spawn_worker(struct broker *b, struct run *r, const struct run_request *rq,
 			const struct identity *id, int *fd, char *err, size_t errlen)
 {
@@ -422,10 +437,7 @@ static int spawn_worker(struct broker *b, struct run *r, const struct run_reques
 	if (rc == 0) {
 		int child_fds[4] = { fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] };
 
-		/* posix_spawn cannot join a cgroup: with one, fork. */
-		rc = id->switch_ids || r->cg.active
-			     ? spawn_as_peer(b, child_fds, id, &r->cg, &r->worker)
-			     : spawn_same_user(b, child_fds, &r->worker);
+		rc = starter(b, child_fds, id, &r->cg, &r->worker);
 	}
 	cgroup_run_close(&r->cg);
 	if (rc < 0) {
@@ -502,11 +514,11 @@ int run_start(struct broker *b, struct session *s, const struct run_request *rq,
 }
 
 int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
-		     void (*on_end)(const struct run *r), char *err, size_t errlen)
+		     const struct run_ops *ops, void *ctx, char *err, size_t errlen)
 {
 	struct run_request rq = { .code = "", .cwd = "/", .timeout_ms = ENGINE_CMD_TIMEOUT_MS,
 				  .profile = PROFILE_ENGINE, .approver = APPROVER_NONE, .peer_uid = peer,
-				  .engine = j, .on_end = on_end };
+				  .engine = j, .ops = ops, .ctx = ctx };
 
 	return run_start(b, NULL, &rq, err, errlen);
 }
@@ -595,16 +607,16 @@ static void maybe_complete(struct run *r)
 	if (r->s)
 		report_end(r);
 	sent = now_us();
-	if (!r->engine_only)
-		gate_run_ended(r);
+	/* Whoever started it hears of the end first (the gate's audit row),
+	 * then the log says it. */
+	if (r->ops && r->ops->ended)
+		r->ops->ended(r, r->ctx);
 	if (r->end == END_FINISHED)
 		log_debug("uid=%u run=%" PRIu64 " t_exec_to_ready_us=%" PRIu64
 			  " t_exit_to_frame_us=%" PRIu64, (unsigned)r->uid, r->run_id,
 			  r->t_ready - r->t_arrived, sent - r->t_finished);
 	log_info("uid=%u run=%" PRIu64 " ended: %s", (unsigned)r->uid, r->run_id,
 		 r->end == END_FINISHED ? "finished" : r->end == END_SETUP ? r->setup_step : "lost");
-	if (r->on_end)
-		r->on_end(r);
 	run_release(r);
 }
 
@@ -656,8 +668,10 @@ static void on_sock(struct watch *w, uint32_t events)
 {
 	struct run *r = w->ctx;
 	uint8_t buf[8192];
+	const uint8_t *payload;
 	struct proto_error err;
 	struct msg m;
+	size_t len;
 	ssize_t n;
 
 	n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
@@ -677,11 +691,9 @@ static void on_sock(struct watch *w, uint32_t events)
 	}
 	/* A worker message is one small frame per datagram; anything else
 	 * means the worker is not the program we started. */
-	if ((size_t)n > sizeof(buf) || n < PROTO_HEADER_LEN ||
-	    ((uint32_t)buf[0] << 24 | (uint32_t)buf[1] << 16 | (uint32_t)buf[2] << 8 | buf[3]) !=
-		    (size_t)n - PROTO_HEADER_LEN ||
-	    proto_decode(buf + PROTO_HEADER_LEN, (size_t)n - PROTO_HEADER_LEN, 0, &m, &err) ==
-		    MSG_UNKNOWN) {
+	if (frame_parse_datagram(buf, (size_t)n, sizeof(buf) - PROTO_HEADER_LEN, &payload,
+				 &len) < 0 ||
+	    proto_decode(payload, len, 0, &m, &err) == MSG_UNKNOWN) {
 		log_warn("uid=%u run=%" PRIu64 " worker sent a bad frame; killing it",
 			 (unsigned)r->uid, r->run_id);
 		kill(r->worker, SIGKILL);

@@ -21,10 +21,9 @@ FUZZ_ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(FUZZ_RELAX) -I. $(PKG_CFLAG
 	-O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 
 FUZZ_PROTO := $(PROTO_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
-# The gate target drives session.c and gate.c in-process; run.c (workers),
-# main.c and listener.c stay out and tests/fuzz/stub_run.c stands in for run.c.
-FUZZ_GATE_SRC := $(filter-out broker/main.c broker/run.c broker/listener.c,$(BROKER_SRC)) \
-	tests/fuzz/stub_run.c
+# The gate target drives session.c, gate.c and run.c in-process, with only
+# the worker start replaced (in the harness); main.c and listener.c stay out.
+FUZZ_GATE_SRC := $(filter-out broker/main.c broker/listener.c,$(BROKER_SRC))
 FUZZ_OBJ_frame := $(FUZZ_PROTO)
 FUZZ_OBJ_decode := $(FUZZ_PROTO)
 FUZZ_OBJ_scan := $(FUZZ_DIR)/obj/broker/scan.o

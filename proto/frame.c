@@ -137,13 +137,31 @@ static ssize_t read_full(int fd, uint8_t *p, size_t len)
 	return (ssize_t)got;
 }
 
+int frame_parse_datagram(const uint8_t *buf, size_t n, size_t max, const uint8_t **payload,
+			 size_t *len)
+{
+	/* Shorter than a header: be32() would read bytes never received. */
+	if (n < PROTO_HEADER_LEN)
+		return -EPROTO;
+	if (n > max + PROTO_HEADER_LEN || be32(buf) > max)
+		return -EMSGSIZE;
+	if (be32(buf) != n - PROTO_HEADER_LEN)
+		return -EPROTO;
+	*payload = buf + PROTO_HEADER_LEN;
+	*len = n - PROTO_HEADER_LEN;
+	return 0;
+}
+
 /* On a SOCK_SEQPACKET socket each frame is one message: it is received
  * whole with recv(MSG_TRUNC) so a frame longer than promised is detected
  * rather than silently split. */
 static ssize_t read_seqpacket(int fd, size_t max, uint8_t **buf)
 {
 	uint8_t *b = malloc(max + PROTO_HEADER_LEN);
+	const uint8_t *payload;
+	size_t len;
 	ssize_t n;
+	int rc;
 
 	if (!b)
 		return -ENOMEM;
@@ -154,22 +172,14 @@ static ssize_t read_seqpacket(int fd, size_t max, uint8_t **buf)
 		free(b);
 		return n < 0 ? -errno : 0;
 	}
-	/* Shorter than a header: be32() would read bytes recv never wrote. */
-	if ((size_t)n < PROTO_HEADER_LEN) {
+	rc = frame_parse_datagram(b, (size_t)n, max, &payload, &len);
+	if (rc < 0) {
 		free(b);
-		return -EPROTO;
+		return rc;
 	}
-	if ((size_t)n > max + PROTO_HEADER_LEN || be32(b) > max) {
-		free(b);
-		return -EMSGSIZE;
-	}
-	if ((size_t)n < PROTO_HEADER_LEN || be32(b) != (size_t)n - PROTO_HEADER_LEN) {
-		free(b);
-		return -EPROTO;
-	}
-	memmove(b, b + PROTO_HEADER_LEN, (size_t)n - PROTO_HEADER_LEN);
+	memmove(b, payload, len);
 	*buf = b;
-	return n - PROTO_HEADER_LEN;
+	return (ssize_t)len;
 }
 
 static ssize_t read_stream(int fd, size_t max, uint8_t **buf)

@@ -94,6 +94,12 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **payload, size_t *l
 /* True when the reader holds a partial frame (used to report truncation). */
 bool frame_reader_partial(const struct frame_reader *r);
 
+/* One frame that arrived as one datagram of n bytes (SOCK_SEQPACKET;
+ * n as recv(MSG_TRUNC) reports it, so it may exceed what was read): 0 with
+ * the payload, -EMSGSIZE when over max, -EPROTO when shorter than a
+ * header or when the header's length is not the datagram's. */
+int frame_parse_datagram(const uint8_t *buf, size_t n, size_t max, const uint8_t **payload,
+			 size_t *len);
 /* Reads exactly one frame from a blocking fd (stream or seqpacket).
  * Returns payload length, 0 at clean EOF, -errno on error (-EMSGSIZE when
  * over max, -EPROTO when truncated).  *buf is malloc'd; caller frees. */

@@ -3,9 +3,10 @@
  * broker/gate.c driven in-process through real sockets.
  *
  * The broker's own event loop, sessions, gate, pre-screen and SQLite store
- * (on /dev/shm) run unchanged in this process; tests/fuzz/stub_run.c
- * replaces run.c so that no worker is started (a link-time seam: no broker
- * code knows about it).  The input is a program of client operations on up
+ * (on /dev/shm) and the run module run unchanged in this process; only the
+ * worker start is replaced (run_set_worker_starter()): each run's worker
+ * is a child that waits to be killed, and this harness speaks its worker
+ * link and holds its output pipes.  The input is a program of client operations on up
  * to four connections:
  *
  *   00          open a connection
@@ -40,13 +41,14 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "broker/broker.h"
 #include "broker/gate.h"
 #include "broker/log.h"
 #include "tests/fuzz/fuzz.h"
-#include "tests/fuzz/stub_run.h"
 
 #define MAX_CONNS 4
 #define MAX_CARDS 64
@@ -135,6 +137,8 @@ static void listen_socket(void)
 		die("loop_add");
 }
 
+static worker_starter fake_start;
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	log_threshold = LOG_LVL_ERR;
@@ -152,10 +156,103 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(b.state_dir, sizeof(b.state_dir), "%s", state_dir);
 	if (loop_init() < 0)
 		die("loop_init");
+	run_set_worker_starter(fake_start);
 	listen_socket();
 	open_gate();
 	atexit(cleanup);
 	return 0;
+}
+
+/* ---- the workers' side ------------------------------------------------------ */
+
+/* A worker's stand-in: a child that waits to be killed, so the broker's
+ * kills and reaping are real; its link and pipes are held here. */
+struct fake_worker {
+	pid_t pid;
+	int link, out, err;
+};
+static struct fake_worker fakes[16];
+
+static int fake_start(struct broker *bb, const int *fd, const struct identity *id,
+		      struct cgroup_run *cg, pid_t *pid)
+{
+	struct fake_worker *w = NULL;
+
+	for (size_t i = 0; i < sizeof(fakes) / sizeof(fakes[0]) && !w; i++)
+		if (!fakes[i].pid)
+			w = &fakes[i];
+	if (!w)
+		return -EAGAIN;
+	fflush(NULL);
+	*pid = fork();
+	if (*pid < 0)
+		return -errno;
+	if (*pid == 0) {
+		close_range(1, ~0u, 0);
+		pause();
+		_exit(0);
+	}
+	w->pid = *pid;
+	w->link = dup(fd[3]);
+	w->out = dup(fd[1]);
+	w->err = dup(fd[2]);
+	return 0;
+}
+
+/* The worker is done: EOF on everything it held, and it dies. */
+static void fake_end(struct fake_worker *w)
+{
+	close(w->link);
+	close(w->out);
+	close(w->err);
+	kill(w->pid, SIGKILL);
+	memset(w, 0, sizeof(*w));
+}
+
+static struct fake_worker *fake_of(const struct run *r)
+{
+	for (size_t i = 0; i < sizeof(fakes) / sizeof(fakes[0]); i++)
+		if (fakes[i].pid && fakes[i].pid == r->worker)
+			return &fakes[i];
+	return NULL;
+}
+
+/* A worker whose link the broker closed (a cancel) ends, as the real one
+ * does on EOF. */
+static void fakes_follow(void)
+{
+	for (size_t i = 0; i < sizeof(fakes) / sizeof(fakes[0]); i++) {
+		struct pollfd p = { .fd = fakes[i].link, .events = 0 };
+
+		if (fakes[i].pid && poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)))
+			fake_end(&fakes[i]);
+	}
+}
+
+static void fake_says(struct fake_worker *w, struct frame *f, int rc)
+{
+	if (rc == 0)
+		(void)!send(w->link, f->data, f->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	frame_free(f);
+}
+
+/* how % 3: 0 ready and finished, 1 a failed sandbox step, 2 lost. */
+static void fake_finish(struct fake_worker *w, const struct run *r, int how)
+{
+	struct msg_ready rd = { .pid = 1, .landlock_abi = 7 };
+	struct msg_finished fin = { .r = { .exited = true, .limit = "" } };
+	struct msg_setup_error se = { .step = pstr_c("landlock"), .err_no = EPERM,
+				      .message = pstr_c("fuzz") };
+	struct frame f;
+
+	if (how % 3 == 0) {
+		if (!r->ready)
+			fake_says(w, &f, enc_ready(&f, &rd));
+		fake_says(w, &f, enc_finished(&f, &fin));
+	} else if (how % 3 == 1) {
+		fake_says(w, &f, enc_setup_error(&f, &se));
+	}
+	fake_end(w);
 }
 
 /* ---- the broker's side ---------------------------------------------------- */
@@ -221,6 +318,8 @@ static void pump(void)
 {
 	for (int round = 0; round < 6; round++) {
 		FUZZ_ASSERT(loop_run_once(0) == 0);
+		fakes_follow();
+		runs_reap(&b);
 		for (size_t i = 0; i < nconns; i++)
 			drain(&conns[i]);
 	}
@@ -380,8 +479,11 @@ static void op_run_end(struct conn *c, struct prog *g)
 	struct session *s = session_of(c);
 	uint8_t how = next(g);
 
-	if (s && !TAILQ_EMPTY(&s->runs))
-		stub_run_end(TAILQ_FIRST(&s->runs), how);
+	struct run *r = s ? TAILQ_FIRST(&s->runs) : NULL;
+	struct fake_worker *w = r ? fake_of(r) : NULL;
+
+	if (w)
+		fake_finish(w, r, how);
 }
 
 static void op_raw(struct conn *c, struct prog *g, bool framed)
@@ -462,6 +564,12 @@ static void teardown(void)
 		close_conn(nconns - 1);
 	for (int i = 0; i < 10 && b.nsessions; i++)
 		pump();
+	/* The workers die and are reaped: only then does a run leave. */
+	for (int i = 0; i < 2000 && b.nruns; i++) {
+		pump();
+		if (b.nruns)
+			usleep(100);
+	}
 	FUZZ_ASSERT(b.nsessions == 0);
 	FUZZ_ASSERT(b.nruns == 0 && TAILQ_EMPTY(&b.runs));
 	/* No card outlives its connection. */

@@ -2,7 +2,7 @@
 /* The warm-container table and the engine command lines (broker/container.c).
  * The engines themselves are exercised for real in tests/container/; here,
  * what the broker asks of them, flag by flag, and when it keeps, reuses or
- * replaces a container.  run_start_engine() is the broker's way to start a
+ * replaces a container.  The engine runner is the broker's way to start a
  * worker: this file records the stop commands it is handed instead. */
 #include <errno.h>
 #include <setjmp.h>
@@ -25,15 +25,15 @@ static char stopped[8][64];
 static size_t n_stopped;
 
 static const struct engine_job *last_job;
-static void (*last_on_end)(const struct run *r);
+static const struct run_ops *last_ops;
 
-int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
-		     void (*on_end)(const struct run *r), char *err, size_t errlen)
+static int record_engine(struct broker *b, uid_t peer, const struct engine_job *j,
+			 const struct run_ops *ops, void *ctx, char *err, size_t errlen)
 {
 	const struct job_argv *a = &j->e.run;
 
 	last_job = j;
-	last_on_end = on_end;
+	last_ops = ops;
 	if (a->n >= 3 && pstr_eq(a->v[a->n - 3], "rm") && pstr_eq(a->v[a->n - 2], "--force"))
 		snprintf(stopped[n_stopped++ % 8], 64, "%.*s", (int)a->v[a->n - 1].len,
 			 a->v[a->n - 1].ptr);
@@ -88,7 +88,8 @@ static void configure(const char *cli, const char *url, const char *runtime)
 	assert_int_equal(config_set(&b.cfg, "docker", "memory", "256M", &err), 0);
 	n_stopped = 0;
 	last_job = NULL;
-	last_on_end = NULL;
+	last_ops = NULL;
+	container_set_runner(record_engine);
 }
 
 static bool has(const struct job_argv *a, const char *want)
@@ -393,7 +394,7 @@ static void test_image_check_at_start(void **state UNUSED)
 	configure(podman, "unix:///run/e.sock", "");
 	container_check_image(&b);
 	assert_non_null(last_job);
-	assert_non_null(last_on_end);
+	assert_true(last_ops && last_ops->ended);
 	assert_int_equal(n_stopped, 0);
 	assert_int_equal(last_job->e.n_steps, 1);
 	assert_true(pstr_eq(last_job->e.steps[0].name, "engine"));

@@ -416,6 +416,29 @@ static void test_reader_limit_before_allocation(void **state)
 	close(sv[1]);
 }
 
+/* A datagram is one whole frame: its header says its own length, no more
+ * and no less, within the limit; a short or truncated one is refused. */
+static void test_datagram_header_is_the_datagram(void **state)
+{
+	const uint8_t ok[] = { 0, 0, 0, 2, 0x81, 0xa0 };
+	const uint8_t *p = NULL;
+	size_t len = 0;
+
+	assert_int_equal(frame_parse_datagram(ok, sizeof(ok), 2, &p, &len), 0);
+	assert_ptr_equal(p, ok + 4);
+	assert_int_equal(len, 2);
+	assert_int_equal(frame_parse_datagram(ok, 3, 2, &p, &len), -EPROTO);
+	assert_int_equal(frame_parse_datagram(ok, 5, 2, &p, &len), -EPROTO);
+	assert_int_equal(frame_parse_datagram(ok, sizeof(ok), 1, &p, &len), -EMSGSIZE);
+	/* recv(MSG_TRUNC) says the datagram was longer than the buffer. */
+	assert_int_equal(frame_parse_datagram(ok, 7, 2, &p, &len), -EMSGSIZE);
+	assert_int_equal(frame_parse_datagram((const uint8_t *)"\x00\x00\x00\x03\x81\xa0", 6,
+					      8, &p, &len), -EPROTO);
+	assert_int_equal(frame_parse_datagram((const uint8_t *)"\x00\x00\x00\x00", 4, 8, &p,
+					      &len), 0);
+	assert_int_equal(len, 0);
+}
+
 static void test_reader_split_and_joined_frames(void **state)
 {
 	struct frame_reader r;
@@ -626,6 +649,7 @@ int main(void)
 		cmocka_unit_test(test_utf8),
 		cmocka_unit_test(test_reader_limit_before_allocation),
 		cmocka_unit_test(test_reader_split_and_joined_frames),
+		cmocka_unit_test(test_datagram_header_is_the_datagram),
 		cmocka_unit_test(test_decoder_errors_name_the_field),
 		cmocka_unit_test(test_engine_is_checked),
 		cmocka_unit_test(test_where_is_checked),
