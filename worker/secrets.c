@@ -196,7 +196,7 @@ static int add_name(struct plan *p, const char *real_cwd, struct pstr name, char
 
 struct mount_entry {
 	unsigned major, minor;
-	char root[PATH_MAX], point[PATH_MAX];
+	char *root, *point;
 };
 
 /* mountinfo writes space, tab, newline and backslash as \ooo. */
@@ -216,6 +216,35 @@ static void unescape_octal(char *s)
 	*w = '\0';
 }
 
+static void free_mounts(struct mount_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].root);
+		free(v[i].point);
+	}
+	free(v);
+}
+
+/* One line's device, root and mount point; false for a line not of that
+ * form (or out of memory, which the caller tells apart by errno). */
+static bool parse_mount(const char *line, struct mount_entry *e)
+{
+	char root[PATH_MAX], point[PATH_MAX];
+
+	if (sscanf(line, "%*u %*u %u:%u %4095s %4095s", &e->major, &e->minor, root, point) != 4)
+		return false;
+	unescape_octal(root);
+	unescape_octal(point);
+	e->root = strdup(root);
+	e->point = strdup(point);
+	if (e->root && e->point)
+		return true;
+	free(e->root);
+	free(e->point);
+	errno = ENOMEM;
+	return false;
+}
+
 /* NULL after saying why; *n the number read. */
 static struct mount_entry *read_mounts(size_t *n, char *err, size_t errlen)
 {
@@ -232,28 +261,31 @@ static struct mount_entry *read_mounts(size_t *n, char *err, size_t errlen)
 	while (fgets(line, sizeof(line), f)) {
 		struct mount_entry e;
 
-		if (sscanf(line, "%*u %*u %u:%u %4095s %4095s", &e.major, &e.minor, e.root,
-			   e.point) != 4)
-			continue;
-		unescape_octal(e.root);
-		unescape_octal(e.point);
+		errno = 0;
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 64;
 			grown = realloc(v, cap * sizeof(*v));
-			if (!grown) {
-				free(v);
-				fclose(f);
-				snprintf(err, errlen, "out of memory reading the mount table");
-				return NULL;
-			}
+			if (!grown)
+				goto nomem;
 			v = grown;
 		}
-		v[(*n)++] = e;
+		if (parse_mount(line, &e))
+			v[(*n)++] = e;
+		else if (errno == ENOMEM)
+			goto nomem;
 	}
 	fclose(f);
-	if (!v)
+	if (!*n) {
+		free(v);
 		snprintf(err, errlen, "/proc/self/mountinfo lists no mount");
+		return NULL;
+	}
 	return v;
+nomem:
+	free_mounts(v, *n);
+	fclose(f);
+	snprintf(err, errlen, "out of memory reading the mount table");
+	return NULL;
 }
 
 /* Whether path is dir or below it; *rest is what follows dir ("" or "/..."). */
@@ -340,7 +372,7 @@ static int add_mount_aliases(struct plan *p, char *err, size_t errlen)
 		return -EIO;
 	for (size_t i = 0; rc == 0 && i < found; i++)
 		rc = add_aliases_of(p, p->masks[i].path, v, n, err, errlen);
-	free(v);
+	free_mounts(v, n);
 	return rc;
 }
 
