@@ -138,35 +138,44 @@ static void close_other_fds(void)
 		die_step(step_name(STEP_FDS), errno, "close_range");
 }
 
-/* Returns true when the bounding set was emptied too.  Only a process
- * holding CAP_SETPCAP (root, in practice) can do that; an ordinary user
- * has no capabilities to drop and cannot shrink the bounding set, and
- * NO_NEW_PRIVS keeps file capabilities and setuid binaries from adding
- * any, so empty effective/permitted/inheritable/ambient sets suffice. */
+/* Empties the bounding set; false when C may not (no CAP_SETPCAP: an
+ * ordinary user, who cannot shrink it and has nothing in it to gain from,
+ * since NO_NEW_PRIVS keeps file capabilities and setuid binaries from
+ * adding any).  By hand rather than capng_apply(CAPNG_SELECT_BOUNDS),
+ * which reads /proc/self/status three times to learn what the kernel's
+ * own answers say here, on every run: EPERM at the first capability
+ * without CAP_SETPCAP, EINVAL past the last one this kernel has. */
+static bool drop_bounding_set(void)
+{
+	for (int cap = 0;; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
+			continue;
+		if (errno == EPERM && cap == 0)
+			return false;
+		if (errno == EINVAL && cap > CAP_SETPCAP)
+			return true;
+		die_step(step_name(STEP_CAPS), errno, "dropping capability %d from the bounding set",
+			 cap);
+	}
+}
+
+/* Returns true when the bounding set was emptied too (root, or C in the
+ * secrets step's user namespace, where it holds every capability).  What
+ * the sets hold afterwards is read back once, with the other fields, just
+ * before exec (verify_confinement). */
 static bool drop_capabilities(void)
 {
-	capng_select_t set = CAPNG_SELECT_CAPS;
-	bool root;
+	bool root = drop_bounding_set();
 
-	if (capng_get_caps_process() < 0)
-		die_step(step_name(STEP_CAPS), errno, "reading capabilities");
-	root = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP) == 1;
-	if (root) {
-		/* Securebits first, while CAP_SETPCAP is still ours: root
-		 * must not regain capabilities by exec or setuid. */
-		if (capng_lock() < 0)
-			die_step(step_name(STEP_CAPS), errno, "locking securebits");
-		set = CAPNG_SELECT_BOTH;
-	}
+	/* Securebits while CAP_SETPCAP is still effective: root must not
+	 * regain capabilities by exec or setuid. */
+	if (root && capng_lock() < 0)
+		die_step(step_name(STEP_CAPS), errno, "locking securebits");
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
 		die_step(step_name(STEP_CAPS), errno, "clearing ambient capabilities");
-	capng_clear(set);
-	if (capng_apply(set) < 0)
+	capng_clear(CAPNG_SELECT_CAPS);
+	if (capng_apply(CAPNG_SELECT_CAPS) < 0)
 		die_step(step_name(STEP_CAPS), errno, "dropping capabilities");
-	if (capng_get_caps_process() < 0 ||
-	    capng_have_capabilities(CAPNG_SELECT_CAPS) != CAPNG_NONE)
-		die_step(step_name(STEP_CAPS), EPERM,
-			 "capabilities still held after dropping them");
 	return root;
 }
 

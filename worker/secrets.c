@@ -77,27 +77,33 @@ static bool user_cannot_read(const char *path, const struct stat *st)
  * unattended run of that user there could start.  Only the user's own and
  * root's are followed; another's leads to nothing of the user's that the
  * set's other entries do not already mask. */
-static bool foreign_symlink(const char *path)
+static bool foreign_symlink(const struct stat *lst)
 {
-	struct stat lst;
-
-	return lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && lst.st_uid != geteuid() &&
-	       lst.st_uid != 0;
+	return S_ISLNK(lst->st_mode) && lst->st_uid != geteuid() && lst->st_uid != 0;
 }
 
+static int stat_failed(const char *path, char *err, size_t errlen)
+{
+	int e = errno;
+
+	if (nothing_there(e))
+		return 0;
+	snprintf(err, errlen, "cannot stat secret %s: %s", path, strerror(e));
+	return -e;
+}
+
+/* lstat first: most of the set is absent, and one call says so. */
 static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 {
 	struct stat st;
 	char *copy;
 
-	if (foreign_symlink(path))
+	if (lstat(path, &st) < 0)
+		return stat_failed(path, err, errlen);
+	if (foreign_symlink(&st))
 		return 0;
-	if (stat(path, &st) < 0) {
-		if (nothing_there(errno))
-			return 0;
-		snprintf(err, errlen, "cannot stat secret %s: %s", path, strerror(errno));
-		return -errno;
-	}
+	if (S_ISLNK(st.st_mode) && stat(path, &st) < 0)
+		return stat_failed(path, err, errlen);
 	if (user_cannot_read(path, &st))
 		return 0;
 	if (p->n_masks == SECRET_MASKS_MAX) {
@@ -216,76 +222,109 @@ static void unescape_octal(char *s)
 	*w = '\0';
 }
 
-static void free_mounts(struct mount_entry *v, size_t n)
+struct mounts {
+	char *text;                 /* the whole of mountinfo; entries point into it */
+	struct mount_entry *v;
+	size_t n;
+};
+
+static void free_mounts(struct mounts *m)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(v[i].root);
-		free(v[i].point);
-	}
-	free(v);
+	free(m->text);
+	free(m->v);
 }
 
-/* One line's device, root and mount point; false for a line not of that
- * form (or out of memory, which the caller tells apart by errno). */
-static bool parse_mount(const char *line, struct mount_entry *e)
+/* The next space-separated field of *s, terminated in place. */
+static char *next_field(char **s)
 {
-	char root[PATH_MAX], point[PATH_MAX];
+	char *f = *s + strspn(*s, " ");
+	size_t len = strcspn(f, " ");
 
-	if (sscanf(line, "%*u %*u %u:%u %4095s %4095s", &e->major, &e->minor, root, point) != 4)
+	*s = f + len + (f[len] != '\0');
+	f[len] = '\0';
+	return f;
+}
+
+/* One line's device, root and mount point ("ID PARENT MAJ:MIN ROOT POINT
+ * ..."), cut out in place; false for a line not of that form. */
+static bool parse_mount(char *line, struct mount_entry *e)
+{
+	char *dev;
+
+	next_field(&line);
+	next_field(&line);
+	dev = next_field(&line);
+	e->root = next_field(&line);
+	e->point = next_field(&line);
+	if (sscanf(dev, "%u:%u", &e->major, &e->minor) != 2 || e->root[0] != '/' ||
+	    e->point[0] != '/')
 		return false;
-	unescape_octal(root);
-	unescape_octal(point);
-	e->root = strdup(root);
-	e->point = strdup(point);
-	if (e->root && e->point)
-		return true;
-	free(e->root);
-	free(e->point);
-	errno = ENOMEM;
-	return false;
+	unescape_octal(e->root);
+	unescape_octal(e->point);
+	return true;
 }
 
-/* NULL after saying why; *n the number read. */
-static struct mount_entry *read_mounts(size_t *n, char *err, size_t errlen)
+/* All of /proc/self/mountinfo, read at once: the kernel makes it anew on
+ * every read, so stdio's line-by-line reads would cost several passes. */
+static char *read_mountinfo(char *err, size_t errlen)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	struct mount_entry *v = NULL, *grown;
-	size_t cap = 0;
-	char line[3 * PATH_MAX];
+	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	size_t len = 0, cap = 16384;
+	char *text = fd < 0 ? NULL : malloc(cap + 1), *grown;
+	ssize_t got = 1;
 
-	*n = 0;
-	if (!f) {
-		snprintf(err, errlen, "cannot read /proc/self/mountinfo: %s", strerror(errno));
-		return NULL;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		struct mount_entry e;
-
-		errno = 0;
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 64;
-			grown = realloc(v, cap * sizeof(*v));
+	while (text && got > 0) {
+		got = read(fd, text + len, cap - len);
+		if (got < 0 && errno == EINTR)
+			got = 1;
+		else if (got > 0 && (len += (size_t)got) == cap) {
+			grown = realloc(text, (cap *= 2) + 1);
 			if (!grown)
-				goto nomem;
-			v = grown;
+				free(text);
+			text = grown;
 		}
-		if (parse_mount(line, &e))
-			v[(*n)++] = e;
-		else if (errno == ENOMEM)
-			goto nomem;
 	}
-	fclose(f);
-	if (!*n) {
-		free(v);
-		snprintf(err, errlen, "/proc/self/mountinfo lists no mount");
-		return NULL;
+	if (!text || got < 0) {
+		snprintf(err, errlen, "cannot read /proc/self/mountinfo: %s", strerror(errno));
+		free(text);
+		text = NULL;
+	} else {
+		text[len] = '\0';
 	}
-	return v;
-nomem:
-	free_mounts(v, *n);
-	fclose(f);
-	snprintf(err, errlen, "out of memory reading the mount table");
-	return NULL;
+	if (fd >= 0)
+		close(fd);
+	return text;
+}
+
+/* false after saying why. */
+static bool read_mounts(struct mounts *m, char *err, size_t errlen)
+{
+	size_t cap = 0;
+	char *line, *rest;
+
+	*m = (struct mounts){ .text = read_mountinfo(err, errlen) };
+	if (!m->text)
+		return false;
+	for (line = strtok_r(m->text, "\n", &rest); line; line = strtok_r(NULL, "\n", &rest)) {
+		if (m->n == cap) {
+			struct mount_entry *grown = realloc(m->v, (cap = cap ? 2 * cap : 64) *
+								  sizeof(*m->v));
+
+			if (!grown) {
+				free_mounts(m);
+				snprintf(err, errlen, "out of memory reading the mount table");
+				return false;
+			}
+			m->v = grown;
+		}
+		if (parse_mount(line, &m->v[m->n]))
+			m->n++;
+	}
+	if (m->n)
+		return true;
+	free_mounts(m);
+	snprintf(err, errlen, "/proc/self/mountinfo lists no mount");
+	return false;
 }
 
 /* Whether path is dir or below it; *rest is what follows dir ("" or "/..."). */
@@ -332,6 +371,36 @@ static int add_alias(struct plan *p, const char *alias, const struct stat *want,
 	return add_mask(p, alias, err, errlen);
 }
 
+/* The kernel's own name for what path resolves to (the link of an O_PATH
+ * descriptor): three calls, where realpath(3) makes one per component. */
+static bool resolve(const char *path, char real[PATH_MAX], struct stat *st)
+{
+	char link[32];
+	ssize_t len = -1;
+	int fd = open(path, O_PATH | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	if (fstat(fd, st) == 0)
+		len = readlink(link, real, PATH_MAX - 1);
+	close(fd);
+	if (len <= 0 || len >= PATH_MAX - 1)
+		return false;
+	real[len] = '\0';
+	return real[0] == '/';
+}
+
+/* Whether any device is mounted twice: if not, nothing has an alias. */
+static bool some_device_twice(const struct mount_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			if (v[i].major == v[j].major && v[i].minor == v[j].minor)
+				return true;
+	return false;
+}
+
 /* Every other place of one mask's file, through the mounts of its device. */
 static int add_aliases_of(struct plan *p, const char *path, const struct mount_entry *v,
 			  size_t n, char *err, size_t errlen)
@@ -342,7 +411,7 @@ static int add_aliases_of(struct plan *p, const char *path, const struct mount_e
 	struct stat want;
 	int rc = 0;
 
-	if (!realpath(path, real) || stat(real, &want) < 0 || !(home = mount_of(v, n, real)) ||
+	if (!resolve(path, real, &want) || !(home = mount_of(v, n, real)) ||
 	    !beneath(real, home->point, &rest))
 		return 0;
 	snprintf(on_dev, sizeof(on_dev), "%s%s", strcmp(home->root, "/") ? home->root : "", rest);
@@ -361,18 +430,19 @@ static int add_aliases_of(struct plan *p, const char *path, const struct mount_e
 
 static int add_mount_aliases(struct plan *p, char *err, size_t errlen)
 {
-	size_t n, found = p->n_masks;
-	struct mount_entry *v;
+	size_t found = p->n_masks;
+	struct mounts m;
 	int rc = 0;
 
 	if (!found)
 		return 0;
-	v = read_mounts(&n, err, errlen);
-	if (!v)
+	if (!read_mounts(&m, err, errlen))
 		return -EIO;
+	if (!some_device_twice(m.v, m.n))
+		found = 0;
 	for (size_t i = 0; rc == 0 && i < found; i++)
-		rc = add_aliases_of(p, p->masks[i].path, v, n, err, errlen);
-	free_mounts(v, n);
+		rc = add_aliases_of(p, p->masks[i].path, m.v, m.n, err, errlen);
+	free_mounts(&m);
 	return rc;
 }
 
