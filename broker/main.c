@@ -20,6 +20,7 @@
 
 #include "broker/auditlog.h"
 #include "broker/broker.h"
+#include "broker/secrets.h"
 #include "broker/cgroup.h"
 #include "broker/container.h"
 #include "broker/gate.h"
@@ -416,7 +417,7 @@ static int next_timeout(struct broker *b)
 	uint64_t now = now_ms();
 	int t[] = { runs_next_deadline(b, now), gate_next_deadline(b, now),
 		    containers_tick(b, now), sessions_next_deadline(b, now),
-		    audit_watch_next_deadline(now) };
+		    audit_watch_next_deadline(now), secrets_kept_tick(now) };
 	int next = -1;
 
 	if (b->stopping)

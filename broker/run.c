@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -231,7 +234,7 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 	char *env[ENV_OUT_MAX];
 	struct frame f;
 	size_t n_env = 0;
-	int rc;
+	int rc, masks_fd = -1;
 
 	rc = env_build(id, rq->env, rq->n_env, env, &n_env, err, errlen);
 	if (rc < 0)
@@ -259,12 +262,15 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 		rc = engine_section(r, rq, env, n_env, &job, err, errlen);
 	if (rc == 0)
 		rc = secrets_fill_job(r->b, id, &job, err, errlen);
+	if (rc == 0 && job.has_secrets && job.profile == PROFILE_UNATTENDED &&
+	    (masks_fd = secrets_kept(id->uid, now_ms(), job.masks_key)) >= 0)
+		job.has_masks_key = true;
 	if (rc == 0 && (rc = enc_job(&f, &job)) < 0)
 		snprintf(err, errlen, "could not encode the job: %s", strerror(-rc));
 	env_free(env, n_env);
 	if (rc < 0)
 		return rc;
-	rc = send(r->sock.fd, f.data, f.len, MSG_NOSIGNAL) < 0 ? -errno : 0;
+	rc = frame_send_fd(r->sock.fd, &f, masks_fd);
 	frame_free(&f);
 	if (rc < 0)
 		snprintf(err, errlen, "could not hand the job to the worker: %s", strerror(-rc));
@@ -664,22 +670,85 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 	}
 }
 
+/* recv() of one worker frame, and the descriptor that came with it into
+ * *passed (-1: none; -EBADMSG: more than one, or cut off). */
+static ssize_t recv_worker(int sock, uint8_t *buf, size_t len, int *passed)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	struct cmsghdr *cm;
+	ssize_t n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+
+	*passed = -1;
+	if (n < 0)
+		return n;
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len == CMSG_LEN(sizeof(int)) && *passed == -1)
+			memcpy(passed, CMSG_DATA(cm), sizeof(int));
+		else
+			*passed = -EBADMSG;
+	if (mh.msg_flags & MSG_CTRUNC)
+		*passed = -EBADMSG;
+	return n;
+}
+
+/* The uid that owns a mount namespace's user namespace, as the kernel
+ * says: the user the snippet ran as, whose runs alone can join it. */
+static bool masks_owner(int fd, uid_t *owner)
+{
+	int user;
+	bool ok;
+
+	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNS || (user = ioctl(fd, NS_GET_USERNS)) < 0)
+		return false;
+	ok = ioctl(user, NS_GET_OWNER_UID, owner) == 0;
+	close(user);
+	return ok;
+}
+
+/* After `finished`: the masks' namespace this run made, kept for its
+ * owner's next unattended run.  Anything else that carries a descriptor,
+ * or a descriptor that is not a mount namespace, is not our worker. */
+static void take_masks(struct run *r, const struct msg *m, int fd)
+{
+	uid_t owner;
+
+	if (m->type == MSG_MASKS && fd >= 0 && r->end == END_FINISHED &&
+	    r->profile == PROFILE_UNATTENDED && masks_owner(fd, &owner)) {
+		secrets_keep(owner, fd, m->u.masks.key, now_ms());
+		return;
+	}
+	log_warn("uid=%u run=%" PRIu64 " worker sent %s%s out of order; killing it",
+		 (unsigned)r->uid, r->run_id, msg_type_name(m->type),
+		 fd >= 0 ? " with a descriptor" : "");
+	if (fd >= 0)
+		close(fd);
+	kill(r->worker, SIGKILL);
+}
+
 static void on_sock(struct watch *w, uint32_t events)
 {
 	struct run *r = w->ctx;
 	uint8_t buf[8192];
+	int passed;
 	const uint8_t *payload;
 	struct proto_error err;
 	struct msg m;
 	size_t len;
 	ssize_t n;
 
-	n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+	n = recv_worker(w->fd, buf, sizeof(buf), &passed);
 	/* ECONNRESET: the worker ended with our job frame unread (its exec
 	 * failed, say); the kernel reports that before the frames it sent,
 	 * which are still queued and say why.  The error is reported once. */
 	if (n < 0 && errno == ECONNRESET)
-		n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+		n = recv_worker(w->fd, buf, sizeof(buf), &passed);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
@@ -691,15 +760,21 @@ static void on_sock(struct watch *w, uint32_t events)
 	}
 	/* A worker message is one small frame per datagram; anything else
 	 * means the worker is not the program we started. */
-	if (frame_parse_datagram(buf, (size_t)n, sizeof(buf) - PROTO_HEADER_LEN, &payload,
+	if (passed == -EBADMSG ||
+	    frame_parse_datagram(buf, (size_t)n, sizeof(buf) - PROTO_HEADER_LEN, &payload,
 				 &len) < 0 ||
 	    proto_decode(payload, len, 0, &m, &err) == MSG_UNKNOWN) {
 		log_warn("uid=%u run=%" PRIu64 " worker sent a bad frame; killing it",
 			 (unsigned)r->uid, r->run_id);
+		if (passed >= 0)
+			close(passed);
 		kill(r->worker, SIGKILL);
 		return;
 	}
-	take_worker_msg(r, &m);
+	if (m.type == MSG_MASKS || passed >= 0)
+		take_masks(r, &m, passed);
+	else
+		take_worker_msg(r, &m);
 }
 
 static void forward(struct run *r, int stream, const uint8_t *data, size_t len)

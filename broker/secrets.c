@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "broker/broker.h"
 #include "broker/secrets.h"
@@ -111,4 +112,104 @@ const char *secrets_state(const struct broker *b, enum proto_profile profile)
 	if (profile == PROFILE_APPROVED)
 		return "unmasked";
 	return b->cfg.secrets ? "masked" : "off";
+}
+
+/* ---- The masks' namespaces kept between runs ----------------------------
+ *
+ * A worker that masked a user's set in a new user and mount namespace
+ * sends the mount namespace back (PROTOCOL.md, "masks"); the user's next
+ * unattended job carries it, and its worker joins it when the set, its
+ * files and the mount table are what the namespace was made from (the
+ * key), and reads each mask back there.  That spares a run the new
+ * namespaces, their mounts and, at its end, their teardown.  The broker
+ * only holds the descriptors: it is not the user and cannot join them.
+ * Closing the last reference tears the namespace down on the broker's
+ * loop (an RCU grace period, some 0.1-0.3 ms), so it happens only when a
+ * user's set changes, one goes unused for KEPT_IDLE_MS, or the table is
+ * full. */
+
+#define KEPT_MAX 64
+#define KEPT_IDLE_MS 60000
+
+static struct kept {
+	uid_t uid;
+	int fd; /* -1: a free slot */
+	uint8_t key[PROTO_MASKS_KEY_LEN];
+	uint64_t used;
+} kept[KEPT_MAX];
+static bool kept_ready;
+
+static void kept_init(void)
+{
+	if (kept_ready)
+		return;
+	for (size_t i = 0; i < KEPT_MAX; i++)
+		kept[i].fd = -1;
+	kept_ready = true;
+}
+
+static void kept_drop(struct kept *k)
+{
+	close(k->fd);
+	k->fd = -1;
+}
+
+static struct kept *kept_of(uid_t uid)
+{
+	kept_init();
+	for (size_t i = 0; i < KEPT_MAX; i++)
+		if (kept[i].fd >= 0 && kept[i].uid == uid)
+			return &kept[i];
+	return NULL;
+}
+
+int secrets_kept(uid_t uid, uint64_t now, uint8_t key[PROTO_MASKS_KEY_LEN])
+{
+	struct kept *k = kept_of(uid);
+
+	if (!k)
+		return -1;
+	k->used = now;
+	memcpy(key, k->key, PROTO_MASKS_KEY_LEN);
+	return k->fd;
+}
+
+/* The uid's own slot, else a free one, else the one unused longest. */
+static struct kept *kept_slot(uid_t uid)
+{
+	struct kept *k = kept_of(uid), *oldest = &kept[0];
+
+	for (size_t i = 0; !k && i < KEPT_MAX; i++) {
+		if (kept[i].fd < 0)
+			k = &kept[i];
+		else if (kept[i].used < oldest->used)
+			oldest = &kept[i];
+	}
+	return k ? k : oldest;
+}
+
+void secrets_keep(uid_t uid, int fd, const uint8_t key[PROTO_MASKS_KEY_LEN], uint64_t now)
+{
+	struct kept *k = kept_slot(uid);
+
+	if (k->fd >= 0)
+		kept_drop(k);
+	*k = (struct kept){ .uid = uid, .fd = fd, .used = now };
+	memcpy(k->key, key, PROTO_MASKS_KEY_LEN);
+}
+
+int secrets_kept_tick(uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+
+	kept_init();
+	for (size_t i = 0; i < KEPT_MAX; i++) {
+		if (kept[i].fd < 0)
+			continue;
+		if (now - kept[i].used >= KEPT_IDLE_MS)
+			kept_drop(&kept[i]);
+		else if (kept[i].used + KEPT_IDLE_MS - now < next)
+			next = kept[i].used + KEPT_IDLE_MS - now;
+	}
+	return next == UINT64_MAX ? -1 : (int)next;
 }

@@ -9,6 +9,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "broker/privsep.h"
 #include "proto/proto.h"
@@ -27,5 +29,14 @@ int secrets_fill_job(const struct broker *b, const struct identity *id, struct m
 
 /* What `exit` says about the masks: "masked", "off" or "unmasked". */
 const char *secrets_state(const struct broker *b, enum proto_profile profile);
+
+/* The masks' namespaces kept between a user's unattended runs
+ * (PROTOCOL.md, "masks").  secrets_kept(): the uid's descriptor (the
+ * table keeps it) and its key, or -1.  secrets_keep(): takes fd, in place
+ * of the uid's earlier one.  secrets_kept_tick(): closes those unused for
+ * a minute; the ms until the next such close, or -1. */
+int secrets_kept(uid_t uid, uint64_t now, uint8_t key[PROTO_MASKS_KEY_LEN]);
+void secrets_keep(uid_t uid, int fd, const uint8_t key[PROTO_MASKS_KEY_LEN], uint64_t now);
+int secrets_kept_tick(uint64_t now);
 
 #endif

@@ -35,10 +35,11 @@ $(BUILD)/tests/test_seccomp: $(SECCOMP_POLICY_O) $(SECCOMP_PROGRAMS_O)
 $(BUILD)/tests/test_engine: $(SECCOMP_PROGRAMS_O)
 
 # The worker is exec'd once per snippet, so its start is on every run's
-# path: it links libcap-ng and msgpack-c statically when their archives
+# path: it links libcap-ng, msgpack-c and Nettle statically when their archives
 # are installed (Debian's -dev packages ship them), which spares the
-# dynamic loader two libraries (~0.2 ms a run here, `make bench`);
+# dynamic loader three libraries (~0.2 ms a run here, `make bench`);
 # libseccomp it does not link at all (above).  libc stays shared, for its
 # security updates.  Without an archive, the shared library is used.
 worker_lib = $(or $(filter /%,$(shell $(CC) -print-file-name=lib$(1).a)),-l$(1))
-$(BUILD)/kotoba-worker: LIBS = $(call worker_lib,cap-ng) $(call worker_lib,msgpackc)
+$(BUILD)/kotoba-worker: LIBS = $(call worker_lib,cap-ng) $(call worker_lib,msgpackc) \
+	$(call worker_lib,nettle)

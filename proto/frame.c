@@ -155,9 +155,44 @@ int frame_parse_datagram(const uint8_t *buf, size_t n, size_t max, const uint8_t
 /* On a SOCK_SEQPACKET socket each frame is one message: it is received
  * whole with recv(MSG_TRUNC) so a frame longer than promised is detected
  * rather than silently split. */
-static ssize_t read_seqpacket(int fd, size_t max, uint8_t **buf)
+/* The descriptor that came with a datagram into *passed (-1: none), or
+ * closed when the caller takes none; more than one, or one cut off, is
+ * -EPROTO and none is kept. */
+static int take_passed(struct msghdr *mh, int *passed)
+{
+	int rc = mh->msg_flags & MSG_CTRUNC ? -EPROTO : 0, fd;
+
+	if (passed)
+		*passed = -1;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; CMSG_LEN((i + 1) * sizeof(int)) <= cm->cmsg_len; i++) {
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (passed && *passed == -1 && rc == 0) {
+				*passed = fd;
+				continue;
+			}
+			close(fd);
+			rc = -EPROTO;
+		}
+	}
+	if (rc < 0 && passed && *passed >= 0) {
+		close(*passed);
+		*passed = -1;
+	}
+	return rc;
+}
+
+static ssize_t read_seqpacket(int fd, size_t max, uint8_t **buf, int *passed)
 {
 	uint8_t *b = malloc(max + PROTO_HEADER_LEN);
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = b, .iov_len = max + PROTO_HEADER_LEN };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	const uint8_t *payload;
 	size_t len;
 	ssize_t n;
@@ -165,15 +200,21 @@ static ssize_t read_seqpacket(int fd, size_t max, uint8_t **buf)
 
 	if (!b)
 		return -ENOMEM;
-	do
-		n = recv(fd, b, max + PROTO_HEADER_LEN, MSG_TRUNC);
-	while (n < 0 && errno == EINTR);
+	do {
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
 	if (n <= 0) {
 		free(b);
 		return n < 0 ? -errno : 0;
 	}
-	rc = frame_parse_datagram(b, (size_t)n, max, &payload, &len);
+	rc = take_passed(&mh, passed);
+	if (rc == 0)
+		rc = frame_parse_datagram(b, (size_t)n, max, &payload, &len);
 	if (rc < 0) {
+		if (passed && *passed >= 0)
+			close(*passed);
 		free(b);
 		return rc;
 	}
@@ -209,14 +250,21 @@ static ssize_t read_stream(int fd, size_t max, uint8_t **buf)
 	return n;
 }
 
-ssize_t frame_read_blocking(int fd, size_t max, uint8_t **buf)
+ssize_t frame_read_blocking_fd(int fd, size_t max, uint8_t **buf, int *passed)
 {
 	int type = 0;
 	socklen_t sl = sizeof(type);
 
+	if (passed)
+		*passed = -1;
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &sl) == 0 && type == SOCK_SEQPACKET)
-		return read_seqpacket(fd, max, buf);
+		return read_seqpacket(fd, max, buf, passed);
 	return read_stream(fd, max, buf);
+}
+
+ssize_t frame_read_blocking(int fd, size_t max, uint8_t **buf)
+{
+	return frame_read_blocking_fd(fd, max, buf, NULL);
 }
 
 static int write_loop(int fd, const uint8_t *p, size_t len, bool sock)
@@ -250,4 +298,27 @@ void frame_free(struct frame *f)
 	free(f->data);
 	f->data = NULL;
 	f->len = 0;
+}
+
+int frame_send_fd(int sock, const struct frame *f, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = f->data, .iov_len = f->len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	if (fd >= 0) {
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
 }

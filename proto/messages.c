@@ -44,6 +44,7 @@ static const char *const type_names[MSG_TYPE_COUNT] = {
 	[MSG_ERROR] = "error",	       [MSG_JOB] = "job",
 	[MSG_READY] = "ready",	       [MSG_SETUP_ERROR] = "setup_error",
 	[MSG_FINISHED] = "finished",   [MSG_QUEUED] = "queued",
+	[MSG_MASKS] = "masks",
 };
 
 const char *msg_type_name(enum msg_type t)
@@ -286,7 +287,9 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		return -E2BIG;
 	if (m->n_secrets > PROTO_SECRETS_MAX)
 		return -E2BIG;
-	enc_begin(&e, "job", 9 + m->has_engine + m->has_secrets);
+	if (m->has_masks_key && !m->has_secrets)
+		return -EINVAL;
+	enc_begin(&e, "job", 9 + m->has_engine + m->has_secrets + m->has_masks_key);
 	put_str(&e, "profile", profile_name(m->profile));
 	put_pstr(&e, "python", m->python);
 	put_pstr(&e, "cwd", m->cwd);
@@ -312,6 +315,8 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		for (size_t i = 0; i < m->n_secrets; i++)
 			raw_str(&e, m->secrets[i].ptr, m->secrets[i].len);
 	}
+	if (m->has_masks_key)
+		put_bin(&e, "masks", m->masks_key, sizeof(m->masks_key));
 	return enc_end(&e, f);
 }
 
@@ -322,6 +327,15 @@ int enc_ready(struct frame *f, const struct msg_ready *m)
 	enc_begin(&e, "ready", 2);
 	put_uint(&e, "pid", m->pid);
 	put_uint(&e, "landlock_abi", m->landlock_abi);
+	return enc_end(&e, f);
+}
+
+int enc_masks(struct frame *f, const struct msg_masks *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "masks", 1);
+	put_bin(&e, "key", m->key, sizeof(m->key));
 	return enc_end(&e, f);
 }
 
@@ -916,6 +930,38 @@ static int dec_job_secrets(struct dec *d, struct msg_job *m)
 	return 0;
 }
 
+/* A key of exactly PROTO_MASKS_KEY_LEN bytes into out; *has: present. */
+static int dec_masks_key(struct dec *d, const char *key, bool required, bool *has,
+			 uint8_t *out)
+{
+	const uint8_t *p = NULL;
+	size_t len = 0;
+	int rc = dec_bin(d, key, required, PROTO_MASKS_KEY_LEN, &p, &len);
+
+	*has = rc == 1;
+	if (rc <= 0)
+		return rc;
+	if (len != PROTO_MASKS_KEY_LEN)
+		return dec_fail(d, PERR_BAD_FIELD, "field '%s' must be %d bytes", key,
+				PROTO_MASKS_KEY_LEN);
+	memcpy(out, p, len);
+	return 0;
+}
+
+/* Only beside the secret set of an unattended job: the engine's masks
+ * are the container's volumes, not a namespace. */
+static int dec_job_masks(struct dec *d, struct msg_job *m)
+{
+	int rc = dec_masks_key(d, "masks", false, &m->has_masks_key, m->masks_key);
+
+	if (rc < 0)
+		return rc;
+	if (m->has_masks_key && (!m->has_secrets || m->profile != PROFILE_UNATTENDED))
+		return dec_fail(d, PERR_BAD_FIELD, "field 'masks' is for an unattended job with "
+				"'secrets' only");
+	return 0;
+}
+
 static int dec_job(struct dec *d, struct msg_job *m)
 {
 	int rc, profile;
@@ -930,9 +976,17 @@ static int dec_job(struct dec *d, struct msg_job *m)
 		return rc;
 	m->profile = (enum proto_profile)profile;
 	if ((rc = dec_job_limits(d, m)) < 0 ||
-	    (rc = dec_job_env(d, m)) < 0 || (rc = dec_job_secrets(d, m)) < 0)
+	    (rc = dec_job_env(d, m)) < 0 || (rc = dec_job_secrets(d, m)) < 0 ||
+	    (rc = dec_job_masks(d, m)) < 0)
 		return rc;
 	return dec_job_engine(d, m);
+}
+
+static int dec_masks(struct dec *d, struct msg_masks *m)
+{
+	bool has;
+
+	return dec_masks_key(d, "key", true, &has, m->key);
 }
 
 static int dec_ready(struct dec *d, struct msg_ready *m)
@@ -1193,6 +1247,7 @@ static int dec_body(struct dec *d, struct msg *out, size_t max_snippet)
 	case MSG_READY: return dec_ready(d, &out->u.ready);
 	case MSG_SETUP_ERROR: return dec_setup_error(d, &out->u.setup_error);
 	case MSG_FINISHED: return dec_result(d, &out->u.finished.r);
+	case MSG_MASKS: return dec_masks(d, &out->u.masks);
 	case MSG_CARD: return dec_card(d, &out->u.card, max_snippet);
 	case MSG_ANSWER: return dec_answer(d, &out->u.answer);
 	case MSG_GRANTS: return dec_id_only(d, &out->u.grants.id);

@@ -30,6 +30,7 @@
 #define PROTO_ARGV_MAX 96                    /* arguments of one engine command */
 #define PROTO_STEPS_MAX 4                    /* engine commands before the snippet */
 #define PROTO_SECRETS_MAX 64                 /* entries of job.secrets */
+#define PROTO_MASKS_KEY_LEN 32               /* job.masks, masks.key: a SHA-256 */
 /* An engine step's argument the worker replaces with one mask argument
  * per secret of the working directory (PROTOCOL.md, "job"). */
 #define PROTO_SECRET_MASKS_ARG "{secret-masks}"
@@ -104,6 +105,10 @@ int frame_parse_datagram(const uint8_t *buf, size_t n, size_t max, const uint8_t
  * Returns payload length, 0 at clean EOF, -errno on error (-EMSGSIZE when
  * over max, -EPROTO when truncated).  *buf is malloc'd; caller frees. */
 ssize_t frame_read_blocking(int fd, size_t max, uint8_t **buf);
+/* The same, and on a seqpacket socket the one descriptor that came with
+ * the frame (SCM_RIGHTS) into *passed, -1 when none; a frame with more
+ * than one is -EPROTO. */
+ssize_t frame_read_blocking_fd(int fd, size_t max, uint8_t **buf, int *passed);
 /* Writes a whole buffer to a blocking fd, retrying on EINTR. */
 int write_all(int fd, const void *buf, size_t len);
 /* The same on a socket with MSG_NOSIGNAL: a peer that went away is an
@@ -118,6 +123,9 @@ struct frame {
 	size_t len;
 };
 void frame_free(struct frame *f);
+/* Sends one frame as one message on a socket (MSG_NOSIGNAL), with fd as
+ * SCM_RIGHTS unless it is -1: 0 or -errno. */
+int frame_send_fd(int sock, const struct frame *f, int fd);
 
 /* ---- messages (proto/messages.c) ---------------------------------------- */
 
@@ -148,6 +156,7 @@ enum msg_type {
 	MSG_READY,
 	MSG_SETUP_ERROR,
 	MSG_FINISHED,
+	MSG_MASKS,
 	MSG_TYPE_COUNT
 };
 
@@ -437,6 +446,10 @@ struct msg_job {
 	bool has_secrets;
 	size_t n_secrets;
 	struct pstr secrets[PROTO_SECRETS_MAX];
+	/* With secrets: the key of the masks' namespace that rides with
+	 * this frame as SCM_RIGHTS (PROTOCOL.md, "masks"). */
+	bool has_masks_key;
+	uint8_t masks_key[PROTO_MASKS_KEY_LEN];
 };
 
 struct msg_ready {
@@ -452,6 +465,11 @@ struct msg_setup_error {
 
 struct msg_finished {
 	struct run_result r;
+};
+
+/* The masks' mount namespace, as SCM_RIGHTS with the frame, and its key. */
+struct msg_masks {
+	uint8_t key[PROTO_MASKS_KEY_LEN];
 };
 
 /* Decodes a payload (header excluded).  Checks: exactly one msgpack map,
@@ -488,6 +506,7 @@ struct msg {
 		struct msg_ready ready;
 		struct msg_setup_error setup_error;
 		struct msg_finished finished;
+		struct msg_masks masks;
 	} u;
 };
 
@@ -512,6 +531,7 @@ int enc_queued(struct frame *f, const struct msg_queued *m);
 int enc_job(struct frame *f, const struct msg_job *m);
 int enc_ready(struct frame *f, const struct msg_ready *m);
 int enc_setup_error(struct frame *f, const struct msg_setup_error *m);
+int enc_masks(struct frame *f, const struct msg_masks *m);
 int enc_finished(struct frame *f, const struct msg_finished *m);
 
 /* Convenience for the many places that answer with an error frame. */

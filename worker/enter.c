@@ -86,19 +86,28 @@ static void tie_to_supervisor(const struct plan *p)
 		die_step(step_name(STEP_PDEATHSIG), ESRCH, "the supervisor exited during setup");
 }
 
+/* The kept masks' namespace C is to join (fd 4 once close_other_fds() has
+ * run, until the secrets step closes it); -1: none. */
+static int kept_fd = -1;
+
 /* The namespace the masks live in, for S with the exec gate (worker.h,
- * CHILD_MSG_GATE); -1: none. */
+ * CHILD_MSG_GATE); -1: none.  new_masks: made by this run, so S may hand
+ * it to the broker for the user's next run. */
 static int mounts_fd = -1;
+static bool new_masks;
 
 static void secrets_step(const struct plan *p)
 {
 	const char *what;
-	int rc = mask_secrets(p, &what);
+	int rc = mask_secrets(p, kept_fd, &what);
 
+	if (kept_fd >= 0)
+		close(kept_fd);
 	if (rc < 0)
 		die_step(step_name(STEP_SECRETS), -rc, "%s", what);
-	if (rc == 0)
+	if (rc == MASKS_NONE)
 		return;
+	new_masks = rc == MASKS_NEW;
 	mounts_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
 	if (mounts_fd < 0)
 		die_step(step_name(STEP_SECRETS), errno, "opening /proc/self/ns/mnt");
@@ -127,14 +136,22 @@ static void take_stdio(const struct sandbox_exec *x)
 				 fd);
 }
 
-static void close_other_fds(void)
+static void close_other_fds(const struct plan *p)
 {
+	unsigned int first_closed = FD_BROKER + 1;
+
 	/* fd 3 is the broker's socket: the snippet must never hold it.  The
-	 * report channel takes its place (still CLOEXEC) and the rest goes. */
+	 * report channel takes its place (still CLOEXEC) and the rest goes,
+	 * but for a kept namespace to join, which moves to fd 4. */
 	if (dup3(report_fd, FD_BROKER, O_CLOEXEC) < 0)
 		die_step(step_name(STEP_FDS), errno, "moving the report channel to fd 3");
 	report_fd = FD_BROKER;
-	if (close_range(FD_BROKER + 1, ~0U, 0) < 0)
+	if (p->join_kept) {
+		kept_fd = (int)first_closed++;
+		if (p->kept_masks != kept_fd && dup3(p->kept_masks, kept_fd, O_CLOEXEC) < 0)
+			die_step(step_name(STEP_FDS), errno, "moving the kept masks' namespace to fd 4");
+	}
+	if (close_range(first_closed, ~0U, 0) < 0)
 		die_step(step_name(STEP_FDS), errno, "close_range");
 }
 
@@ -267,7 +284,7 @@ static void hand_over_gate(int listener)
 	} ctl;
 	int fds[2] = { listener, mounts_fd };
 	size_t n = mounts_fd >= 0 ? 2 : 1;
-	char tag = CHILD_MSG_GATE;
+	char tag = new_masks ? CHILD_MSG_GATE_NEW_MASKS : CHILD_MSG_GATE;
 	struct iovec iov = { .iov_base = &tag, .iov_len = 1 };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			     .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
@@ -394,7 +411,7 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	 * command swaps in /dev/null and S's pipe for the first three.
 	 * Before the secrets step, which makes C attachable for a moment. */
 	take_stdio(x);
-	close_other_fds();
+	close_other_fds(p);
 	/* Unattended: a user and mount namespace with the secret set
 	 * masked.  The worker already runs as the snippet's user (the
 	 * broker's fork child switched before exec), so the namespace

@@ -106,7 +106,8 @@ static void read_job(struct plan *p)
 	struct proto_error perr = { 0 };
 	ssize_t n;
 
-	n = frame_read_blocking(FD_BROKER, PROTO_FRAME_MAX_DEFAULT, &job_frame);
+	n = frame_read_blocking_fd(FD_BROKER, PROTO_FRAME_MAX_DEFAULT, &job_frame,
+				   &p->kept_masks);
 	if (n == 0)
 		exit(WORKER_EXIT_FAIL); /* the broker left before sending a job */
 	if (n < 0)
@@ -121,6 +122,11 @@ static void read_job(struct plan *p)
 			   msg_type_name(job_msg.type));
 	}
 	p->job = &job_msg.u.job;
+	/* A namespace without its key is nothing to join (nor a key alone). */
+	if (p->kept_masks >= 0 && !p->job->has_masks_key) {
+		close(p->kept_masks);
+		p->kept_masks = -1;
+	}
 }
 
 static void prepare(struct plan *p)
@@ -236,7 +242,7 @@ static int usage(void)
 
 int main(int argc, char **argv)
 {
-	static struct plan plan = { .err_r = -1, .err_w = -1 };
+	static struct plan plan = { .err_r = -1, .err_w = -1, .kept_masks = -1 };
 	pid_t pid;
 	int sigfd, rc;
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT
- * The worker's three messages to the broker.  Each frame is one
+ * The worker's messages to the broker.  Each frame is one
  * SOCK_SEQPACKET message on fd 3.  When fd 3 cannot take it, the last
  * resort is a line on fd 2, the snippet's stderr pipe, which the broker
  * reads anyway: otherwise nobody would learn why the run vanished.  That
@@ -51,4 +51,21 @@ bool report_finished(const struct run_result *r)
 	struct frame f = { 0 };
 
 	return send_frame(&f, enc_finished(&f, &m), "finished");
+}
+
+/* After `finished`: the masks' namespace this run made, for the user's
+ * next unattended run (PROTOCOL.md, "masks").  No stderr line when it
+ * cannot go: the run is over and reported, and the next builds anew. */
+bool report_masks(int mounts, const uint8_t key[PROTO_MASKS_KEY_LEN])
+{
+	struct msg_masks m;
+	struct frame f = { 0 };
+	bool sent;
+
+	memcpy(m.key, key, sizeof(m.key));
+	if (enc_masks(&f, &m) < 0)
+		return false;
+	sent = frame_send_fd(FD_BROKER, &f, mounts) == 0;
+	frame_free(&f);
+	return sent;
 }

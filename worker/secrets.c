@@ -42,10 +42,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <nettle/sha2.h>
 
 #include "worker/secrets.h"
 
@@ -68,6 +74,12 @@ static bool nothing_there(int err)
  * snippet, holding less than S, cannot either, and a mask costs a mount. */
 static bool user_cannot_read(const char *path, const struct stat *st)
 {
+	mode_t need = S_ISDIR(st->st_mode) ? S_IXOTH : S_IROTH;
+
+	/* Open to all, or to us as its owner: nothing to ask the kernel (an
+	 * ACL or LSM that refuses after all only makes the mask needless). */
+	if ((st->st_mode & need) || (st->st_uid == geteuid() && (st->st_mode & (need << 6))))
+		return false;
 	return access(path, S_ISDIR(st->st_mode) ? X_OK : R_OK) < 0 && errno == EACCES;
 }
 
@@ -82,28 +94,67 @@ static bool foreign_symlink(const struct stat *lst)
 	return S_ISLNK(lst->st_mode) && lst->st_uid != geteuid() && lst->st_uid != 0;
 }
 
-static int stat_failed(const char *path, char *err, size_t errlen)
+/* Whether an absolute path is spelled as the kernel would name it: no
+ * empty, "." or ".." component, no trailing '/'. */
+static bool canonical(const char *path)
 {
-	int e = errno;
+	size_t len = strlen(path);
 
-	if (nothing_there(e))
-		return 0;
-	snprintf(err, errlen, "cannot stat secret %s: %s", path, strerror(e));
-	return -e;
+	return path[0] == '/' && !strstr(path, "//") && !strstr(path, "/./") &&
+	       !strstr(path, "/../") && (len == 1 || path[len - 1] != '/') &&
+	       strcmp(path + (len >= 2 ? len - 2 : 0), "/.") &&
+	       strcmp(path + (len >= 3 ? len - 3 : 0), "/..");
 }
 
-/* lstat first: most of the set is absent, and one call says so. */
+/* stat(2) of a path with no symlink anywhere in it: openat2 with
+ * RESOLVE_NO_SYMLINKS, then fstat.  -ELOOP where one is on the way,
+ * -ENOSYS before Linux 5.6. */
+static int stat_no_symlinks(const char *path, struct stat *st)
+{
+	struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS };
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	int rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = fstat(fd, st) < 0 ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+/* What path names, into st: 1 to mask it, 0 to leave it (nothing there,
+ * or a foreign symlink), -errno.  *real: path is also what it resolves
+ * to, so that the mount aliases need not ask.  Most of the set is absent,
+ * and one call says so. */
+static int look_up(const char *path, struct stat *st, bool *real)
+{
+	int rc = stat_no_symlinks(path, st);
+
+	*real = rc == 0 && canonical(path);
+	if (rc == 0)
+		return 1;
+	if (rc != -ELOOP && rc != -ENOSYS)
+		return nothing_there(-rc) ? 0 : rc;
+	if (lstat(path, st) < 0)
+		return nothing_there(errno) ? 0 : -errno;
+	if (foreign_symlink(st))
+		return 0;
+	if (S_ISLNK(st->st_mode) && stat(path, st) < 0)
+		return nothing_there(errno) ? 0 : -errno;
+	return 1;
+}
+
 static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 {
 	struct stat st;
+	bool real;
 	char *copy;
+	int rc = look_up(path, &st, &real);
 
-	if (lstat(path, &st) < 0)
-		return stat_failed(path, err, errlen);
-	if (foreign_symlink(&st))
-		return 0;
-	if (S_ISLNK(st.st_mode) && stat(path, &st) < 0)
-		return stat_failed(path, err, errlen);
+	if (rc < 0)
+		snprintf(err, errlen, "cannot stat secret %s: %s", path, strerror(-rc));
+	if (rc <= 0)
+		return rc;
 	if (user_cannot_read(path, &st))
 		return 0;
 	if (p->n_masks == SECRET_MASKS_MAX) {
@@ -116,8 +167,9 @@ static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory listing secrets");
 		return -ENOMEM;
 	}
-	p->masks[p->n_masks].path = copy;
-	p->masks[p->n_masks++].dir = S_ISDIR(st.st_mode);
+	p->masks[p->n_masks++] = (struct secret_mask){ .path = copy, .dir = S_ISDIR(st.st_mode),
+						       .real = real, .dev = st.st_dev,
+						       .ino = st.st_ino };
 	return 0;
 }
 
@@ -297,7 +349,7 @@ static char *read_mountinfo(char *err, size_t errlen)
 }
 
 /* false after saying why. */
-static bool read_mounts(struct mounts *m, char *err, size_t errlen)
+static bool read_mounts(struct mounts *m, struct sha256_ctx *key, char *err, size_t errlen)
 {
 	size_t cap = 0;
 	char *line, *rest;
@@ -305,6 +357,7 @@ static bool read_mounts(struct mounts *m, char *err, size_t errlen)
 	*m = (struct mounts){ .text = read_mountinfo(err, errlen) };
 	if (!m->text)
 		return false;
+	sha256_update(key, strlen(m->text), (const uint8_t *)m->text);
 	for (line = strtok_r(m->text, "\n", &rest); line; line = strtok_r(NULL, "\n", &rest)) {
 		if (m->n == cap) {
 			struct mount_entry *grown = realloc(m->v, (cap = cap ? 2 * cap : 64) *
@@ -360,30 +413,29 @@ static bool already_masked(const struct plan *p, const char *path)
 	return false;
 }
 
-static int add_alias(struct plan *p, const char *alias, const struct stat *want, char *err,
+static int add_alias(struct plan *p, const char *alias, dev_t dev, ino_t ino, char *err,
 		     size_t errlen)
 {
 	struct stat st;
 
-	if (already_masked(p, alias) || stat(alias, &st) < 0 || st.st_dev != want->st_dev ||
-	    st.st_ino != want->st_ino)
+	if (already_masked(p, alias) || stat(alias, &st) < 0 || st.st_dev != dev ||
+	    st.st_ino != ino)
 		return 0;
 	return add_mask(p, alias, err, errlen);
 }
 
 /* The kernel's own name for what path resolves to (the link of an O_PATH
  * descriptor): three calls, where realpath(3) makes one per component. */
-static bool resolve(const char *path, char real[PATH_MAX], struct stat *st)
+static bool resolve(const char *path, char real[PATH_MAX])
 {
 	char link[32];
-	ssize_t len = -1;
+	ssize_t len;
 	int fd = open(path, O_PATH | O_CLOEXEC);
 
 	if (fd < 0)
 		return false;
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	if (fstat(fd, st) == 0)
-		len = readlink(link, real, PATH_MAX - 1);
+	len = readlink(link, real, PATH_MAX - 1);
 	close(fd);
 	if (len <= 0 || len >= PATH_MAX - 1)
 		return false;
@@ -402,16 +454,16 @@ static bool some_device_twice(const struct mount_entry *v, size_t n)
 }
 
 /* Every other place of one mask's file, through the mounts of its device. */
-static int add_aliases_of(struct plan *p, const char *path, const struct mount_entry *v,
-			  size_t n, char *err, size_t errlen)
+static int add_aliases_of(struct plan *p, size_t mask, const struct mount_entry *v, size_t n,
+			  char *err, size_t errlen)
 {
-	char real[PATH_MAX], on_dev[2 * PATH_MAX], alias[3 * PATH_MAX];
+	char resolved[PATH_MAX], on_dev[2 * PATH_MAX], alias[3 * PATH_MAX];
+	const struct secret_mask *m = &p->masks[mask];
 	const struct mount_entry *home;
-	const char *rest;
-	struct stat want;
+	const char *rest, *real = m->real ? m->path : resolved;
 	int rc = 0;
 
-	if (!resolve(path, real, &want) || !(home = mount_of(v, n, real)) ||
+	if ((!m->real && !resolve(m->path, resolved)) || !(home = mount_of(v, n, real)) ||
 	    !beneath(real, home->point, &rest))
 		return 0;
 	snprintf(on_dev, sizeof(on_dev), "%s%s", strcmp(home->root, "/") ? home->root : "", rest);
@@ -423,26 +475,57 @@ static int add_aliases_of(struct plan *p, const char *path, const struct mount_e
 			continue;
 		snprintf(alias, sizeof(alias), "%s%s", strcmp(v[i].point, "/") ? v[i].point : "",
 			 below[0] ? below : (strcmp(v[i].point, "/") ? "" : "/"));
-		rc = add_alias(p, alias, &want, err, errlen);
+		rc = add_alias(p, alias, m->dev, m->ino, err, errlen);
 	}
 	return rc;
 }
 
-static int add_mount_aliases(struct plan *p, char *err, size_t errlen)
+static int add_mount_aliases(struct plan *p, const struct mounts *m, char *err, size_t errlen)
 {
-	size_t found = p->n_masks;
-	struct mounts m;
+	size_t found = some_device_twice(m->v, m->n) ? p->n_masks : 0;
 	int rc = 0;
 
-	if (!found)
-		return 0;
-	if (!read_mounts(&m, err, errlen))
-		return -EIO;
-	if (!some_device_twice(m.v, m.n))
-		found = 0;
 	for (size_t i = 0; rc == 0 && i < found; i++)
-		rc = add_aliases_of(p, p->masks[i].path, m.v, m.n, err, errlen);
+		rc = add_aliases_of(p, i, m->v, m->n, err, errlen);
+	return rc;
+}
+
+/* What a namespace of masks is made from, hashed (PROTOCOL.md, "masks"):
+ * the mount table (already in key), our ids, and each mask with the file
+ * it covers.  A kept namespace is joined only under the same key. */
+static void finish_key(struct plan *p, struct sha256_ctx *key)
+{
+	uint64_t ids[2] = { geteuid(), getegid() };
+
+	sha256_update(key, sizeof(ids), (const uint8_t *)ids);
+	for (size_t i = 0; i < p->n_masks; i++) {
+		const struct secret_mask *m = &p->masks[i];
+		uint64_t file[3] = { m->dir, m->dev, m->ino };
+
+		sha256_update(key, strlen(m->path) + 1, (const uint8_t *)m->path);
+		sha256_update(key, sizeof(file), (const uint8_t *)file);
+	}
+	sha256_digest(key, sizeof(p->masks_key), p->masks_key);
+	p->join_kept = p->kept_masks >= 0 &&
+		       !memcmp(p->masks_key, p->job->masks_key, sizeof(p->masks_key));
+}
+
+/* The set's other places and its key, from one read of the mount table. */
+static int finish_set(struct plan *p, char *err, size_t errlen)
+{
+	struct sha256_ctx key;
+	struct mounts m;
+	int rc;
+
+	if (!p->n_masks)
+		return 0;
+	sha256_init(&key);
+	if (!read_mounts(&m, &key, err, errlen))
+		return -EIO;
+	rc = add_mount_aliases(p, &m, err, errlen);
 	free_mounts(&m);
+	if (rc == 0)
+		finish_key(p, &key);
 	return rc;
 }
 
@@ -497,7 +580,7 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 			rc = add_name(p, real_cwd, s, err, errlen);
 		}
 	}
-	return rc ? rc : add_mount_aliases(p, err, errlen);
+	return rc ? rc : finish_set(p, err, errlen);
 }
 
 /* The empty mode-000 directory bound over secret directories in the
@@ -767,18 +850,14 @@ static int mask_one(const struct secret_mask *m, const char **what)
 	return -errno;
 }
 
-int mask_secrets(const struct plan *p, const char **what)
+/* Every mask, over what it masks now.  The sources are made (and held
+ * by fd) on the first secret directory, or on the scratch directory and
+ * unmounted from there after. */
+static int make_masks(const struct plan *p, const char **what)
 {
 	size_t host;
 	int rc;
 
-	*what = "";
-	/* Engine commands run on the host with no snippet code in them;
-	 * their masks are the container's. */
-	if (p->n_masks == 0 || is_engine(p))
-		return 0;
-	if ((rc = enter_namespaces(what)) < 0)
-		return rc;
 	*what = "making every mount private (MS_REC | MS_PRIVATE on /)";
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return -errno;
@@ -792,5 +871,75 @@ int mask_secrets(const struct plan *p, const char **what)
 	*what = say("umount", p->scratch);
 	if (host == p->n_masks && umount2(p->scratch, MNT_DETACH) < 0)
 		return -errno;
-	return 1;
+	return 0;
+}
+
+/* The kept namespaces: the user namespace that owns the mount namespace
+ * (C, its owner's uid in the parent namespace, gets every capability
+ * there, as after unshare), then the mount namespace itself.  Returns
+ * MASKS_JOINED, or where it stopped: MASKS_NONE (still in our own
+ * namespaces) or MASKS_PATCHED (in the kept user namespace only). */
+static enum masks_made join_kept(int kept)
+{
+	int user = ioctl(kept, NS_GET_USERNS);
+	bool in_user;
+
+	if (user < 0)
+		return MASKS_NONE;
+	in_user = setns(user, CLONE_NEWUSER) == 0;
+	close(user);
+	if (!in_user)
+		return MASKS_NONE;
+	return setns(kept, CLONE_NEWNS) == 0 ? MASKS_JOINED : MASKS_PATCHED;
+}
+
+/* Read back, in the kept namespace: each path of this run's set resolves
+ * to a mask (mode 000, not the file it covers) or to nothing.  The key
+ * says the set and the mount table are unchanged, not that each mount is
+ * still over the same name: a secret unlinked and linked back is the same
+ * file under a new name, and the user's own processes may unmount. */
+static bool masks_hold(const struct plan *p)
+{
+	struct stat st;
+
+	for (size_t i = 0; i < p->n_masks; i++) {
+		const struct secret_mask *m = &p->masks[i];
+
+		if (stat(m->path, &st) < 0) {
+			if (nothing_there(errno))
+				continue;
+			return false;
+		}
+		if ((st.st_mode & 07777) || (st.st_dev == m->dev && st.st_ino == m->ino))
+			return false;
+	}
+	return true;
+}
+
+int mask_secrets(const struct plan *p, int kept, const char **what)
+{
+	enum masks_made made;
+	int rc;
+
+	*what = "";
+	/* Engine commands run on the host with no snippet code in them;
+	 * their masks are the container's. */
+	if (p->n_masks == 0 || is_engine(p))
+		return MASKS_NONE;
+	/* A kept namespace that cannot be joined (its owner is not ours: a
+	 * reload changed root_user) or whose masks do not all read back is
+	 * not used; the masks are made anew, in a copy where it was joined. */
+	made = kept >= 0 ? join_kept(kept) : MASKS_NONE;
+	if (made == MASKS_JOINED && masks_hold(p))
+		return MASKS_JOINED;
+	if (made == MASKS_JOINED) {
+		*what = "unshare(CLONE_NEWNS) over the kept masks";
+		if (unshare(CLONE_NEWNS) < 0)
+			return -errno;
+		made = MASKS_PATCHED;
+	} else if ((rc = enter_namespaces(what)) < 0) {
+		return rc;
+	}
+	rc = make_masks(p, what);
+	return rc < 0 ? rc : made == MASKS_PATCHED ? MASKS_PATCHED : MASKS_NEW;
 }

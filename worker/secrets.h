@@ -21,11 +21,18 @@ void plan_free_secrets(struct plan *p);
 int secrets_engine_args(const struct plan *p, char ***argv, char *err, size_t errlen);
 
 /* In C, after the fds are closed and before anything resolves a
- * path for the snippet (cwd): a user and mount namespace of its own, and
- * a mask over each of p->masks.  Nothing happens when the plan has no
- * masks.  Returns 1 when it made the namespaces, 0 when there was
- * nothing to mask, or -errno with the failing call in *what.  Does not
- * allocate. */
-int mask_secrets(const struct plan *p, const char **what);
+ * path for the snippet (cwd): a user and mount namespace with a mask over
+ * each of p->masks.  Joins kept, the one an earlier run kept, when it is
+ * not -1 (its key is this run's: p->join_kept) and every mask reads back
+ * there; patches a
+ * private copy of it when one does not.  Returns what it did, or -errno
+ * with the failing call in *what.  Does not allocate. */
+enum masks_made {
+	MASKS_NONE,    /* nothing to mask */
+	MASKS_NEW,     /* new namespaces: worth keeping for the next run */
+	MASKS_JOINED,  /* the kept ones, every mask read back */
+	MASKS_PATCHED, /* a copy of the kept ones with the masks made again */
+};
+int mask_secrets(const struct plan *p, int kept, const char **what);
 
 #endif

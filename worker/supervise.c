@@ -33,6 +33,7 @@ struct supervision {
 	bool ready, reaped, timed_out, failed, broker_gone;
 	bool oom_killed;            /* engine: the container ran out of memory */
 	int mounts;                 /* C's masks' mount namespace (CHILD_MSG_GATE); -1: none */
+	bool new_masks;             /* C made it: the broker may keep it */
 	struct setup_report rep;
 	int status;
 	struct rusage ru;
@@ -198,9 +199,10 @@ static bool read_setup_report(struct supervision *r)
 	if (n < 0 && errno == EAGAIN)
 		return false;
 	if (n == 1 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-	    r->rep.step[0] == CHILD_MSG_GATE) {
+	    (r->rep.step[0] == CHILD_MSG_GATE || r->rep.step[0] == CHILD_MSG_GATE_NEW_MASKS)) {
 		take_gate(r, received_fd(&mh));
 		r->mounts = received_fd_n(&mh, 1);
+		r->new_masks = r->rep.step[0] == CHILD_MSG_GATE_NEW_MASKS && r->mounts >= 0;
 		return true;
 	}
 
@@ -370,6 +372,9 @@ static int conclude(struct supervision *r)
 {
 	int rc = r->broker_gone ? WORKER_EXIT_FAIL : report_end(r);
 
+	/* The broker holds it from here: closing ours tears nothing down. */
+	if (rc == WORKER_EXIT_OK && r->ready && r->new_masks)
+		report_masks(r->mounts, r->plan->masks_key);
 	plan_remove_scratch(r->plan);
 	close(FD_BROKER);
 	return rc;

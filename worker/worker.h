@@ -66,6 +66,9 @@ struct setup_report {
  * namespace down (an RCU grace period) never delays that report.  One
  * message: C execs right after it. */
 #define CHILD_MSG_GATE 'G'
+/* The same, when C made the namespace itself (not joined a kept one): S
+ * may then hand it to the broker after the run (PROTOCOL.md, "masks"). */
+#define CHILD_MSG_GATE_NEW_MASKS 'N'
 
 /* The engine's command lines (job->engine), NUL-terminated copies built by
  * S: each argv is NULL-terminated and malloc'd, argv[0] an absolute path;
@@ -90,6 +93,9 @@ struct sandbox_exec {
 struct secret_mask {
 	char *path; /* absolute, malloc'd */
 	bool dir;   /* masked by an empty directory, else by an empty file */
+	bool real;  /* path is what it resolves to (no symlink, no "..") */
+	dev_t dev;  /* the file masked: a mask shows as another */
+	ino_t ino;
 };
 
 /* Everything C needs, built by S before the fork.  C builds only its
@@ -105,6 +111,12 @@ struct plan {
 	unsigned int landlock_abi; /* the ABI C applies; 0: none (see landlock.h) */
 	struct secret_mask *masks; /* unattended: what C masks; NULL: nothing */
 	size_t n_masks;
+	/* The masks' namespace an earlier run kept (PROTOCOL.md, "masks"):
+	 * its descriptor from the job (-1: none), and whether its key is
+	 * this run's, so that C joins it rather than making one. */
+	int kept_masks;
+	bool join_kept;
+	uint8_t masks_key[PROTO_MASKS_KEY_LEN]; /* this run's, when n_masks > 0 */
 	pid_t supervisor;
 	/* C's report channel, a SOCK_SEQPACKET pair, both ends CLOEXEC: C
 	 * sends a struct setup_report when a step fails, or the exec gate's
@@ -194,5 +206,6 @@ void signal_descendants(int sig);
 bool report_ready(pid_t pid, uint64_t landlock_abi);
 bool report_setup_error(const char *step, int err, const char *msg);
 bool report_finished(const struct run_result *r);
+bool report_masks(int mounts, const uint8_t key[PROTO_MASKS_KEY_LEN]);
 
 #endif

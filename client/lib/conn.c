@@ -325,6 +325,7 @@ static bool answer_id(const struct msg *m, uint64_t *id)
 	case MSG_READY:
 	case MSG_SETUP_ERROR:
 	case MSG_FINISHED:
+	case MSG_MASKS:
 	case MSG_TYPE_COUNT:
 	default:
 		return false;

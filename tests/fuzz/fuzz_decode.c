@@ -45,6 +45,7 @@ static int encode(struct frame *f, const struct msg *m)
 	case MSG_READY: return enc_ready(f, &m->u.ready);
 	case MSG_SETUP_ERROR: return enc_setup_error(f, &m->u.setup_error);
 	case MSG_FINISHED: return enc_finished(f, &m->u.finished);
+	case MSG_MASKS: return enc_masks(f, &m->u.masks);
 	case MSG_UNKNOWN:
 	case MSG_TYPE_COUNT:
 	default:

@@ -193,3 +193,71 @@ def test_a_second_mount_of_the_same_file_system_is_masked_too(make_broker, tmpdi
             assert out == PLANTED, (path, out)
     finally:
         subprocess.run(["umount", "-l", alias], check=True)
+
+
+# ---- the masks' namespace kept between a user's runs (PROTOCOL.md, "masks")
+
+NS = "import os\nprint(os.readlink('/proc/self/ns/mnt'))\n"
+
+
+def mount_ns(b, cwd):
+    out, end = run(b, NS, "", False, cwd)
+    assert end["type"] == "exit" and end["code"] == 0, (out, end)
+    return out.strip()
+
+
+def test_the_next_run_joins_the_kept_namespace_and_the_masks_still_hold(make_broker, tmpdir_k):
+    token, key = plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k)).start()
+    first, second = mount_ns(b, tmpdir_k), mount_ns(b, tmpdir_k)
+    assert first == second, "the second run made namespaces of its own: %s, %s" % (first, second)
+    for path in (token, key):
+        out, end = run(b, READ, path, False, tmpdir_k)
+        assert out == "PermissionError 13\n", out
+    # Control: without masks there is no namespace to keep.
+    b2 = make_broker(config=config(tmpdir_k, "off")).start()
+    assert mount_ns(b2, tmpdir_k) != first
+
+
+def test_a_secret_that_appears_between_runs_is_masked_in_a_new_namespace(make_broker, tmpdir_k):
+    plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k)).start()
+    kept = mount_ns(b, tmpdir_k)
+    fresh = os.path.join(tmpdir_k, ".env.later")
+    with open(fresh, "w") as f:
+        f.write(PLANTED)
+    if os.geteuid() == 0:
+        u = snippet_user()
+        os.chown(fresh, u.pw_uid, u.pw_gid)
+    # Spelled past the pre-screen, which would refuse the run unread.
+    out, end = run(b, READ.replace("os.environ['SECRET_AT']", "'.en' + 'v.later'"), "", False,
+                   tmpdir_k)
+    assert out == "PermissionError 13\n", (out, end)
+    assert mount_ns(b, tmpdir_k) != kept
+
+
+def test_a_secret_linked_back_under_its_name_is_masked_again(make_broker, tmpdir_k):
+    """The same file (device and inode: the key is unchanged) under a new
+    name: the kept mount covered the old name, and the run reads each mask
+    back before it trusts the namespace."""
+    token, _ = plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k)).start()
+    kept = mount_ns(b, tmpdir_k)
+    aside = os.path.join(tmpdir_k, "aside")
+    os.link(token, aside)
+    os.unlink(token)
+    os.link(aside, token)
+    os.unlink(aside)
+    out, end = run(b, READ, token, False, tmpdir_k)
+    assert end["type"] == "exit" and out == "PermissionError 13\n", (out, end)
+    assert mount_ns(b, tmpdir_k) != kept, "the kept namespace was used as it was"
+
+
+def test_each_user_has_namespaces_of_their_own(make_broker, tmpdir_k):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: runs as two users")
+    plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k) + "[broker]\nroot_user = daemon\n").start()
+    as_daemon = mount_ns(b, tmpdir_k)
+    b2 = make_broker(config=config(tmpdir_k)).start()
+    assert mount_ns(b2, tmpdir_k) != as_daemon

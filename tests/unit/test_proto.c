@@ -114,6 +114,7 @@ static int reencode(const struct msg *m, struct frame *f)
 	case MSG_READY: return enc_ready(f, &m->u.ready);
 	case MSG_SETUP_ERROR: return enc_setup_error(f, &m->u.setup_error);
 	case MSG_FINISHED: return enc_finished(f, &m->u.finished);
+	case MSG_MASKS: return enc_masks(f, &m->u.masks);
 	case MSG_UNKNOWN: case MSG_TYPE_COUNT:
 	default: return -EINVAL;
 	}
@@ -262,7 +263,7 @@ static void check_meaning(const struct vector *v, const struct msg *m)
 	case MSG_QUEUED:
 	case MSG_AUDIT: case MSG_STARTED: case MSG_OUTPUT: case MSG_CARD: case MSG_GRANT_LIST:
 	case MSG_AUDIT_ROWS: case MSG_OK: case MSG_ERROR: case MSG_JOB: case MSG_SETUP_ERROR:
-	case MSG_FINISHED: case MSG_TYPE_COUNT:
+	case MSG_FINISHED: case MSG_MASKS: case MSG_TYPE_COUNT:
 	default:
 		break;
 	}
