@@ -299,6 +299,7 @@ struct msg_card {
 	struct env_pair env[PROTO_ENV_MAX];
 	size_t n_limits;      /* the other limits: name ("memory_bytes"...) and value */
 	struct card_limit limits[PROTO_CARD_LIMITS_MAX];
+	uint64_t grant_ttl_ms; /* the longest an `always` grant lasts; 0: until revoked */
 };
 
 struct msg_answer {
@@ -306,6 +307,9 @@ struct msg_answer {
 	uint64_t id;
 	struct pstr card;
 	const char *choice; /* "once" | "always" | "deny" */
+	/* With "always" only: the grant's terms. */
+	uint64_t for_ms;    /* it lasts this long (clamped to [gate] grant_ttl); 0: not given */
+	struct pstr scope;  /* it covers runs in this directory tree; len 0: not given */
 };
 
 struct msg_grants {
@@ -318,6 +322,9 @@ struct grant_info {
 	struct pstr card;
 	uint64_t use_count;
 	int64_t last_used_ms;
+	int64_t expires_ms;  /* 0: until revoked (then `expired` is not sent) */
+	bool expired;
+	struct pstr scope;   /* len 0: everywhere (not sent) */
 };
 
 struct msg_grant_list {
