@@ -21,6 +21,7 @@
 #include "broker/privsep.h"
 #include "broker/scan.h"
 #include "broker/store.h"
+#include "proto/limits.h"
 
 #define FAMILY CARD_FAMILY
 
@@ -976,20 +977,6 @@ static int terms_of(struct session *s, const struct msg_answer *a, struct terms 
 	return 0;
 }
 
-/* "8h", "90m", "45s", "250ms": the largest unit that divides it. */
-static void say_duration(uint64_t ms, char *out, size_t len)
-{
-	static const struct { uint64_t ms; const char *unit; } units[] = {
-		{ 86400000, "d" }, { 3600000, "h" }, { 60000, "m" }, { 1000, "s" }, { 1, "ms" },
-	};
-
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (ms % units[i].ms == 0) {
-			snprintf(out, len, "%" PRIu64 "%s", ms / units[i].ms, units[i].unit);
-			return;
-		}
-}
-
 /* "; the grant lasts 1h (cut to [gate] grant_ttl from the 8h asked) and covers /x" */
 static void say_terms(const struct msg_answer *a, const struct terms *t, char *out, size_t len)
 {
@@ -997,9 +984,9 @@ static void say_terms(const struct msg_answer *a, const struct terms *t, char *o
 	size_t off;
 
 	if (t->t.life_ms)
-		say_duration(t->t.life_ms, life, sizeof(life));
+		duration_text(t->t.life_ms, life, sizeof(life));
 	if (t->clamped)
-		say_duration(a->for_ms, asked, sizeof(asked));
+		duration_text(a->for_ms, asked, sizeof(asked));
 	off = (size_t)snprintf(out, len, "; the %s grant lasts %s%s%s%s", FAMILY,
 			       life[0] ? life : "until revoked",
 			       t->clamped ? " (cut to [gate] grant_ttl from the " : "",

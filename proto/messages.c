@@ -12,6 +12,7 @@
 #include "proto/check.h"
 #include "proto/decode_util.h"
 #include "proto/encode_util.h"
+#include "proto/limits.h"
 
 #define PATH_FIELD_MAX 4095
 #define NAME_FIELD_MAX 255
@@ -359,9 +360,23 @@ int enc_finished(struct frame *f, const struct msg_finished *m)
 	return enc_end(&e, f);
 }
 
+const char *card_family_detail(uint64_t grant_ttl_ms, char *out, size_t len)
+{
+	char ttl[32];
+
+	if (!grant_ttl_ms) {
+		snprintf(out, len, "%s", CARD_FAMILY_DETAIL);
+		return out;
+	}
+	duration_text(grant_ttl_ms, ttl, sizeof(ttl));
+	snprintf(out, len, CARD_FAMILY_DETAIL_TTL, ttl);
+	return out;
+}
+
 int enc_card(struct frame *f, const struct msg_card *m)
 {
 	static const char *const options[] = { "once", "always", "deny" };
+	char detail[256];
 	struct enc e;
 
 	/* An encoder never reads past the fixed arrays. */
@@ -395,7 +410,8 @@ int enc_card(struct frame *f, const struct msg_card *m)
 	raw_str(&e, "button", 6);
 	raw_str(&e, CARD_FAMILY_BUTTON, strlen(CARD_FAMILY_BUTTON));
 	raw_str(&e, "detail", 6);
-	raw_str(&e, CARD_FAMILY_DETAIL, strlen(CARD_FAMILY_DETAIL));
+	card_family_detail(m->grant_ttl_ms, detail, sizeof(detail));
+	raw_str(&e, detail, strlen(detail));
 	put_uint(&e, "expires_ms", m->expires_ms);
 	put_pstr(&e, "reason", m->reason);
 	put_pstr(&e, "cwd", m->cwd);

@@ -271,6 +271,15 @@ struct msg_queued {
 	"Any code she writes then runs on this computer without asking, until you revoke it in " \
 	"Settings."
 
+/* The detail under the family option when [gate] grant_ttl bounds a
+ * grant: the spec's sentence, saying how long "until" can be at most. */
+#define CARD_FAMILY_DETAIL_TTL \
+	"Any code she writes then runs on this computer without asking, for %s at most, or " \
+	"until you revoke it in Settings."
+/* The detail a card shows: CARD_FAMILY_DETAIL, or with a grant_ttl_ms the
+ * sentence above.  Returns out. */
+const char *card_family_detail(uint64_t grant_ttl_ms, char *out, size_t len);
+
 struct card_label {
 	const char *label;  /* one of proto_labels */
 	uint64_t start, end; /* byte span of the first match */
