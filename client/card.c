@@ -96,7 +96,7 @@ static uint64_t read_grant_life(FILE *tty, const struct kotoba_card *m)
 	if (m->grant_ttl_ms)
 		kotoba_duration_text(m->grant_ttl_ms, ttl, sizeof(ttl));
 	for (;;) {
-		fprintf(tty, "For how long? Enter: %s%s; or less, e.g. 8h, 30m, 2d: ",
+		fprintf(tty, "For how long? Enter: %s%s; or less, e.g. 8h or 30m: ",
 			ttl, m->grant_ttl_ms ? ", the most this computer allows" : "");
 		fflush(tty);
 		if (!read_line(tty, line, sizeof(line)))
