@@ -991,16 +991,21 @@ static void say_terms(const struct msg_answer *a, const struct terms *t, char *o
 			       life[0] ? life : "until revoked",
 			       t->clamped ? " (cut to [gate] grant_ttl from the " : "",
 			       asked, t->clamped ? " asked)" : "");
-	if (off < len)
-		snprintf(out + off, len - off, " and covers %s%s", t->t.scope ? "runs in " : "",
-			 t->t.scope ? t->t.scope : "runs in any directory");
+	/* A message is at most 4096 bytes on the wire: a very long scope is
+	 * named where it is shown whole. */
+	if (off < len && t->t.scope && strlen(t->t.scope) > 1024)
+		snprintf(out + off, len - off, " and covers runs in its directory (kotoba "
+			 "approvals ls shows it)");
+	else if (off < len)
+		snprintf(out + off, len - off, " and covers runs in %s",
+			 t->t.scope ? t->t.scope : "any directory");
 }
 
 static void answer_taken(struct session *s, const struct msg_answer *a, const struct card *c,
 			 const struct terms *t)
 {
 	struct msg_ok ok = { .id = a->id };
-	char text[PATH_MAX + 256], said[PATH_MAX + 160] = "";
+	char text[1400], said[1300] = "";
 	struct frame f;
 
 	if (!strcmp(a->choice, "always"))
@@ -1017,7 +1022,7 @@ int gate_on_answer(struct session *s, const struct msg *m)
 {
 	const struct msg_answer *a = &m->u.answer;
 	struct card *c = card_find(s, a->card);
-	static struct terms t;
+	struct terms t;
 
 	if (!c) {
 		session_send_error(s, a->has_id, a->id, PERR_NO_SUCH_CARD,
