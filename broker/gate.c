@@ -168,7 +168,7 @@ static int append_or_refuse(struct session *s, uint64_t id, struct audit_row *ro
 	return 0;
 }
 
-/* The first exec that finds the caller's grant expired records it: an
+/* The first exec that finds the caller's grant expired records it: a
  * `grant` row, decision `expired`, the family in labels, filed under that
  * exec (its id and snippet).  Once per grant: a new save starts again. */
 static int audit_grant_expired(struct session *s, const struct msg_exec *e)
@@ -965,6 +965,7 @@ static int terms_of(struct session *s, const struct msg_answer *a, struct terms 
 	if (!a->scope.len)
 		return 0;
 	snprintf(given, sizeof(given), "%.*s", (int)a->scope.len, a->scope.ptr);
+	errno = 0;
 	if (a->scope.len >= sizeof(given) || !realpath(given, out->scope) ||
 	    stat(out->scope, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		session_send_error(s, a->has_id, a->id, PERR_BAD_FIELD,
@@ -1001,6 +1002,19 @@ static void say_terms(const struct msg_answer *a, const struct terms *t, char *o
 			 t->t.scope ? t->t.scope : "any directory");
 }
 
+/* The log says what an `always` saved: the audit trail records the run it
+ * approved, not the grant's terms. */
+static void log_answer(const struct session *s, const struct msg_answer *a,
+		       const struct card *c, const struct terms *t)
+{
+	char said[1300] = "";
+
+	if (!strcmp(a->choice, "always"))
+		say_terms(a, t, said, sizeof(said));
+	log_info("uid=%u card %s answered %s%s", (unsigned)s->peer.uid, c->card_id, a->choice,
+		 said);
+}
+
 static void answer_taken(struct session *s, const struct msg_answer *a, const struct card *c,
 			 const struct terms *t)
 {
@@ -1033,7 +1047,7 @@ int gate_on_answer(struct session *s, const struct msg *m)
 	if (terms_of(s, a, &t) < 0)
 		return 0;
 	TAILQ_REMOVE(&cards, c, link);
-	log_info("uid=%u card %s answered %s", (unsigned)s->peer.uid, c->card_id, a->choice);
+	log_answer(s, a, c, &t);
 	/* The answer's own reply comes first: what follows (started, an
 	 * error) belongs to the exec. */
 	if (a->has_id) {
@@ -1190,7 +1204,7 @@ void gate_session_closed(struct session *s)
 int gate_on_grants(struct session *s, const struct msg *m)
 {
 	struct msg_grant_list gl = { .id = m->u.grants.id };
-	static struct grant_row rows[16];
+	static struct grant_row rows[16]; /* 64 KiB of scopes: not on the stack */
 	struct frame f;
 	size_t n = 0;
 
