@@ -44,6 +44,7 @@
 #define SEC UINT64_C(1000)
 #define MINUTE (60 * SEC)
 #define HOUR (60 * MINUTE)
+#define DAY (24 * HOUR)
 
 /* Enum fields are stored through an unsigned; keep that honest. */
 _Static_assert(sizeof(enum sandbox_mode) == sizeof(unsigned), "enum size");
@@ -53,7 +54,7 @@ enum key_type {
 	KEY_STRING,
 	KEY_BOOL,
 	KEY_SIZE,	/* bytes; K, M, G suffixes, 1024-based */
-	KEY_DURATION,	/* stored in ms; plain seconds or ms, s, m suffixes */
+	KEY_DURATION,	/* stored in ms; plain seconds or ms, s, m, h, d suffixes */
 	KEY_COUNT,	/* plain decimal */
 	KEY_OCTAL,
 	KEY_ENUM,
@@ -140,7 +141,7 @@ static const struct key keys[] = {
 	NUM("limits", "timeout", KEY_DURATION, timeout_ms, 100, 24 * HOUR,
 	    "60s",
 	    "Wall-clock time a snippet gets when its request names none.\n"
-	    "Durations are seconds, or a number with ms, s or m after it."),
+	    "Durations are seconds, or a number with ms, s, m, h or d after it."),
 	NUM("limits", "timeout_max", KEY_DURATION, timeout_max_ms, 100,
 	    24 * HOUR, "600s",
 	    "The longest a request may ask for; timeout must not exceed it."),
@@ -173,6 +174,11 @@ static const struct key keys[] = {
 	    24 * HOUR, "300s",
 	    "An approval card nobody answers expires after this; the snippet\n"
 	    "does not run and is recorded as expired."),
+	NUM("gate", "grant_ttl", KEY_DURATION, grant_ttl_ms, 0, 366 * DAY, "0",
+	    "How long an execute_code grant lasts from the answer that saved\n"
+	    "it, by the wall clock; a person may choose less on the card, never\n"
+	    "more.  An expired grant covers nothing: the card comes back.\n"
+	    "0: until revoked."),
 	ENUM("gate", "unattended", unattended, unattended_names, "documented",
 	     "An unlabelled snippet from a client with no approval channel:\n"
 	     "documented runs it under the unattended kernel profile, as the\n"
@@ -369,6 +375,10 @@ static uint64_t duration_unit(const char *suffix)
 		return SEC;
 	if (!strcmp(suffix, "m"))
 		return MINUTE;
+	if (!strcmp(suffix, "h"))
+		return HOUR;
+	if (!strcmp(suffix, "d"))
+		return DAY;
 	return 0;
 }
 
@@ -474,8 +484,8 @@ static void describe(const struct key *k, char *buf, size_t len)
 			 "from %s to %s", lo, hi);
 		break;
 	case KEY_DURATION:
-		snprintf(buf, len, "seconds, or a number with ms, s or m after "
-			 "it, from %s to %s", lo, hi);
+		snprintf(buf, len, "seconds, or a number with ms, s, m, h or d "
+			 "after it, from %s to %s", lo, hi);
 		break;
 	case KEY_COUNT:
 		snprintf(buf, len, "a whole number from %s to %s", lo, hi);
@@ -772,7 +782,7 @@ static int set_value(struct config *c, const struct key *k, const char *s,
 		     char *msg, size_t len)
 {
 	enum parse_result res;
-	char want[120], q[48];
+	char want[160], q[48];
 	uint64_t v = 0;
 
 	if (k->type == KEY_STRING)

@@ -56,6 +56,7 @@ struct config {
 	uint64_t snippet_max;          /* [limits] snippet, default 1M (1048576) */
 	uint64_t frame_max;            /* [limits] frame, default 4M; must be > snippet + 64K */
 	uint64_t card_timeout_ms;      /* [gate] card_timeout, default 300s */
+	uint64_t grant_ttl_ms;         /* [gate] grant_ttl, default 0: until revoked */
 	enum unattended_policy unattended; /* [gate] unattended = documented|refuse */
 	uint64_t audit_anchor_rows;    /* [audit] anchor_rows, default 100; 0 = none by count */
 	uint64_t audit_anchor_ms;      /* [audit] anchor_interval, default 10m */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pwd.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "broker/privsep.h"
 #include "broker/scan.h"
 #include "broker/store.h"
+#include "proto/limits.h"
 
 #define FAMILY CARD_FAMILY
 
@@ -115,6 +117,8 @@ static void labels_csv(const struct scan_result *sr, char *out, size_t len)
 					scan_label_name(sr->hits[i].label));
 }
 
+static int append_or_refuse(struct session *s, uint64_t id, struct audit_row *row);
+
 /* Records one decision; returns 0, or -1 after telling the client that
  * nothing runs because nothing could be recorded.  A row that follows one
  * already recorded (how a card or a queued exec ended) is never refused for
@@ -132,10 +136,21 @@ static int audit_decision(struct session *s, uint64_t id, const char *code, size
 				 .approver = approver_name(v ? v->approver : APPROVER_NONE),
 				 .profile = profile_name(v ? v->profile : PROFILE_NONE),
 				 .follows = follows };
-	int rc;
 
 	labels_csv(sr, labels, sizeof(labels));
-	rc = store_audit_append(store, &row);
+	if (append_or_refuse(s, id, &row) < 0)
+		return -1;
+	if (sha256_out)
+		memcpy(sha256_out, row.sha256, 65);
+	return 0;
+}
+
+/* Appends a row for an exec; returns 0, or -1 after telling the client
+ * that nothing runs because nothing could be recorded. */
+static int append_or_refuse(struct session *s, uint64_t id, struct audit_row *row)
+{
+	int rc = store_audit_append(store, row);
+
 	if (rc == -EDQUOT) {
 		log_warn("uid=%u refused: %s", (unsigned)s->peer.uid, store_last_error(store));
 		session_send_error(s, true, id, PERR_QUOTA,
@@ -150,8 +165,31 @@ static int audit_decision(struct session *s, uint64_t id, const char *code, size
 				   "trail (%s)", store_last_error(store));
 		return -1;
 	}
-	if (sha256_out)
-		memcpy(sha256_out, row.sha256, 65);
+	return 0;
+}
+
+/* The first exec that finds the caller's grant expired records it: a
+ * `grant` row, decision `expired`, the family in labels, filed under that
+ * exec (its id and snippet).  Once per grant: a new save starts again. */
+static int audit_grant_expired(struct session *s, const struct msg_exec *e)
+{
+	struct audit_row row = { .uid = s->peer.uid, .pid = s->peer.pid, .run_id = e->id,
+				 .event = event_name(EVENT_GRANT), .code = e->code.ptr,
+				 .code_len = e->code.len, .labels = FAMILY,
+				 .mode = sandbox_mode_name(gb->cfg.sandbox),
+				 .decision = decision_name(DECISION_EXPIRED),
+				 .approver = approver_name(APPROVER_GRANT),
+				 .profile = profile_name(PROFILE_NONE) };
+
+	if (append_or_refuse(s, e->id, &row) < 0)
+		return -1;
+	log_info("uid=%u the %s grant has expired (found by request %" PRIu64 ")",
+		 (unsigned)s->peer.uid, FAMILY, e->id);
+	/* Should this fail, the next exec records the expiry again: a second
+	 * row, never none. */
+	if (store_grant_expiry_recorded(store, s->peer.uid, FAMILY) < 0)
+		log_warn("uid=%u could not mark the grant's expiry recorded: %s",
+			 (unsigned)s->peer.uid, store_last_error(store));
 	return 0;
 }
 
@@ -206,6 +244,8 @@ void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run *r, co
 
 /* ---- the decision ------------------------------------------------------------ */
 
+static void default_cwd(uid_t peer, char *out, size_t len);
+
 /* In a container the container is the boundary: the host-side kernel
  * profiles (approved, unattended) confine only the engine's client. */
 static enum proto_profile profile_of(const struct config *c, enum proto_profile host_profile)
@@ -213,9 +253,36 @@ static enum proto_profile profile_of(const struct config *c, enum proto_profile 
 	return c->sandbox == SANDBOX_DOCKER ? PROFILE_CONTAINER : host_profile;
 }
 
-/* DESIGN.md's table, row by row. */
-static struct verdict decide(const struct session *s, bool has_grant, bool labelled)
+/* What the caller's saved grant says of one exec. */
+enum grant_cover {
+	GRANT_NONE,         /* none saved */
+	GRANT_COVERS,       /* in force, and the run's directory is in its scope */
+	GRANT_EXPIRED,      /* past its expiry: it covers nothing */
+	GRANT_OUT_OF_SCOPE, /* in force, but the run's directory is outside its scope */
+};
+
+/* Why a card is asked of an unlabelled snippet, by what the grant said. */
+static const char *no_grant_reason(enum grant_cover cover)
 {
+	switch (cover) {
+	case GRANT_EXPIRED:
+		return "arbitrary Python is never auto-safe on the host, and your execute_code "
+		       "grant has expired";
+	case GRANT_OUT_OF_SCOPE:
+		return "arbitrary Python is never auto-safe on the host, and your execute_code "
+		       "grant covers only runs inside its directory, which this one is not";
+	case GRANT_NONE:
+	case GRANT_COVERS:
+	default:
+		return "arbitrary Python is never auto-safe on the host, and no execute_code grant "
+		       "is saved";
+	}
+}
+
+/* DESIGN.md's table, row by row. */
+static struct verdict decide(const struct session *s, enum grant_cover cover, bool labelled)
+{
+	bool has_grant = cover == GRANT_COVERS;
 	const struct config *c = &gb->cfg;
 
 	if (c->sandbox == SANDBOX_NONE)
@@ -238,9 +305,41 @@ static struct verdict decide(const struct session *s, bool has_grant, bool label
 		return (struct verdict){ V_RUN, APPROVER_CONTAINER, PROFILE_CONTAINER, "" };
 	if (has_grant)
 		return (struct verdict){ V_RUN, APPROVER_GRANT, PROFILE_UNATTENDED, "" };
-	return (struct verdict){ V_CARD, APPROVER_NONE, PROFILE_NONE,
-				 "arbitrary Python is never auto-safe on the host, and no "
-				 "execute_code grant is saved" };
+	return (struct verdict){ V_CARD, APPROVER_NONE, PROFILE_NONE, no_grant_reason(cover) };
+}
+
+/* dir is scope or below it, both absolute and free of `.`, `..` and
+ * repeated slashes (real paths). */
+static bool path_within(const char *dir, const char *scope)
+{
+	size_t n = strlen(scope);
+
+	if (!strcmp(scope, "/"))
+		return true;
+	return !strncmp(dir, scope, n) && (dir[n] == '\0' || dir[n] == '/');
+}
+
+/* A scope is a real path: the run's directory counts by its real path too,
+ * so neither `..` nor a symbolic link inside the scope leads out of it.
+ * A directory the broker cannot resolve is not covered. */
+static enum grant_cover grant_cover_of(const struct session *s, const struct msg_exec *e,
+				       const struct grant_row *g)
+{
+	char cwd[4096], real[PATH_MAX];
+
+	if (!g)
+		return GRANT_NONE;
+	if (g->expired)
+		return GRANT_EXPIRED;
+	if (!g->scope[0])
+		return GRANT_COVERS;
+	if (e->cwd.len)
+		snprintf(cwd, sizeof(cwd), "%.*s", (int)e->cwd.len, e->cwd.ptr);
+	else
+		default_cwd(s->peer.uid, cwd, sizeof(cwd));
+	if (!realpath(cwd, real))
+		return GRANT_OUT_OF_SCOPE;
+	return path_within(real, g->scope) ? GRANT_COVERS : GRANT_OUT_OF_SCOPE;
 }
 
 /* "writes files and sends data out over the network" */
@@ -527,7 +626,8 @@ static bool send_card(struct session *s, const struct card *c, const char *reaso
 	struct msg_card m = { .id = c->id, .card = pstr_c(c->card_id),
 			      .snippet = { c->code, c->code_len }, .n_labels = c->scan.n,
 			      .expires_ms = gb->cfg.card_timeout_ms, .reason = pstr_c(reason),
-			      .cwd = pstr_c(c->cwd), .timeout_ms = c->timeout_ms };
+			      .cwd = pstr_c(c->cwd), .timeout_ms = c->timeout_ms,
+			      .grant_ttl_ms = gb->cfg.grant_ttl_ms };
 	struct frame f;
 
 	for (size_t i = 0; i < c->scan.n; i++) {
@@ -751,6 +851,8 @@ void gate_exec(struct session *s, const struct msg_exec *e)
 	struct scan_result sr = { 0 };
 	struct verdict v;
 	char sha256[65];
+	struct grant_row g;
+	enum grant_cover cover;
 	bool has_grant = false;
 
 	if (gb->cfg.sandbox != SANDBOX_NONE &&
@@ -760,13 +862,17 @@ void gate_exec(struct session *s, const struct msg_exec *e)
 				   gb->cfg.snippet_max);
 		return;
 	}
-	if (store_grant_get(store, s->peer.uid, FAMILY, &has_grant) < 0) {
+	if (store_grant_get(store, s->peer.uid, FAMILY, &has_grant, &g) < 0) {
 		session_send_error(s, true, e->id, PERR_AUDIT,
 				   "the snippet did not run: the grant store cannot be read (%s)",
 				   store_last_error(store));
 		return;
 	}
-	v = decide(s, has_grant, sr.n > 0);
+	cover = grant_cover_of(s, e, has_grant ? &g : NULL);
+	if (cover == GRANT_EXPIRED && !g.expiry_recorded && gb->cfg.sandbox != SANDBOX_NONE &&
+	    audit_grant_expired(s, e) < 0)
+		return;
+	v = decide(s, cover, sr.n > 0);
 	if (v.what == V_CARD && !card_room(s, e))
 		return;
 	if (audit_decision(s, e->id, e->code.ptr, e->code.len, &sr, decision_of(&v), &v,
@@ -835,13 +941,90 @@ static void run_card(struct card *c)
 	enqueue(c, &approved, busy);
 }
 
-static void answer_taken(struct session *s, const struct msg_answer *a, const struct card *c)
+/* What an `always` answer saves: its `for_ms`, never past [gate]
+ * grant_ttl, and its `scope` as a real path (a directory the broker can
+ * resolve).  -1, having said why, when the scope is not one: the card
+ * stays open for another answer. */
+struct terms {
+	struct grant_terms t;
+	bool clamped;          /* for_ms was cut to grant_ttl */
+	char scope[PATH_MAX];
+};
+
+static int terms_of(struct session *s, const struct msg_answer *a, struct terms *out)
+{
+	uint64_t ttl = gb->cfg.grant_ttl_ms;
+	char given[PATH_MAX];
+	struct stat st;
+
+	*out = (struct terms){ .t = { .life_ms = a->for_ms ? a->for_ms : ttl } };
+	if (ttl && out->t.life_ms > ttl) {
+		out->t.life_ms = ttl;
+		out->clamped = true;
+	}
+	if (!a->scope.len)
+		return 0;
+	snprintf(given, sizeof(given), "%.*s", (int)a->scope.len, a->scope.ptr);
+	errno = 0;
+	if (a->scope.len >= sizeof(given) || !realpath(given, out->scope) ||
+	    stat(out->scope, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		session_send_error(s, a->has_id, a->id, PERR_BAD_FIELD,
+				   "answer: field 'scope' must be a directory the broker can resolve "
+				   "(%s); the card is still open", a->scope.len >= sizeof(given)
+				   ? "too long" : strerror(errno ? errno : ENOTDIR));
+		return -1;
+	}
+	out->t.scope = out->scope;
+	return 0;
+}
+
+/* "; the grant lasts 1h (cut to [gate] grant_ttl from the 8h asked) and covers /x" */
+static void say_terms(const struct msg_answer *a, const struct terms *t, char *out, size_t len)
+{
+	char life[32] = "", asked[32] = "";
+	size_t off;
+
+	if (t->t.life_ms)
+		duration_text(t->t.life_ms, life, sizeof(life));
+	if (t->clamped)
+		duration_text(a->for_ms, asked, sizeof(asked));
+	off = (size_t)snprintf(out, len, "; the %s grant lasts %s%s%s%s", FAMILY,
+			       life[0] ? life : "until revoked",
+			       t->clamped ? " (cut to [gate] grant_ttl from the " : "",
+			       asked, t->clamped ? " asked)" : "");
+	/* A message is at most 4096 bytes on the wire: a very long scope is
+	 * named where it is shown whole. */
+	if (off < len && t->t.scope && strlen(t->t.scope) > 1024)
+		snprintf(out + off, len - off, " and covers runs in its directory (kotoba "
+			 "approvals ls shows it)");
+	else if (off < len)
+		snprintf(out + off, len - off, " and covers runs in %s",
+			 t->t.scope ? t->t.scope : "any directory");
+}
+
+/* The log says what an `always` saved: the audit trail records the run it
+ * approved, not the grant's terms. */
+static void log_answer(const struct session *s, const struct msg_answer *a,
+		       const struct card *c, const struct terms *t)
+{
+	char said[1300] = "";
+
+	if (!strcmp(a->choice, "always"))
+		say_terms(a, t, said, sizeof(said));
+	log_info("uid=%u card %s answered %s%s", (unsigned)s->peer.uid, c->card_id, a->choice,
+		 said);
+}
+
+static void answer_taken(struct session *s, const struct msg_answer *a, const struct card *c,
+			 const struct terms *t)
 {
 	struct msg_ok ok = { .id = a->id };
-	char text[128];
+	char text[1400], said[1300] = "";
 	struct frame f;
 
-	snprintf(text, sizeof(text), "card %s answered %s", c->card_id, a->choice);
+	if (!strcmp(a->choice, "always"))
+		say_terms(a, t, said, sizeof(said));
+	snprintf(text, sizeof(text), "card %s answered %s%s", c->card_id, a->choice, said);
 	ok.message = pstr_c(text);
 	if (enc_ok(&f, &ok) == 0)
 		session_send(s, &f);
@@ -853,6 +1036,7 @@ int gate_on_answer(struct session *s, const struct msg *m)
 {
 	const struct msg_answer *a = &m->u.answer;
 	struct card *c = card_find(s, a->card);
+	struct terms t;
 
 	if (!c) {
 		session_send_error(s, a->has_id, a->id, PERR_NO_SUCH_CARD,
@@ -860,12 +1044,14 @@ int gate_on_answer(struct session *s, const struct msg *m)
 				   a->card.ptr);
 		return 0;
 	}
+	if (terms_of(s, a, &t) < 0)
+		return 0;
 	TAILQ_REMOVE(&cards, c, link);
-	log_info("uid=%u card %s answered %s", (unsigned)s->peer.uid, c->card_id, a->choice);
+	log_answer(s, a, c, &t);
 	/* The answer's own reply comes first: what follows (started, an
 	 * error) belongs to the exec. */
 	if (a->has_id) {
-		answer_taken(s, a, c);
+		answer_taken(s, a, c, &t);
 		if (s->w.fd < 0) { /* the client went away meanwhile */
 			card_free(c);
 			return 0;
@@ -876,7 +1062,7 @@ int gate_on_answer(struct session *s, const struct msg *m)
 			session_send_error(s, true, c->id, PERR_DENIED,
 					   "You denied this snippet; it did not run.");
 	} else if (!strcmp(a->choice, "always") &&
-		   store_grant_save(store, s->peer.uid, FAMILY, c->card_id) < 0) {
+		   store_grant_save(store, s->peer.uid, FAMILY, c->card_id, &t.t) < 0) {
 		session_send_error(s, true, c->id, PERR_AUDIT,
 				   "the snippet did not run: the grant could not be saved (%s)",
 				   store_last_error(store));
@@ -1018,7 +1204,7 @@ void gate_session_closed(struct session *s)
 int gate_on_grants(struct session *s, const struct msg *m)
 {
 	struct msg_grant_list gl = { .id = m->u.grants.id };
-	struct grant_row rows[16];
+	static struct grant_row rows[16]; /* 64 KiB of scopes: not on the stack */
 	struct frame f;
 	size_t n = 0;
 
@@ -1030,7 +1216,8 @@ int gate_on_grants(struct session *s, const struct msg *m)
 	for (size_t i = 0; i < n; i++)
 		gl.rows[i] = (struct grant_info){ pstr_c(rows[i].family), rows[i].saved_at_ms,
 						  pstr_c(rows[i].card_id), rows[i].use_count,
-						  rows[i].last_used_ms };
+						  rows[i].last_used_ms, rows[i].expires_ms,
+						  rows[i].expired, pstr_c(rows[i].scope) };
 	gl.n = n;
 	if (enc_grant_list(&f, &gl) < 0)
 		return -ENOMEM;

@@ -119,8 +119,18 @@ static const char *const migrations[] = {
 	"  BEGIN SELECT RAISE(ABORT, 'audit rows are append-only'); END;"
 	"CREATE TRIGGER audit_seal_no_delete BEFORE DELETE ON audit_seal"
 	"  BEGIN SELECT RAISE(ABORT, 'audit rows are append-only'); END;",
+
+	/* A grant's terms: when it ends (wall clock, 0: until revoked), the
+	 * directory tree it covers ('': everywhere), and whether its expiry
+	 * is in the audit trail yet.  A grant saved before has none. */
+	"ALTER TABLE grants ADD COLUMN expires_ms INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE grants ADD COLUMN scope TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE grants ADD COLUMN expiry_recorded INTEGER NOT NULL DEFAULT 0;",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
+/* The first version whose audit tables are today's (later steps changed
+ * grants only): a copy from it can be verified as it is. */
+#define AUDIT_SCHEMA_SINCE 3
 
 /* The 18 hashed fields, in hash order, then the two stored hashes. */
 #define AUDIT_COLS "seq, time_ms, uid, pid, run_id, event, code, sha256, " \
@@ -601,8 +611,8 @@ int store_open(const char *state_dir, struct store **out, char *err, size_t errl
 	return 0;
 }
 
-/* A copy for an auditor: read only, no migration, no key.  The schema must
- * be this version's: an older copy has no seal table to read. */
+/* A copy for an auditor: read only, no migration, no key.  Its audit
+ * tables must be this version's: an older copy has no seal table to read. */
 static int open_copy(struct store *s, const char *path)
 {
 	int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE;
@@ -619,10 +629,10 @@ static int open_copy(struct store *s, const char *path)
 	sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
 	sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
 	rc = read_int(s, "PRAGMA user_version", &v, "cannot read the database (not a database?)");
-	if (!rc && v != SCHEMA_VERSION)
-		rc = set_err(s, -EPROTO, "%s has schema version %lld, not %d: verify it with the "
-			     "kotoba that wrote it, or let this broker open the original once",
-			     path, (long long)v, SCHEMA_VERSION);
+	if (!rc && (v < AUDIT_SCHEMA_SINCE || v > SCHEMA_VERSION))
+		rc = set_err(s, -EPROTO, "%s has schema version %lld, not %d to %d: verify it "
+			     "with the kotoba that wrote it, or let this broker open the original "
+			     "once", path, (long long)v, AUDIT_SCHEMA_SINCE, SCHEMA_VERSION);
 	if (!rc)
 		rc = quick_check(s);
 	return rc;
@@ -691,21 +701,42 @@ static int step_done(struct store *s, sqlite3_stmt *st, const char *what)
 	return rc;
 }
 
-int store_grant_get(struct store *s, uint32_t uid, const char *family, bool *has)
+#define GRANT_COLS "family, saved_at_ms, card_id, use_count, last_used_ms, expires_ms, " \
+	"scope, expiry_recorded"
+
+static int read_grant(struct store *s, sqlite3_stmt *st, struct grant_row *r)
+{
+	int rc = copy_col(s, st, 0, r->family, sizeof(r->family));
+
+	if (!rc)
+		rc = copy_col(s, st, 2, r->card_id, sizeof(r->card_id));
+	if (!rc)
+		rc = copy_col(s, st, 6, r->scope, sizeof(r->scope));
+	r->saved_at_ms = sqlite3_column_int64(st, 1);
+	r->use_count = (uint64_t)sqlite3_column_int64(st, 3);
+	r->last_used_ms = sqlite3_column_int64(st, 4);
+	r->expires_ms = sqlite3_column_int64(st, 5);
+	r->expiry_recorded = sqlite3_column_int64(st, 7) != 0;
+	r->expired = r->expires_ms != 0 && wall_clock_ms() >= r->expires_ms;
+	return rc;
+}
+
+int store_grant_get(struct store *s, uint32_t uid, const char *family, bool *has,
+		    struct grant_row *g)
 {
 	const char *what = "cannot read grant";
 	sqlite3_stmt *st;
 	int rc;
 
 	*has = false;
-	rc = prep_grant(s, "SELECT 1 FROM grants WHERE uid = ?1 AND family = ?2",
+	rc = prep_grant(s, "SELECT " GRANT_COLS " FROM grants WHERE uid = ?1 AND family = ?2",
 			uid, family, &st, what);
 	if (rc)
 		return rc;
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
 		*has = rc == SQLITE_ROW;
-		rc = 0;
+		rc = *has && g ? read_grant(s, st, g) : 0;
 	} else {
 		rc = sql_fail(s, rc, what);
 	}
@@ -713,25 +744,70 @@ int store_grant_get(struct store *s, uint32_t uid, const char *family, bool *has
 	return rc;
 }
 
-int store_grant_save(struct store *s, uint32_t uid, const char *family, const char *card_id)
+static int check_terms(struct store *s, const struct grant_terms *t)
 {
+	if (t->life_ms > (uint64_t)INT64_MAX / 2)
+		return set_err(s, -EINVAL, "a grant's life must be a duration, or 0 for none");
+	if (t->scope && t->scope[0] &&
+	    (t->scope[0] != '/' || strlen(t->scope) >= sizeof(((struct grant_row *)0)->scope)))
+		return set_err(s, -EINVAL, "a grant's scope must be an absolute directory of at most "
+			       "%zu bytes", sizeof(((struct grant_row *)0)->scope) - 1);
+	return 0;
+}
+
+/* The saved grant had expired by ?4, now (SET reads the row as it was). */
+#define LAPSED "(expires_ms != 0 AND expires_ms <= ?4)"
+
+/* Over a grant still in force, the first saved_at, card and use count
+ * stay (it is the same standing permission) and the newest answer's terms
+ * apply; an expired one is replaced whole. */
+int store_grant_save(struct store *s, uint32_t uid, const char *family, const char *card_id,
+		     const struct grant_terms *terms)
+{
+	static const struct grant_terms forever = { 0, "" };
+	const struct grant_terms *t = terms ? terms : &forever;
 	const char *what = "cannot save grant";
+	int64_t now = wall_clock_ms();
 	sqlite3_stmt *st;
 	int rc;
 
 	rc = check_card_id(s, card_id);
 	if (!rc)
-		rc = prep_grant(s, "INSERT INTO grants (uid, family, card_id, saved_at_ms)"
-				" VALUES (?1, ?2, ?3, ?4) ON CONFLICT (uid, family) DO NOTHING",
+		rc = check_terms(s, t);
+	if (!rc)
+		rc = prep_grant(s, "INSERT INTO grants (uid, family, card_id, saved_at_ms, expires_ms,"
+				" scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+				" ON CONFLICT (uid, family) DO UPDATE SET"
+				"  card_id = iif(" LAPSED ", excluded.card_id, card_id),"
+				"  saved_at_ms = iif(" LAPSED ", excluded.saved_at_ms, saved_at_ms),"
+				"  use_count = iif(" LAPSED ", 0, use_count),"
+				"  last_used_ms = iif(" LAPSED ", 0, last_used_ms),"
+				"  expires_ms = excluded.expires_ms, scope = excluded.scope,"
+				"  expiry_recorded = 0",
 				uid, family, &st, what);
 	if (rc)
 		return rc;
 	if (sqlite3_bind_text(st, 3, card_id, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 4, wall_clock_ms()) != SQLITE_OK) {
+	    sqlite3_bind_int64(st, 4, now) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 5, t->life_ms ? now + (int64_t)t->life_ms : 0) != SQLITE_OK ||
+	    sqlite3_bind_text(st, 6, t->scope ? t->scope : "", -1, SQLITE_STATIC) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
 		sqlite3_finalize(st);
 		return rc;
 	}
+	return step_done(s, st, what);
+}
+
+int store_grant_expiry_recorded(struct store *s, uint32_t uid, const char *family)
+{
+	const char *what = "cannot mark a grant's expiry recorded";
+	sqlite3_stmt *st;
+	int rc;
+
+	rc = prep_grant(s, "UPDATE grants SET expiry_recorded = 1 WHERE uid = ?1 AND family = ?2",
+			uid, family, &st, what);
+	if (rc)
+		return rc;
 	return step_done(s, st, what);
 }
 
@@ -772,18 +848,6 @@ int store_grant_revoke(struct store *s, uint32_t uid, const char *family, bool *
 	return rc;
 }
 
-static int read_grant(struct store *s, sqlite3_stmt *st, struct grant_row *r)
-{
-	int rc = copy_col(s, st, 0, r->family, sizeof(r->family));
-
-	if (!rc)
-		rc = copy_col(s, st, 2, r->card_id, sizeof(r->card_id));
-	r->saved_at_ms = sqlite3_column_int64(st, 1);
-	r->use_count = (uint64_t)sqlite3_column_int64(st, 3);
-	r->last_used_ms = sqlite3_column_int64(st, 4);
-	return rc;
-}
-
 int store_grant_list(struct store *s, uint32_t uid, struct grant_row *rows, size_t max, size_t *n)
 {
 	const char *what = "cannot list grants";
@@ -791,8 +855,7 @@ int store_grant_list(struct store *s, uint32_t uid, struct grant_row *rows, size
 	int rc;
 
 	*n = 0;
-	rc = prep(s, "SELECT family, saved_at_ms, card_id, use_count, last_used_ms"
-		  " FROM grants WHERE uid = ?1 ORDER BY family", &st, what);
+	rc = prep(s, "SELECT " GRANT_COLS " FROM grants WHERE uid = ?1 ORDER BY family", &st, what);
 	if (rc)
 		return rc;
 	if (sqlite3_bind_int64(st, 1, uid) != SQLITE_OK) {

@@ -35,19 +35,34 @@ void store_close(struct store *s);
 /* Grants, per peer uid and family ("execute_code" is the only family today).
  * A family is 1-31 characters of [a-z0-9_]; a card id 1-39 printable ASCII
  * characters without spaces. */
-int store_grant_get(struct store *s, uint32_t uid, const char *family, bool *has);
-/* Idempotent: re-saving keeps the first saved_at and card_id. */
-int store_grant_save(struct store *s, uint32_t uid, const char *family, const char *card_id);
-/* use_count++, last_used = now; -ENOENT if there is no such grant. */
-int store_grant_touch(struct store *s, uint32_t uid, const char *family);
-int store_grant_revoke(struct store *s, uint32_t uid, const char *family, bool *existed);
 struct grant_row {
 	char family[32];
 	int64_t saved_at_ms;
 	char card_id[40];
 	uint64_t use_count;
 	int64_t last_used_ms; /* 0 = never */
+	int64_t expires_ms;   /* wall clock; 0 = until revoked */
+	char scope[4096];     /* covers runs whose cwd is this directory or below; "" = any */
+	bool expired;         /* expires_ms has passed, by the store's wall clock */
+	bool expiry_recorded; /* the audit trail says so already */
 };
+/* has: whether the uid saved one; g (may be NULL) gets it, expired or not. */
+int store_grant_get(struct store *s, uint32_t uid, const char *family, bool *has,
+		    struct grant_row *g);
+/* What an answer chose; NULL or zeros: until revoked, everywhere. */
+struct grant_terms {
+	uint64_t life_ms;     /* it expires this long after it is saved; 0: never */
+	const char *scope;    /* an absolute directory, or NULL/"" */
+};
+/* Saving over a grant still in force keeps its saved_at, card and use
+ * count and takes the new terms; over an expired one, replaces it whole. */
+int store_grant_save(struct store *s, uint32_t uid, const char *family, const char *card_id,
+		     const struct grant_terms *terms);
+/* use_count++, last_used = now; -ENOENT if there is no such grant. */
+int store_grant_touch(struct store *s, uint32_t uid, const char *family);
+/* The audit trail now records that the grant expired: once is enough. */
+int store_grant_expiry_recorded(struct store *s, uint32_t uid, const char *family);
+int store_grant_revoke(struct store *s, uint32_t uid, const char *family, bool *existed);
 /* The uid's grants ordered by family; fills at most max rows, *n = filled. */
 int store_grant_list(struct store *s, uint32_t uid, struct grant_row *rows, size_t max, size_t *n);
 

@@ -74,6 +74,21 @@ static void print_time(int64_t ms)
 	printf("%-20s", buf);
 }
 
+/* "until revoked", the time it ends, or "expired" and the time it ended:
+ * an expired grant covers nothing, and the column says so first. */
+static void print_expiry(const struct kotoba_grant *g)
+{
+	time_t t = (time_t)(g->expires_ms / 1000);
+	char buf[32];
+
+	if (g->expires_ms <= 0) {
+		printf("%-28s", "until revoked");
+		return;
+	}
+	strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", localtime(&t));
+	printf("%s%-*s", g->expired ? "expired " : "", g->expired ? 20 : 28, buf);
+}
+
 /* The status of a failed request, after printing why: the broker's own
  * refusals are 1, a lost or unreachable broker is 125. */
 static int failed(const struct kotoba_error *err)
@@ -94,7 +109,8 @@ static int approvals_ls(struct kotoba_client *c)
 		printf("no saved grants\n");
 		return 0;
 	}
-	printf("%-14s %-20s %-6s %-20s %s\n", "FAMILY", "SAVED", "USES", "LAST USED", "CARD");
+	printf("%-14s %-20s %-6s %-20s %-28s %-20s %s\n", "FAMILY", "SAVED", "USES", "LAST USED",
+	       "EXPIRES", "CARD", "COVERS RUNS IN");
 	for (size_t i = 0; i < n; i++) {
 		cell(rows[i].family, 14);
 		putchar(' ');
@@ -102,7 +118,11 @@ static int approvals_ls(struct kotoba_client *c)
 		printf(" %-6" PRIu64 " ", rows[i].use_count);
 		print_time(rows[i].last_used_ms);
 		putchar(' ');
-		cell(rows[i].card, 0);
+		print_expiry(&rows[i]);
+		putchar(' ');
+		cell(rows[i].card, 20);
+		putchar(' ');
+		cell(rows[i].scope[0] ? rows[i].scope : "any directory", 0);
 		putchar('\n');
 	}
 	return 0;

@@ -66,6 +66,50 @@ static enum kotoba_choice read_choice(FILE *tty)
 	}
 }
 
+bool card_duration(const char *s, uint64_t *ms)
+{
+	static const struct { const char *suffix; uint64_t ms; } units[] = {
+		{ "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+		{ "d", 86400000 },
+	};
+	uint64_t n = 0;
+	const char *p = s;
+
+	for (; *p >= '0' && *p <= '9'; p++)
+		if (__builtin_mul_overflow(n, 10, &n) || __builtin_add_overflow(n, *p - '0', &n))
+			return false;
+	if (p == s)
+		return false;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(p, units[i].suffix))
+			return !__builtin_mul_overflow(n, units[i].ms, ms) && *ms > 0;
+	return false;
+}
+
+/* How long an `always` grant lasts: Enter for as long as the broker
+ * allows (until revoked, or its grant_ttl), or a duration. */
+static uint64_t read_grant_life(FILE *tty, const struct kotoba_card *m)
+{
+	char line[64], ttl[64] = "until you revoke it";
+	uint64_t ms;
+
+	if (m->grant_ttl_ms)
+		kotoba_duration_text(m->grant_ttl_ms, ttl, sizeof(ttl));
+	for (;;) {
+		fprintf(tty, "For how long? Enter: %s%s; or less, e.g. 8h or 30m: ",
+			ttl, m->grant_ttl_ms ? ", the most this computer allows" : "");
+		fflush(tty);
+		if (!read_line(tty, line, sizeof(line)))
+			return 0;
+		line[strcspn(line, "\r\n")] = '\0';
+		if (!line[0])
+			return 0;
+		if (card_duration(line, &ms))
+			return ms;
+		fputs("  a duration is a number with ms, s, m, h or d after it\n", tty);
+	}
+}
+
 static void screen_size(FILE *tty, unsigned *cols, unsigned *rows)
 {
 	struct winsize ws = { 0 };
@@ -78,7 +122,7 @@ static void screen_size(FILE *tty, unsigned *cols, unsigned *rows)
 	}
 }
 
-static enum kotoba_choice ask_terminal(const struct kotoba_card *m)
+static enum kotoba_choice ask_terminal(const struct kotoba_card *m, uint64_t *for_ms)
 {
 	FILE *tty = fopen("/dev/tty", "r+");
 	enum kotoba_choice choice = KOTOBA_CARD_DENY;
@@ -101,6 +145,8 @@ static enum kotoba_choice ask_terminal(const struct kotoba_card *m)
 		cli_error("out of memory showing the card; answering deny");
 	else if (page(tty, text, rows))
 		choice = read_choice(tty);
+	if (choice == KOTOBA_CARD_ALWAYS)
+		*for_ms = read_grant_life(tty, m);
 	free(text);
 	fclose(tty);
 	return choice;
@@ -115,10 +161,11 @@ static enum kotoba_choice choice_of(const char *word)
 	return KOTOBA_CARD_DENY;
 }
 
-enum kotoba_choice card_answer(const struct kotoba_card *card, const char *preset, bool quiet)
+enum kotoba_choice card_answer(const struct kotoba_card *card, const char *preset, bool quiet,
+			       uint64_t *for_ms)
 {
 	if (!preset)
-		return ask_terminal(card);
+		return ask_terminal(card, for_ms);
 	if (!quiet)
 		cli_error("card %s answered %s (--answer)", card->id, preset);
 	return choice_of(preset);

@@ -5,6 +5,12 @@
 #define KOTOBA_CARD_H
 #include "client/cli.h"
 /* Shows the card and returns the answer: `preset` (from --answer) when
- * given, else the person's choice at the terminal, else deny. */
-enum kotoba_choice card_answer(const struct kotoba_card *card, const char *preset, bool quiet);
+ * given, else the person's choice at the terminal, else deny.  An
+ * `always` chosen at the terminal asks how long the grant lasts and sets
+ * *for_ms (0: as long as the broker allows); a preset leaves it. */
+enum kotoba_choice card_answer(const struct kotoba_card *card, const char *preset, bool quiet,
+			       uint64_t *for_ms);
+/* "8h", "30m", "90s", "250ms", "2d", or plain seconds, as the broker's
+ * config reads durations; false when it is none of them or zero. */
+bool card_duration(const char *s, uint64_t *ms);
 #endif

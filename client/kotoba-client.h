@@ -266,6 +266,9 @@ struct kotoba_card {
 	size_t n_env;
 	const struct kotoba_card_limit *limits; /* the other limits, e.g. "memory_bytes" */
 	size_t n_limits;
+	/* The longest an `always` grant lasts on this broker ([gate] grant_ttl);
+	 * 0: until revoked (or a broker that predates it). */
+	uint64_t grant_ttl_ms;
 };
 
 /* Receives output as the snippet writes it, in order, in chunks of at most
@@ -363,6 +366,29 @@ enum kotoba_code kotoba_conn_process(struct kotoba_client *c, bool *done,
 enum kotoba_code kotoba_answer(struct kotoba_client *c, const char *card_id,
 			       enum kotoba_choice choice, struct kotoba_error *err);
 
+/* What an `always` answer saves besides the grant itself. */
+struct kotoba_grant_terms {
+	size_t size;        /* set by the caller: sizeof(struct kotoba_grant_terms) */
+	uint64_t for_ms;    /* the grant expires this long after the answer (wall clock); the
+			     * broker cuts it to its [gate] grant_ttl; 0: as long as that allows */
+	const char *scope;  /* an absolute directory: the grant covers only runs whose working
+			     * directory is in it or below, by real path; NULL: any */
+};
+
+#define KOTOBA_GRANT_TERMS_INIT { .size = sizeof(struct kotoba_grant_terms) }
+
+/*
+ * kotoba_answer_always: answers a card `always` with @terms (NULL: none),
+ * as kotoba_answer() does otherwise: from any thread while kotoba_exec()
+ * waits, or from inside its on_card callback, which then returns
+ * KOTOBA_CARD_DEFER.  A scope the broker cannot resolve to a directory is
+ * refused (bad-field, through on_notice) and the card stays open.
+ * Returns KOTOBA_OK, KOTOBA_ERR_INVALID or KOTOBA_ERR_DISCONNECTED.
+ */
+enum kotoba_code kotoba_answer_always(struct kotoba_client *c, const char *card_id,
+				      const struct kotoba_grant_terms *terms,
+				      struct kotoba_error *err);
+
 /*
  * kotoba_cancel: cancels the run in flight on this connection: a waiting
  * card is withdrawn, a running snippet killed, and kotoba_exec() returns
@@ -406,6 +432,13 @@ size_t kotoba_show(FILE *out, const char *s, size_t len, unsigned flags);
  */
 char *kotoba_card_text(const struct kotoba_card *card, unsigned width, unsigned flags);
 
+/*
+ * kotoba_duration_text: a duration as a person and the broker's config
+ * write it, in the largest unit that divides @ms: "8h", "90m", "45s",
+ * "250ms", "2d".  Writes at most @len bytes, NUL-terminated.
+ */
+void kotoba_duration_text(uint64_t ms, char *out, size_t len);
+
 /* ---- grants and audit ------------------------------------------------------ */
 
 #define KOTOBA_GRANTS_MAX 16
@@ -419,6 +452,9 @@ struct kotoba_grant {
 	char card[256];       /* the card whose `always` saved it */
 	uint64_t use_count;
 	int64_t last_used_ms; /* 0 when never used */
+	int64_t expires_ms;   /* Unix epoch milliseconds, by the broker's clock; 0: until revoked */
+	bool expired;         /* past expires_ms: it covers nothing, cards come back */
+	char scope[4096];     /* covers runs in this directory or below; "": any */
 };
 
 /*
@@ -445,7 +481,7 @@ struct kotoba_audit_row {
 	int64_t time_ms;
 	uint64_t run;
 	int64_t pid;          /* the client's */
-	char event[16];       /* "decision" or "exit" */
+	char event[16];       /* "decision", "exit", "connect" or "grant" (it expired) */
 	char sha256[65];      /* hex of the snippet */
 	char labels[256];     /* comma-separated */
 	char mode[8];

@@ -11,6 +11,7 @@ static void usage(FILE *f)
 {
 	fputs("usage: kotoba run [-c CODE | FILE | -] [--cwd DIR] [--timeout S] [--json]\n"
 	      "                  [--no-channel] [--answer once|always|deny] [--socket PATH]\n"
+	      "                  [--for DURATION] [--scope DIR]\n"
 	      "       kotoba scan FILE|-\n"
 	      "       kotoba approvals ls|rm execute_code [--socket PATH]\n"
 	      "       kotoba audit tail|verify [--socket PATH]\n"

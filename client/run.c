@@ -23,6 +23,8 @@ struct run_opts {
 	const char *code_arg, *file, *cwd, *socket, *answer;
 	uint64_t timeout_ms;
 	bool json, no_channel;
+	uint64_t for_ms;            /* --for: an always grant's life; 0: as long as allowed */
+	char *scope;                /* --scope, resolved; NULL: any directory */
 };
 
 struct buf {
@@ -36,13 +38,14 @@ struct outcome {
 	struct kotoba_error err; /* when !have_exit: why it did not run */
 	struct buf out[2];
 	const struct run_opts *o;
+	struct kotoba_client *c;
 };
 
 static void usage_run(FILE *f)
 {
 	fputs("usage: kotoba run [-c CODE | FILE | -] [--cwd DIR] [--timeout SECONDS]\n"
 	      "                  [--socket PATH] [--json] [--no-channel]\n"
-	      "                  [--answer once|always|deny]\n", f);
+	      "                  [--answer once|always|deny] [--for DURATION] [--scope DIR]\n", f);
 }
 
 static int buf_add(struct buf *b, const void *p, size_t len)
@@ -104,6 +107,8 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
 		{ "json", no_argument, NULL, 'j' },
 		{ "no-channel", no_argument, NULL, 'n' },
 		{ "answer", required_argument, NULL, 'a' },
+		{ "for", required_argument, NULL, 'F' },
+		{ "scope", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -127,9 +132,14 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
 			o->no_channel = true;
 		else if (c == 'a')
 			o->answer = optarg;
+		else if (c == 'F' && !card_duration(optarg, &o->for_ms))
+			return cli_error("--for takes a duration: a number with ms, s, m, h or d "
+					 "after it, e.g. 8h"), -1;
+		else if (c == 's' && !(o->scope = realpath(optarg, NULL)))
+			return cli_error("--scope %s: %s", optarg, strerror(errno)), -1;
 		else if (c == 'h')
 			return usage_run(stdout), exit(0), -1;
-		else if (c != 't')
+		else if (c != 't' && c != 'F' && c != 's')
 			return usage_run(stderr), -1;
 	}
 	if (optind < argc)
@@ -142,6 +152,11 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
 	if (o->answer && strcmp(o->answer, "once") && strcmp(o->answer, "always") &&
 	    strcmp(o->answer, "deny"))
 		return cli_error("--answer takes once, always or deny"), -1;
+	/* A grant's terms with a preset answer that saves none would read as
+	 * if something had been limited. */
+	if ((o->for_ms || o->scope) && o->answer && strcmp(o->answer, "always"))
+		return cli_error("--for and --scope go with --answer always (or an always "
+				 "chosen on the card)"), -1;
 	return 0;
 }
 
@@ -177,11 +192,33 @@ static void on_output(void *arg, enum kotoba_stream stream, const void *data, si
 	fflush(f);
 }
 
+/* An `always` with terms is sent from here; the library is told it was
+ * deferred, so it sends nothing of its own. */
 static enum kotoba_choice on_card(void *arg, const struct kotoba_card *card)
 {
-	const struct outcome *oc = arg;
+	struct outcome *oc = arg;
+	struct kotoba_grant_terms t = KOTOBA_GRANT_TERMS_INIT;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
+	enum kotoba_choice choice;
 
-	return card_answer(card, oc->o->answer, oc->o->json);
+	t.for_ms = oc->o->for_ms;
+	t.scope = oc->o->scope;
+	choice = card_answer(card, oc->o->answer, oc->o->json, &t.for_ms);
+	if (choice != KOTOBA_CARD_ALWAYS || (!t.for_ms && !t.scope))
+		return choice;
+	if (card->grant_ttl_ms && t.for_ms > card->grant_ttl_ms) {
+		char asked[32], most[32];
+
+		kotoba_duration_text(t.for_ms, asked, sizeof(asked));
+		kotoba_duration_text(card->grant_ttl_ms, most, sizeof(most));
+		cli_error("the grant lasts %s, the most the broker allows ([gate] grant_ttl), "
+			  "not the %s asked", most, asked);
+	}
+	if (kotoba_answer_always(oc->c, card->id, &t, &err)) {
+		cli_error("%s", err.message);
+		return KOTOBA_CARD_DENY;
+	}
+	return KOTOBA_CARD_DEFER;
 }
 
 static void on_notice(void *arg, const struct kotoba_error *notice)
@@ -203,6 +240,7 @@ static int converse(struct kotoba_client *c, const char *cwd, const struct buf *
 	enum kotoba_code rc;
 
 	forward_env(env);
+	oc->c = c;
 	rc = kotoba_exec(c, &x, &oc->exit, &oc->err);
 	oc->have_exit = rc == KOTOBA_OK;
 	if (rc == KOTOBA_OK || oc->err.from_broker)
@@ -359,6 +397,7 @@ int cmd_run(int argc, char **argv)
 
 	if (parse_run_args(argc, argv, &o) < 0 || read_code(&o, &code) < 0) {
 		free(code.p);
+		free(o.scope);
 		return KOTOBA_EXIT_USAGE;
 	}
 	status = run_snippet(&o, &code, &oc);
@@ -370,6 +409,7 @@ int cmd_run(int argc, char **argv)
 			report_plain(&oc);
 	}
 	free(code.p);
+	free(o.scope);
 	outcome_free(&oc);
 	return status;
 }

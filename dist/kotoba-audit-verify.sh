@@ -38,8 +38,11 @@ trap 'rm -rf "$tmp"' EXIT
 q() { sqlite3 -batch -readonly -noheader -list "$db" "$@"; }
 ZERO=0000000000000000000000000000000000000000000000000000000000000000
 
-[ "$(q 'PRAGMA user_version')" = 3 ] ||
-	{ echo "$0: $db is not a version 3 kotoba audit database" >&2; exit 2; }
+# Versions 3 and 4 have the same audit tables (4 added grant terms).
+case "$(q 'PRAGMA user_version')" in
+3|4) ;;
+*) echo "$0: $db is not a version 3 or 4 kotoba audit database" >&2; exit 2 ;;
+esac
 
 # 1. The hashed bytes of every row (AUDIT.md, "Row hash"), as hex: a
 # field is 'i' + 8-byte big-endian integer, 's' + 8-byte big-endian length

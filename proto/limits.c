@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -48,4 +49,20 @@ void limit_named(int err, const char *who, char *out, size_t len)
 		snprintf(out, len, "%s", err ? strerrordesc_np(err) : "no error");
 		break;
 	}
+}
+
+void duration_text(uint64_t ms, char *out, size_t len)
+{
+	static const struct {
+		uint64_t ms;
+		const char *unit;
+	} units[] = {
+		{ 86400000, "d" }, { 3600000, "h" }, { 60000, "m" }, { 1000, "s" }, { 1, "ms" },
+	};
+
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (ms % units[i].ms == 0) {
+			snprintf(out, len, "%" PRIu64 "%s", ms / units[i].ms, units[i].unit);
+			return;
+		}
 }

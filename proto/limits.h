@@ -6,6 +6,7 @@
 #ifndef KOTOBA_LIMITS_H
 #define KOTOBA_LIMITS_H
 #include <stddef.h>
+#include <stdint.h>
 
 /* Writes what `err` from a fork, an exec after a change of user, or an
  * open in the calling process (`who`, e.g. "the broker") means, naming the
@@ -14,4 +15,8 @@
  * the system's, ENOMEM memory (RLIMIT_AS).  Any other errno: its
  * description.  Never allocates. */
 void limit_named(int err, const char *who, char *out, size_t len);
+
+/* A duration as a person and the config file write it, in the largest
+ * unit that divides ms: "8h", "90m", "45s", "250ms", "2d". */
+void duration_text(uint64_t ms, char *out, size_t len);
 #endif

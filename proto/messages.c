@@ -12,6 +12,7 @@
 #include "proto/check.h"
 #include "proto/decode_util.h"
 #include "proto/encode_util.h"
+#include "proto/limits.h"
 
 #define PATH_FIELD_MAX 4095
 #define NAME_FIELD_MAX 255
@@ -359,16 +360,30 @@ int enc_finished(struct frame *f, const struct msg_finished *m)
 	return enc_end(&e, f);
 }
 
+const char *card_family_detail(uint64_t grant_ttl_ms, char *out, size_t len)
+{
+	char ttl[32];
+
+	if (!grant_ttl_ms) {
+		snprintf(out, len, "%s", CARD_FAMILY_DETAIL);
+		return out;
+	}
+	duration_text(grant_ttl_ms, ttl, sizeof(ttl));
+	snprintf(out, len, CARD_FAMILY_DETAIL_TTL, ttl);
+	return out;
+}
+
 int enc_card(struct frame *f, const struct msg_card *m)
 {
 	static const char *const options[] = { "once", "always", "deny" };
+	char detail[256];
 	struct enc e;
 
 	/* An encoder never reads past the fixed arrays. */
 	if (m->n_labels > PROTO_LABELS_MAX || m->n_env > PROTO_ENV_MAX ||
 	    m->n_limits > PROTO_CARD_LIMITS_MAX)
 		return -E2BIG;
-	enc_begin(&e, "card", 13);
+	enc_begin(&e, "card", 13 + (m->grant_ttl_ms > 0));
 	put_uint(&e, "id", m->id);
 	put_pstr(&e, "card", m->card);
 	put_pstr(&e, "snippet", m->snippet);
@@ -395,7 +410,8 @@ int enc_card(struct frame *f, const struct msg_card *m)
 	raw_str(&e, "button", 6);
 	raw_str(&e, CARD_FAMILY_BUTTON, strlen(CARD_FAMILY_BUTTON));
 	raw_str(&e, "detail", 6);
-	raw_str(&e, CARD_FAMILY_DETAIL, strlen(CARD_FAMILY_DETAIL));
+	card_family_detail(m->grant_ttl_ms, detail, sizeof(detail));
+	raw_str(&e, detail, strlen(detail));
 	put_uint(&e, "expires_ms", m->expires_ms);
 	put_pstr(&e, "reason", m->reason);
 	put_pstr(&e, "cwd", m->cwd);
@@ -407,6 +423,8 @@ int enc_card(struct frame *f, const struct msg_card *m)
 		raw_str(&e, m->limits[i].name.ptr, m->limits[i].name.len);
 		raw_uint(&e, m->limits[i].value);
 	}
+	if (m->grant_ttl_ms)
+		put_uint(&e, "grant_ttl_ms", m->grant_ttl_ms);
 	return enc_end(&e, f);
 }
 
@@ -414,11 +432,15 @@ int enc_answer(struct frame *f, const struct msg_answer *m)
 {
 	struct enc e;
 
-	enc_begin(&e, "answer", 2 + m->has_id);
+	enc_begin(&e, "answer", 2 + m->has_id + (m->for_ms > 0) + (m->scope.len > 0));
 	if (m->has_id)
 		put_uint(&e, "id", m->id);
 	put_pstr(&e, "card", m->card);
 	put_str(&e, "choice", m->choice);
+	if (m->for_ms)
+		put_uint(&e, "for_ms", m->for_ms);
+	if (m->scope.len)
+		put_pstr(&e, "scope", m->scope);
 	return enc_end(&e, f);
 }
 
@@ -442,7 +464,7 @@ int enc_grant_list(struct frame *f, const struct msg_grant_list *m)
 	for (size_t i = 0; i < m->n; i++) {
 		const struct grant_info *g = &m->rows[i];
 
-		raw_map(&e, 5);
+		raw_map(&e, 5 + (g->expires_ms ? 2 : 0) + (g->scope.len > 0));
 		raw_str(&e, "family", 6);
 		raw_str(&e, g->family.ptr, g->family.len);
 		raw_str(&e, "saved_at_ms", 11);
@@ -453,6 +475,16 @@ int enc_grant_list(struct frame *f, const struct msg_grant_list *m)
 		raw_uint(&e, g->use_count);
 		raw_str(&e, "last_used_ms", 12);
 		raw_int(&e, g->last_used_ms);
+		if (g->expires_ms) {
+			raw_str(&e, "expires_ms", 10);
+			raw_int(&e, g->expires_ms);
+			raw_str(&e, "expired", 7);
+			raw_bool(&e, g->expired);
+		}
+		if (g->scope.len) {
+			raw_str(&e, "scope", 5);
+			raw_str(&e, g->scope.ptr, g->scope.len);
+		}
 	}
 	return enc_end(&e, f);
 }
@@ -1083,9 +1115,34 @@ static int dec_card(struct dec *d, struct msg_card *m, size_t max_snippet)
 	m->n_labels = a->size;
 	if ((rc = dec_str(d, "cwd", false, PATH_FIELD_MAX, &m->cwd)) < 0 ||
 	    (rc = dec_uint(d, "timeout_ms", false, &m->timeout_ms)) < 0 ||
-	    (rc = dec_env_map(d, "card.env", m->env, &m->n_env)) < 0)
+	    (rc = dec_env_map(d, "card.env", m->env, &m->n_env)) < 0 ||
+	    (rc = dec_uint(d, "grant_ttl_ms", false, &m->grant_ttl_ms)) < 0)
 		return rc;
 	return dec_card_limits(d, m);
+}
+
+/* A grant's terms go with the answer that saves one, and only there: a
+ * `once` that names a scope would read as if something were saved. */
+static int dec_answer_terms(struct dec *d, struct msg_answer *m)
+{
+	bool always = !strcmp(m->choice, "always");
+	int has_for, has_scope;
+
+	m->for_ms = 0;
+	m->scope = (struct pstr){ NULL, 0 };
+	if ((has_for = dec_uint(d, "for_ms", false, &m->for_ms)) < 0)
+		return has_for;
+	if ((has_scope = dec_str(d, "scope", false, PATH_FIELD_MAX, &m->scope)) < 0)
+		return has_scope;
+	if (has_for && !always)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'for_ms' goes with choice 'always' only");
+	if (has_scope && !always)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'scope' goes with choice 'always' only");
+	if (has_for && m->for_ms == 0)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'for_ms' must be at least 1");
+	if (has_scope && (m->scope.len == 0 || m->scope.ptr[0] != '/'))
+		return dec_fail(d, PERR_BAD_FIELD, "field 'scope' must be an absolute directory");
+	return 0;
 }
 
 static int dec_answer(struct dec *d, struct msg_answer *m)
@@ -1098,7 +1155,7 @@ static int dec_answer(struct dec *d, struct msg_answer *m)
 	if ((rc = dec_str(d, "card", true, NAME_FIELD_MAX, &m->card)) < 0 ||
 	    (rc = dec_enum(d, "choice", true, choices, &m->choice)) < 0)
 		return rc;
-	return 0;
+	return dec_answer_terms(d, m);
 }
 
 static int dec_grant(struct dec *d, const msgpack_object *o, struct grant_info *g)
@@ -1111,7 +1168,10 @@ static int dec_grant(struct dec *d, const msgpack_object *o, struct grant_info *
 	    (rc = dec_int(&sub, "saved_at_ms", true, &g->saved_at_ms)) < 0 ||
 	    (rc = dec_str(&sub, "card", true, NAME_FIELD_MAX, &g->card)) < 0 ||
 	    (rc = dec_uint(&sub, "use_count", true, &g->use_count)) < 0 ||
-	    (rc = dec_int(&sub, "last_used_ms", true, &g->last_used_ms)) < 0)
+	    (rc = dec_int(&sub, "last_used_ms", true, &g->last_used_ms)) < 0 ||
+	    (rc = dec_int(&sub, "expires_ms", false, &g->expires_ms)) < 0 ||
+	    (rc = dec_bool(&sub, "expired", false, &g->expired)) < 0 ||
+	    (rc = dec_str(&sub, "scope", false, PATH_FIELD_MAX, &g->scope)) < 0)
 		return rc;
 	return 0;
 }

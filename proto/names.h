@@ -38,12 +38,13 @@
 	X(DECISION_FAILED, "failed")                                                               \
 	X(DECISION_CANCELLED, "cancelled")
 
-/* What an audit row records: a decision, a run's exit, or a refused
- * connection. */
+/* What an audit row records: a decision, a run's exit, a refused
+ * connection, or a saved grant found expired (decision `expired`). */
 #define PROTO_EVENTS(X)                                                                            \
 	X(EVENT_DECISION, "decision")                                                              \
 	X(EVENT_EXIT, "exit")                                                                      \
-	X(EVENT_CONNECT, "connect")
+	X(EVENT_CONNECT, "connect")                                                                \
+	X(EVENT_GRANT, "grant")
 
 /* The setup steps a `setup_error` names (PROTOCOL.md, "setup_error"): the
  * broker's fork, the worker's and the snippet's steps in the order they

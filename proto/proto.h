@@ -271,6 +271,15 @@ struct msg_queued {
 	"Any code she writes then runs on this computer without asking, until you revoke it in " \
 	"Settings."
 
+/* The detail under the family option when [gate] grant_ttl bounds a
+ * grant: the spec's sentence, saying how long "until" can be at most. */
+#define CARD_FAMILY_DETAIL_TTL \
+	"Any code she writes then runs on this computer without asking, for %s at most, or " \
+	"until you revoke it in Settings."
+/* The detail a card shows: CARD_FAMILY_DETAIL, or with a grant_ttl_ms the
+ * sentence above.  Returns out. */
+const char *card_family_detail(uint64_t grant_ttl_ms, char *out, size_t len);
+
 struct card_label {
 	const char *label;  /* one of proto_labels */
 	uint64_t start, end; /* byte span of the first match */
@@ -299,6 +308,7 @@ struct msg_card {
 	struct env_pair env[PROTO_ENV_MAX];
 	size_t n_limits;      /* the other limits: name ("memory_bytes"...) and value */
 	struct card_limit limits[PROTO_CARD_LIMITS_MAX];
+	uint64_t grant_ttl_ms; /* the longest an `always` grant lasts; 0: until revoked */
 };
 
 struct msg_answer {
@@ -306,6 +316,9 @@ struct msg_answer {
 	uint64_t id;
 	struct pstr card;
 	const char *choice; /* "once" | "always" | "deny" */
+	/* With "always" only: the grant's terms. */
+	uint64_t for_ms;    /* it lasts this long (clamped to [gate] grant_ttl); 0: not given */
+	struct pstr scope;  /* it covers runs in this directory tree; len 0: not given */
 };
 
 struct msg_grants {
@@ -318,6 +331,9 @@ struct grant_info {
 	struct pstr card;
 	uint64_t use_count;
 	int64_t last_used_ms;
+	int64_t expires_ms;  /* 0: until revoked (then `expired` is not sent) */
+	bool expired;
+	struct pstr scope;   /* len 0: everywhere (not sent) */
 };
 
 struct msg_grant_list {

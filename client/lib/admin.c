@@ -72,6 +72,9 @@ enum kotoba_code kotoba_grants(struct kotoba_client *c, struct kotoba_grant *row
 		r->saved_at_ms = gi->saved_at_ms;
 		r->use_count = gi->use_count;
 		r->last_used_ms = gi->last_used_ms;
+		r->expires_ms = gi->expires_ms;
+		r->expired = gi->expired;
+		kc_copy(r->scope, sizeof(r->scope), gi->scope.ptr, gi->scope.len);
 		kc_put_sized(row_at(rows, (*n)++), r, sizeof(*r));
 	}
 	return KOTOBA_OK;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "client/lib/internal.h"
+#include "proto/limits.h"
 
 static const char *const card_options[] = { "once", "always", "deny", NULL };
 
@@ -84,6 +85,8 @@ static void finish(struct kotoba_client *c)
 static enum kotoba_choice ask(const struct kotoba_exec_opts *o, const struct msg_card *m,
 			      struct kotoba_card *k, struct kotoba_card_label *labels)
 {
+	char detail[256];
+
 	for (size_t i = 0; i < m->n_labels; i++)
 		labels[i] = (struct kotoba_card_label){ m->labels[i].label, m->labels[i].start,
 							m->labels[i].end, m->labels[i].line };
@@ -93,7 +96,7 @@ static enum kotoba_choice ask(const struct kotoba_exec_opts *o, const struct msg
 	k->options = card_options;
 	k->family = CARD_FAMILY;
 	k->family_button = CARD_FAMILY_BUTTON;
-	k->family_detail = CARD_FAMILY_DETAIL;
+	k->family_detail = card_family_detail(m->grant_ttl_ms, detail, sizeof(detail));
 	k->expires_ms = m->expires_ms;
 	return o->on_card ? o->on_card(o->arg, k) : KOTOBA_CARD_DENY;
 }
@@ -165,6 +168,7 @@ static enum kotoba_code on_card(struct kotoba_client *c, const struct kotoba_exe
 	k.n_env = m->n_env;
 	k.limits = st->limits;
 	k.n_limits = m->n_limits;
+	k.grant_ttl_ms = m->grant_ttl_ms;
 	choice = ask(o, m, &k, labels);
 	/* An answer this library does not know is treated as the safe one. */
 	if (choice != KOTOBA_CARD_DEFER && choice != KOTOBA_CARD_ONCE &&
@@ -352,6 +356,32 @@ enum kotoba_code kotoba_answer(struct kotoba_client *c, const char *card_id,
 			 choice != KOTOBA_CARD_DENY))
 		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
 			       "a card is answered once, always or deny");
+	if ((rc = kc_encoded(enc_answer(&f, &a), err)))
+		return rc;
+	return kc_send(c, &f, err);
+}
+
+enum kotoba_code kotoba_answer_always(struct kotoba_client *c, const char *card_id,
+				      const struct kotoba_grant_terms *terms,
+				      struct kotoba_error *err)
+{
+	struct msg_answer a = { .card = pstr_c(card_id),
+				.choice = kotoba_choice_name(KOTOBA_CARD_ALWAYS) };
+	struct frame f = { 0 };
+	enum kotoba_code rc;
+
+	if (!card_id)
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL, "which card? card_id is NULL");
+	if (terms && kc_size_of(terms) < KC_GRANT_TERMS_SIZE)
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
+			       "set the terms' size to sizeof(struct kotoba_grant_terms)");
+	if (terms && terms->scope && terms->scope[0] != '/')
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
+			       "a grant's scope is an absolute directory");
+	if (terms) {
+		a.for_ms = terms->for_ms;
+		a.scope = terms->scope ? pstr_c(terms->scope) : (struct pstr){ NULL, 0 };
+	}
 	if ((rc = kc_encoded(enc_answer(&f, &a), err)))
 		return rc;
 	return kc_send(c, &f, err);

@@ -37,6 +37,7 @@ struct kotoba_client {
 #define KC_RESULT_SIZE KC_SIZE_THROUGH(kotoba_result, container)
 #define KC_GRANT_SIZE KC_SIZE_THROUGH(kotoba_grant, last_used_ms)
 #define KC_AUDIT_ROW_SIZE KC_SIZE_THROUGH(kotoba_audit_row, timed_out)
+#define KC_GRANT_TERMS_SIZE KC_SIZE_THROUGH(kotoba_grant_terms, scope)
 
 /* Copies the library's whole struct @src (@src_size bytes, starting with
  * its size) into the caller's @dst, as much of it as the caller's own

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "client/lib/internal.h"
+#include "proto/limits.h"
 
 #define TAB_STOP 8
 /* Combining marks after one base character: more than this are shown as
@@ -493,4 +494,9 @@ char *kotoba_card_text(const struct kotoba_card *card, unsigned width, unsigned 
 		return NULL;
 	}
 	return out;
+}
+
+void kotoba_duration_text(uint64_t ms, char *out, size_t len)
+{
+	duration_text(ms, out, len);
 }

@@ -60,6 +60,8 @@ struct run_state {
 	pthread_cond_t cond;
 	char card[256];
 	bool have_card, saw_output, done;
+	/* for_ms= and scope=: an `always` sent with terms from the callback */
+	struct kotoba_grant_terms terms;
 };
 
 static void on_output(void *arg, enum kotoba_stream stream, const void *data, size_t len)
@@ -91,8 +93,9 @@ static void print_card(const struct kotoba_card *k)
 	for (size_t i = 0; k->options[i]; i++)
 		printf("%s\"%s\"", i ? "," : "", k->options[i]);
 	printf("],\"family\":\"%s\",\"button\":\"%s\",\"detail\":\"%s\",\"expires_ms\":%llu,"
-	       "\"reason\":",
-	       k->family, k->family_button, k->family_detail, (unsigned long long)k->expires_ms);
+	       "\"grant_ttl_ms\":%llu,\"reason\":",
+	       k->family, k->family_button, k->family_detail, (unsigned long long)k->expires_ms,
+	       (unsigned long long)k->grant_ttl_ms);
 	json_str(k->reason, strlen(k->reason));
 	printf("}\n");
 	fflush(stdout);
@@ -103,6 +106,14 @@ static enum kotoba_choice on_card(void *arg, const struct kotoba_card *k)
 	struct run_state *st = arg;
 
 	print_card(k);
+	if (st->answer == KOTOBA_CARD_ALWAYS && (st->terms.for_ms || st->terms.scope)) {
+		struct kotoba_error err = KOTOBA_ERROR_INIT;
+		enum kotoba_code rc = kotoba_answer_always(st->c, k->id, &st->terms, &err);
+
+		if (rc)
+			print_error("answer-failed", rc, &err);
+		return rc ? KOTOBA_CARD_DENY : KOTOBA_CARD_DEFER;
+	}
 	if (!st->defer)
 		return st->answer;
 	pthread_mutex_lock(&st->lock);
@@ -187,6 +198,10 @@ static void parse_run(int argc, char **argv, struct run_args *a, struct run_stat
 			a->x.timeout_ms = strtoull(argv[i] + 11, NULL, 10);
 		else if (!strncmp(argv[i], "env=", 4) && a->n_env < 3)
 			a->env[a->n_env++] = argv[i] + 4;
+		else if (!strncmp(argv[i], "for_ms=", 7))
+			st->terms.for_ms = strtoull(argv[i] + 7, NULL, 10);
+		else if (!strncmp(argv[i], "scope=", 6))
+			st->terms.scope = argv[i] + 6;
 	}
 	st->defer = st->answer == KOTOBA_CARD_DEFER;
 	if (st->defer && !st->delay_ms)
@@ -206,7 +221,7 @@ static int run_end(enum kotoba_code rc, const struct kotoba_result *res,
 static int cmd_run(const char *sock, const char *code, int argc, char **argv)
 {
 	struct run_state st = { .answer = KOTOBA_CARD_DENY, .lock = PTHREAD_MUTEX_INITIALIZER,
-				.cond = PTHREAD_COND_INITIALIZER };
+				.cond = PTHREAD_COND_INITIALIZER, .terms = KOTOBA_GRANT_TERMS_INIT };
 	struct run_args a = { .x = { .size = sizeof(a.x), .code = code, .on_output = on_output, .on_card = on_card,
 				     .on_notice = on_notice, .arg = &st } };
 	struct kotoba_result res = KOTOBA_RESULT_INIT;
@@ -264,7 +279,7 @@ static void *exec_main(void *arg)
 static int cmd_cancel(const char *sock, const char *code, const char *cwd)
 {
 	struct run_state st = { .answer = KOTOBA_CARD_DENY, .lock = PTHREAD_MUTEX_INITIALIZER,
-				.cond = PTHREAD_COND_INITIALIZER };
+				.cond = PTHREAD_COND_INITIALIZER, .terms = KOTOBA_GRANT_TERMS_INIT };
 	struct exec_thread e = { .st = &st, .x = { .size = sizeof(e.x), .code = code, .cwd = cwd,
 						   .on_output = on_output, .arg = &st },
 				 .res = KOTOBA_RESULT_INIT, .err = KOTOBA_ERROR_INIT };
@@ -348,9 +363,12 @@ static int cmd_grants(struct kotoba_client *c)
 		return print_error("error", rc, &err), 0;
 	for (size_t i = 0; i < n; i++)
 		printf("{\"event\":\"grant\",\"family\":\"%s\",\"card\":\"%s\",\"saved_at_ms\":%lld,"
-		       "\"use_count\":%llu,\"last_used_ms\":%lld}\n",
+		       "\"use_count\":%llu,\"last_used_ms\":%lld,\"expires_ms\":%lld,"
+		       "\"expired\":%s,\"scope\":\"%s\"}\n",
 		       rows[i].family, rows[i].card, (long long)rows[i].saved_at_ms,
-		       (unsigned long long)rows[i].use_count, (long long)rows[i].last_used_ms);
+		       (unsigned long long)rows[i].use_count, (long long)rows[i].last_used_ms,
+		       (long long)rows[i].expires_ms, rows[i].expired ? "true" : "false",
+		       rows[i].scope);
 	printf("{\"event\":\"grants\",\"n\":%zu}\n", n);
 	return 0;
 }

@@ -152,6 +152,29 @@ def test_grants_revoke_audit(broker_proc):
     assert "intact" in kc(s, "verify")[0]["message"]
 
 
+def test_answer_always_with_terms(make_broker):
+    """kotoba_answer_always from the callback: the grant's life, cut to the
+    broker's grant_ttl, and its scope; kotoba_grants reads them back."""
+    b = make_broker(config="[gate]\ngrant_ttl = 1h\n")
+    s = b.socket
+    ev = run(b, "print(1)", "channel", "answer=always", "for_ms=86400000",
+             "scope=" + b.dir)
+    card = [e for e in ev if e["event"] == "card"][0]
+    assert card["grant_ttl_ms"] == 3600000
+    assert card["detail"] == ("Any code she writes then runs on this computer without "
+                              "asking, for 1h at most, or until you revoke it in Settings.")
+    assert ev[-1]["event"] == "exit"
+    g = kc(s, "grants")[0]
+    assert g["scope"] == os.path.realpath(b.dir) and g["expired"] is False
+    assert abs(g["expires_ms"] - g["saved_at_ms"] - 3600000) < 2000
+    # Outside the scope the card comes back.
+    ev = run(b, "print(2)", "channel", "answer=deny", "cwd=/")
+    assert [e for e in ev if e["event"] == "card"] and ev[-1]["code"] == "denied"
+    # A relative scope never leaves the library.
+    ev = run(b, "print(3)", "channel", "answer=always", "scope=relative", "cwd=/")
+    assert [e for e in ev if e["event"] == "answer-failed"][0]["code"] == "invalid"
+
+
 def test_misuse_is_reported_not_fatal(broker_proc):
     ev = {e["event"]: e for e in kc(broker_proc.socket, "misuse")}
     for name in ("exec-before-hello", "grants-before-hello", "hello-twice", "answer-defer",

@@ -337,7 +337,8 @@ def assert_escaped(out):
     (["approvals", "ls"],
      [{"type": "grant_list", "grants": [{"family": HOSTILE_TEXT, "saved_at_ms": 1,
                                          "card": HOSTILE_TEXT, "use_count": 1,
-                                         "last_used_ms": 0}]}]),
+                                         "last_used_ms": 0, "expires_ms": 1,
+                                         "expired": True, "scope": "/" + HOSTILE_TEXT}]}]),
 ], ids=["error-message", "audit-tail", "approvals-ls"])
 def test_broker_strings_are_escaped(tmpdir_k, argv, answers):
     path = os.path.join(tmpdir_k, "fake.sock")

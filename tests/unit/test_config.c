@@ -107,6 +107,7 @@ static void assert_config_equal(const struct config *a, const struct config *b)
 	EQ_NUM(snippet_max);
 	EQ_NUM(frame_max);
 	EQ_NUM(card_timeout_ms);
+	EQ_NUM(grant_ttl_ms);
 	EQ_NUM(unattended);
 	EQ_NUM(landlock);
 	EQ_STR(container_cli);
@@ -148,6 +149,7 @@ static void test_defaults(void **state UNUSED)
 	assert_true(c.snippet_max == 1048576);
 	assert_true(c.frame_max == 4 * MIB);
 	assert_true(c.card_timeout_ms == 300000);
+	assert_true(c.grant_ttl_ms == 0); /* until revoked, as the spec says */
 	assert_int_equal(c.unattended, UNATTENDED_DOCUMENTED);
 	assert_true(c.landlock);
 	assert_string_equal(c.container_cli, "docker");
@@ -192,6 +194,7 @@ static const char full_file[] =
 	"frame = 2M\n"
 	"[gate]\n"
 	"card_timeout = 90\n"
+	"grant_ttl = 8h\n"
 	"unattended = refuse\n"
 	"[sandbox]\n"
 	"landlock = off\n"
@@ -246,6 +249,7 @@ static void check_full(const struct config *c)
 	assert_true(c->snippet_max == 100000);
 	assert_true(c->frame_max == 2 * MIB);
 	assert_true(c->card_timeout_ms == 90000);
+	assert_true(c->grant_ttl_ms == 8 * 3600000);
 	assert_int_equal(c->unattended, UNATTENDED_REFUSE);
 	assert_false(c->landlock);
 	assert_string_equal(c->container_cli, "/usr/bin/podman");
@@ -312,6 +316,12 @@ static void test_errors(void **state UNUSED)
 		     "duplicate key [gate] card_timeout; first set on line 2");
 	expect_error("[gate]\ncard_timeout = 60\n[gate]\ncard_timeout = 6\n",
 		     4, "first set on line 2");
+	expect_error("[gate]\n\ngrant_ttl = 8 hours\n", 3,
+		     "[gate] grant_ttl: '8 hours' is not valid; accepted: seconds, or a number "
+		     "with ms, s, m, h or d after it, from 0s to 31622400s");
+	expect_error("[gate]\ngrant_ttl = 367d\n", 2,
+		     "[gate] grant_ttl: '367d' is out of range");
+	expect_error("[gate]\ngrant_ttl = -1h\n", 2, "[gate] grant_ttl: '-1h' is not valid");
 	expect_error("[broker]\nthis line has no equals sign\n", 2,
 		     "expected '[section]' or 'key = value'");
 	expect_error("[broker\nuser = x\n", 1, "expected '[section]'");
@@ -477,7 +487,12 @@ static void test_suffixes(void **state UNUSED)
 	assert_int_equal(set1(&c, "limits", "timeout", "1440m"), 0);
 	assert_int_equal(set1(&c, "limits", "timeout", "1441m"), -1);
 	assert_int_equal(set1(&c, "limits", "timeout", "99ms"), -1);
-	assert_int_equal(set1(&c, "limits", "timeout", "1h"), -1);
+	assert_int_equal(set1(&c, "limits", "timeout", "1h"), 0);
+	assert_true(c.timeout_ms == 3600000);
+	assert_int_equal(set1(&c, "limits", "timeout", "1d"), 0);
+	assert_int_equal(set1(&c, "limits", "timeout", "2d"), -1);
+	assert_int_equal(set1(&c, "limits", "timeout", "1w"), -1);
+	assert_int_equal(set1(&c, "limits", "timeout", "1H"), -1);
 	assert_int_equal(set1(&c, "limits", "timeout", "1.5s"), -1);
 	assert_int_equal(set1(&c, "limits", "timeout", "307445734561825861m"), -1);
 	assert_int_equal(set1(&c, "limits", "timeout", "18446744073709551615s"), -1);

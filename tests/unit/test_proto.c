@@ -1,4 +1,4 @@
-// link: proto/frame.c proto/check.c proto/decode_util.c proto/names.c proto/encode_util.c proto/messages.c
+// link: proto/frame.c proto/check.c proto/decode_util.c proto/names.c proto/encode_util.c proto/messages.c proto/limits.c
 /* The codec against the test vectors in proto/PROTOCOL.md, and the framing
  * and structural limits.  Each vector's bytes are decoded and re-encoded
  * byte for byte, and what was decoded is compared with the fields the

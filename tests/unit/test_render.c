@@ -1,4 +1,4 @@
-// link: client/lib/render.c
+// link: client/lib/render.c proto/limits.c
 /* Text for a terminal (client/lib/render.c): nothing a snippet, a client or
  * the broker wrote reaches the terminal as a control or an invisible code
  * point, and the card shows every line of the snippet with its number. */

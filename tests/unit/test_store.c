@@ -199,13 +199,13 @@ static void test_grants(void **state)
 	size_t n = 9;
 	bool has = true, existed = true;
 
-	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has), 0);
+	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has, NULL), 0);
 	assert_false(has);
 	assert_int_equal(store_grant_list(s, 1000, g, 4, &n), 0);
 	assert_int_equal(n, 0);
 
-	assert_int_equal(store_grant_save(s, 1000, FAMILY, "card-1"), 0);
-	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has), 0);
+	assert_int_equal(store_grant_save(s, 1000, FAMILY, "card-1", NULL), 0);
+	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has, NULL), 0);
 	assert_true(has);
 	assert_int_equal(store_grant_list(s, 1000, g, 4, &n), 0);
 	assert_int_equal(n, 1);
@@ -217,7 +217,7 @@ static void test_grants(void **state)
 	saved = g[0].saved_at_ms;
 
 	/* uid 1000's grant is invisible to 1001. */
-	assert_int_equal(store_grant_get(s, 1001, FAMILY, &has), 0);
+	assert_int_equal(store_grant_get(s, 1001, FAMILY, &has, NULL), 0);
 	assert_false(has);
 	assert_int_equal(store_grant_list(s, 1001, g, 4, &n), 0);
 	assert_int_equal(n, 0);
@@ -227,7 +227,7 @@ static void test_grants(void **state)
 
 	/* Re-saving keeps the first saved_at and card. */
 	usleep(5000);
-	assert_int_equal(store_grant_save(s, 1000, FAMILY, "card-2"), 0);
+	assert_int_equal(store_grant_save(s, 1000, FAMILY, "card-2", NULL), 0);
 	assert_int_equal(store_grant_touch(s, 1000, FAMILY), 0);
 	assert_int_equal(store_grant_touch(s, 1000, FAMILY), 0);
 	assert_int_equal(store_grant_list(s, 1000, g, 4, &n), 0);
@@ -242,11 +242,11 @@ static void test_grants(void **state)
 	assert_int_equal(n, 0);
 
 	/* Bad arguments are refused with a sentence. */
-	assert_int_equal(store_grant_save(s, 1000, "Execute Code", "c"), -EINVAL);
+	assert_int_equal(store_grant_save(s, 1000, "Execute Code", "c", NULL), -EINVAL);
 	assert_true(strlen(store_last_error(s)) > 10);
-	assert_int_equal(store_grant_save(s, 1000, FAMILY, "a b"), -EINVAL);
-	assert_int_equal(store_grant_save(s, 1000, FAMILY, ""), -EINVAL);
-	assert_int_equal(store_grant_get(s, 1000, "", &has), -EINVAL);
+	assert_int_equal(store_grant_save(s, 1000, FAMILY, "a b", NULL), -EINVAL);
+	assert_int_equal(store_grant_save(s, 1000, FAMILY, "", NULL), -EINVAL);
+	assert_int_equal(store_grant_get(s, 1000, "", &has, NULL), -EINVAL);
 	store_close(s);
 
 	/* Survives a restart. */
@@ -256,13 +256,93 @@ static void test_grants(void **state)
 	assert_int_equal(g[0].use_count, 2);
 	assert_int_equal(store_grant_revoke(s, 1000, FAMILY, &existed), 0);
 	assert_true(existed);
-	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has), 0);
+	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has, NULL), 0);
 	assert_false(has);
 	store_close(s);
 
 	s = must_open(f->dir);
-	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has), 0);
+	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has, NULL), 0);
 	assert_false(has);
+	store_close(s);
+}
+
+/* A grant's terms: an expiry by the wall clock and a directory scope. */
+static void test_grant_terms(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = must_open(f->dir);
+	struct grant_terms brief = { .life_ms = 50, .scope = "/srv/project" };
+	struct grant_terms day = { .life_ms = 86400000, .scope = NULL };
+	struct grant_row g, rows[2];
+	bool has = false;
+	size_t n = 0;
+
+	assert_int_equal(store_grant_save(s, 1000, FAMILY, "card-1", &brief), 0);
+	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has, &g), 0);
+	assert_true(has);
+	assert_string_equal(g.scope, "/srv/project");
+	assert_true(g.expires_ms >= g.saved_at_ms + 50 && g.expires_ms <= g.saved_at_ms + 1000);
+	assert_false(g.expired);
+	assert_false(g.expiry_recorded);
+	assert_int_equal(store_grant_touch(s, 1000, FAMILY), 0);
+
+	/* Past its expiry it is still there, and says so. */
+	usleep(80000);
+	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has, &g), 0);
+	assert_true(has && g.expired);
+	assert_int_equal(store_grant_list(s, 1000, rows, 2, &n), 0);
+	assert_int_equal(n, 1);
+	assert_true(rows[0].expired);
+	assert_int_equal(store_grant_expiry_recorded(s, 1000, FAMILY), 0);
+	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has, &g), 0);
+	assert_true(g.expiry_recorded);
+
+	/* Saving over an expired grant replaces it whole. */
+	assert_int_equal(store_grant_save(s, 1000, FAMILY, "card-2", &day), 0);
+	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has, &g), 0);
+	assert_string_equal(g.card_id, "card-2");
+	assert_string_equal(g.scope, "");
+	assert_int_equal(g.use_count, 0);
+	assert_false(g.expired);
+	assert_false(g.expiry_recorded);
+
+	/* Over one in force, the new terms apply and the rest stays. */
+	assert_int_equal(store_grant_touch(s, 1000, FAMILY), 0);
+	assert_int_equal(store_grant_save(s, 1000, FAMILY, "card-3", NULL), 0);
+	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has, &g), 0);
+	assert_string_equal(g.card_id, "card-2");
+	assert_int_equal(g.use_count, 1);
+	assert_int_equal(g.expires_ms, 0);
+	assert_false(g.expired);
+
+	/* A scope is an absolute directory. */
+	brief.scope = "relative/dir";
+	assert_int_equal(store_grant_save(s, 1000, FAMILY, "card-4", &brief), -EINVAL);
+	store_close(s);
+}
+
+/* A store from before grant terms: its grant reads as until revoked,
+ * everywhere, and the schema moves on. */
+static void test_grant_migration(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = must_open(f->dir);
+	struct grant_row g;
+	bool has = false;
+
+	assert_int_equal(store_grant_save(s, 1000, FAMILY, "card-old", NULL), 0);
+	store_close(s);
+	assert_int_equal(raw_exec(f->db, "ALTER TABLE grants DROP COLUMN expiry_recorded;"
+				  "ALTER TABLE grants DROP COLUMN scope;"
+				  "ALTER TABLE grants DROP COLUMN expires_ms;"
+				  "PRAGMA user_version=3"), SQLITE_OK);
+	s = must_open(f->dir);
+	assert_int_equal(store_grant_get(s, 1000, FAMILY, &has, &g), 0);
+	assert_true(has);
+	assert_string_equal(g.card_id, "card-old");
+	assert_int_equal(g.expires_ms, 0);
+	assert_string_equal(g.scope, "");
+	assert_false(g.expired);
 	store_close(s);
 }
 
@@ -766,7 +846,7 @@ static void crash_child(const char *dir, int round, int wfd)
 		_exit(2);
 	for (i = 0;; i++) {
 		m = (struct commit_msg){ .kind = 1, .uid = 1000000u * (uint32_t)(round + 1) + i };
-		if (store_grant_save(s, m.uid, FAMILY, "card-crash"))
+		if (store_grant_save(s, m.uid, FAMILY, "card-crash", NULL))
 			_exit(3);
 		if (write(wfd, &m, sizeof(m)) != sizeof(m))
 			_exit(4);
@@ -825,7 +905,7 @@ static void check_after_crash(struct fixture *f, const struct committed *c)
 	assert_int_equal(bad, 0);
 	assert_true((int64_t)rows >= c->max_seq);
 	for (i = 0; i < c->n; i++) {
-		assert_int_equal(store_grant_get(s, c->uids[i], FAMILY, &has), 0);
+		assert_int_equal(store_grant_get(s, c->uids[i], FAMILY, &has, NULL), 0);
 		if (!has)
 			print_error("grant for uid %u reported committed but missing\n", c->uids[i]);
 		assert_true(has);
@@ -973,6 +1053,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_grants, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_grant_terms, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_grant_migration, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_modes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readonly_dir, setup, teardown),

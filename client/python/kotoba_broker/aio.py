@@ -285,9 +285,11 @@ class AsyncBroker:
         except (Exception, asyncio.CancelledError):
             pass
 
-    async def answer(self, card_id: str, choice: str) -> None:
-        """Answers a card whose on_card returned DEFER."""
-        await self._send(wire.answer_frame(card_id, choice))
+    async def answer(self, card_id: str, choice: str, for_: Optional[float] = None,
+                     scope: Optional[wire.PathArg] = None) -> None:
+        """Answers a card whose on_card returned DEFER; `for_` and `scope`
+        as in Broker.answer()."""
+        await self._send(wire.answer_frame(card_id, choice, for_, scope))
 
     # ---- grants and audit ------------------------------------------------------
 

@@ -255,10 +255,15 @@ class Broker:
         finally:
             self._sock.settimeout(None)
 
-    def answer(self, card_id: str, choice: str) -> None:
-        """Answers a card whose on_card returned DEFER.  Thread-safe.  If the
-        card expired meanwhile, run() raises Expired."""
-        self._send(wire.answer_frame(card_id, choice))
+    def answer(self, card_id: str, choice: str, for_: Optional[float] = None,
+               scope: Optional[wire.PathArg] = None) -> None:
+        """Answers a card whose on_card returned DEFER (or from inside
+        on_card, which then returns DEFER).  Thread-safe.  If the card
+        expired meanwhile, run() raises Expired.  With "always", the grant
+        lasts `for_` seconds at most (cut to the broker's [gate] grant_ttl)
+        and covers only runs whose cwd is in `scope` or below (a directory
+        the broker resolves to its real path)."""
+        self._send(wire.answer_frame(card_id, choice, for_, scope))
 
     def cancel(self) -> None:
         """Cancels the run in flight (from another thread, or a callback):

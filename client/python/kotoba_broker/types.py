@@ -93,7 +93,9 @@ class Card:
     What else decides what runs is on the card too, as the run gets it:
     `cwd`, the `timeout` in seconds, each `env` entry the run keeps and the
     other `limits`, as (name, value) pairs.  From a broker that predates
-    them, `cwd` is None and the rest empty.  `text()` is the whole card made
+    them, `cwd` is None and the rest empty.  `grant_ttl_ms` is the longest
+    an "always" grant lasts on this broker ([gate] grant_ttl), 0 when it
+    lasts until revoked.  `text()` is the whole card made
     safe for a terminal (see kotoba_broker.render)."""
     id: str
     snippet: str
@@ -109,6 +111,7 @@ class Card:
     timeout: float = 0.0
     env: Tuple[Tuple[str, str], ...] = ()
     limits: Tuple[Tuple[str, int], ...] = ()
+    grant_ttl_ms: int = 0
 
     def text(self, width: int = 80, colour: bool = False) -> str:
         """The card for a terminal `width` columns wide, every character
@@ -128,7 +131,8 @@ class Card:
             detail=text.get("detail", ""), expires=m.get("expires_ms", 0) / 1000,
             reason=m.get("reason", ""), run_id=m.get("id", 0), cwd=m.get("cwd"),
             timeout=m.get("timeout_ms", 0) / 1000, env=tuple((m.get("env") or {}).items()),
-            limits=tuple((m.get("limits") or {}).items()))
+            limits=tuple((m.get("limits") or {}).items()),
+            grant_ttl_ms=m.get("grant_ttl_ms", 0))
 
     def annotated_lines(self) -> List[Tuple[int, str, List[str]]]:
         """(line number, text, [labels first matched on that line]) for each line.
@@ -145,12 +149,23 @@ class Card:
 
 @dataclasses.dataclass(frozen=True)
 class Grant:
-    """A saved grant of the calling user."""
+    """A saved grant of the calling user.  `expires_ms` is 0 when it lasts
+    until revoked; `expired` says it has passed (by the broker's clock) and
+    covers nothing.  `scope` is the directory whose tree it covers, None
+    for any."""
     family: str
     saved_at_ms: int
     card: str
     use_count: int
     last_used_ms: int
+    expires_ms: int = 0
+    expired: bool = False
+    scope: Optional[str] = None
+
+    @property
+    def expires(self) -> Optional[datetime.datetime]:
+        """None when it lasts until revoked."""
+        return _time(self.expires_ms)
 
     @property
     def saved_at(self) -> Optional[datetime.datetime]:
@@ -163,7 +178,8 @@ class Grant:
 
     @classmethod
     def from_frame(cls, g: Mapping[str, Any]) -> "Grant":
-        return cls(g["family"], g["saved_at_ms"], g["card"], g["use_count"], g["last_used_ms"])
+        return cls(g["family"], g["saved_at_ms"], g["card"], g["use_count"], g["last_used_ms"],
+                   g.get("expires_ms", 0), bool(g.get("expired", False)), g.get("scope"))
 
 
 @dataclasses.dataclass(frozen=True)

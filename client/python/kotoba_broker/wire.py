@@ -3,7 +3,7 @@ length and one msgpack map, encoded with Debian's python3-msgpack."""
 import math
 import os
 import struct
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 import msgpack
 
@@ -90,7 +90,23 @@ def exec_frame(run_id: int, code: str, cwd: Optional[PathArg], timeout: Optional
     return encode(msg)
 
 
-def answer_frame(card_id: str, choice: str) -> bytes:
+def answer_frame(card_id: str, choice: str, for_: Optional[float] = None,
+                 scope: Optional[PathArg] = None) -> bytes:
+    """An answer; with "always", the grant may last `for_` seconds (the
+    broker cuts it to its [gate] grant_ttl) and cover only runs in the
+    directory `scope` or below."""
     if choice not in ("once", "always", "deny"):
         raise ValueError("a card is answered 'once', 'always' or 'deny', not %r" % (choice,))
-    return encode({"type": "answer", "card": card_id, "choice": choice})
+    msg: Dict[str, Any] = {"type": "answer", "card": card_id, "choice": choice}
+    if (for_ is not None or scope is not None) and choice != "always":
+        raise ValueError("for_ and scope go with 'always' only")
+    if for_ is not None:
+        if for_ <= 0:
+            raise ValueError("for_ must be positive seconds, or None")
+        msg["for_ms"] = max(1, math.ceil(for_ * 1000))
+    if scope is not None:
+        path = os.fsdecode(scope)
+        if not os.path.isabs(path):
+            raise ValueError("scope must be an absolute directory, not %r" % (path,))
+        msg["scope"] = path
+    return encode(msg)

@@ -242,6 +242,46 @@ def test_grant_saved_and_revoked(broker_proc):
         assert "no execute_code grant" in c.revoke("execute_code")
 
 
+def test_grant_with_terms(make_broker):
+    """answer(..., for_=, scope=) from inside on_card: the grant lasts at
+    most [gate] grant_ttl, covers only its tree, and expires."""
+    b = make_broker(config="[gate]\ngrant_ttl = 1s\n")
+    inside = os.path.join(b.dir, "proj")
+    os.mkdir(inside)
+    os.chmod(inside, 0o755)
+    seen = []
+
+    with connect(b) as c:
+        def always_here(card):
+            seen.append(card)
+            c.answer(card.id, kb.ALWAYS, for_=3600, scope=inside)
+            return kb.DEFER
+
+        c.run("print(1)", cwd=inside, on_card=always_here)
+        assert seen[0].grant_ttl_ms == 1000 and "for 1s at most" in seen[0].detail
+        (g,) = c.grants()
+        assert g.scope == os.path.realpath(inside) and not g.expired
+        assert g.expires is not None and 0 < g.expires_ms - g.saved_at_ms <= 1000
+        assert c.run("print(2)", cwd=inside, on_card=None).approver == "grant"
+        with pytest.raises(kb.Denied):
+            c.run("print(3)", cwd=b.dir, on_card=lambda card: kb.DENY)
+        time.sleep(1.2)
+        with pytest.raises(kb.Denied):
+            c.run("print(4)", cwd=inside, on_card=lambda card: kb.DENY)
+        assert c.grants()[0].expired
+
+
+def test_answer_terms_are_checked_before_sending():
+    from kotoba_broker import wire
+    with pytest.raises(ValueError):
+        wire.answer_frame("c-1", "once", for_=60)
+    with pytest.raises(ValueError):
+        wire.answer_frame("c-1", "always", scope="relative")
+    with pytest.raises(ValueError):
+        wire.answer_frame("c-1", "always", for_=0)
+    assert b"for_ms" in wire.answer_frame("c-1", "always", for_=0.5)
+
+
 # ---- audit ----------------------------------------------------------------------------
 
 def test_audit_tail_and_verify(broker_proc):
