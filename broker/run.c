@@ -262,9 +262,11 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 		rc = engine_section(r, rq, env, n_env, &job, err, errlen);
 	if (rc == 0)
 		rc = secrets_fill_job(r->b, id, &job, err, errlen);
-	if (rc == 0 && job.has_secrets && job.profile == PROFILE_UNATTENDED &&
-	    (masks_fd = secrets_kept(id->uid, now_ms(), job.masks_key)) >= 0)
-		job.has_masks_key = true;
+	if (rc == 0 && job.has_secrets && job.profile == PROFILE_UNATTENDED) {
+		job.mounts = secrets_mount_table();
+		masks_fd = secrets_kept(id->uid, now_ms(), job.masks_key);
+		job.has_masks_key = masks_fd >= 0;
+	}
 	if (rc == 0 && (rc = enc_job(&f, &job)) < 0)
 		snprintf(err, errlen, "could not encode the job: %s", strerror(-rc));
 	env_free(env, n_env);

@@ -39,4 +39,8 @@ int secrets_kept(uid_t uid, uint64_t now, uint8_t key[PROTO_MASKS_KEY_LEN]);
 void secrets_keep(uid_t uid, int fd, const uint8_t key[PROTO_MASKS_KEY_LEN], uint64_t now);
 int secrets_kept_tick(uint64_t now);
 
+/* /proc/self/mountinfo as of now, read again only when it changed; len 0
+ * when it cannot be read (the worker then reads its own). */
+struct pstr secrets_mount_table(void);
+
 #endif

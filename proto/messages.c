@@ -290,7 +290,10 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		return -E2BIG;
 	if (m->has_masks_key && !m->has_secrets)
 		return -EINVAL;
-	enc_begin(&e, "job", 9 + m->has_engine + m->has_secrets + m->has_masks_key);
+	if (m->mounts.len && !m->has_secrets)
+		return -EINVAL;
+	enc_begin(&e, "job", 9 + m->has_engine + m->has_secrets + m->has_masks_key +
+			     (m->mounts.len > 0));
 	put_str(&e, "profile", profile_name(m->profile));
 	put_pstr(&e, "python", m->python);
 	put_pstr(&e, "cwd", m->cwd);
@@ -318,6 +321,8 @@ int enc_job(struct frame *f, const struct msg_job *m)
 	}
 	if (m->has_masks_key)
 		put_bin(&e, "masks", m->masks_key, sizeof(m->masks_key));
+	if (m->mounts.len)
+		put_bin(&e, "mounts", m->mounts.ptr, m->mounts.len);
 	return enc_end(&e, f);
 }
 
@@ -980,6 +985,27 @@ static int dec_masks_key(struct dec *d, const char *key, bool required, bool *ha
 	return 0;
 }
 
+/* The mount table's text beside the secret set (unattended: the masks'
+ * aliases and key); bytes, as mount points need not be UTF-8. */
+static int dec_job_mounts(struct dec *d, struct msg_job *m)
+{
+	const uint8_t *p = NULL;
+	size_t len = 0;
+	int rc = dec_bin(d, "mounts", false, PROTO_MOUNTS_MAX, &p, &len);
+
+	m->mounts = (struct pstr){ NULL, 0 };
+	if (rc <= 0)
+		return rc;
+	if (!m->has_secrets || m->profile != PROFILE_UNATTENDED)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'mounts' is for an unattended job with "
+				"'secrets' only");
+	if (len == 0 || memchr(p, '\0', len))
+		return dec_fail(d, PERR_BAD_FIELD, "field 'mounts' must be a mount table, "
+				"without NUL");
+	m->mounts = (struct pstr){ (const char *)p, len };
+	return 0;
+}
+
 /* Only beside the secret set of an unattended job: the engine's masks
  * are the container's volumes, not a namespace. */
 static int dec_job_masks(struct dec *d, struct msg_job *m)
@@ -991,7 +1017,7 @@ static int dec_job_masks(struct dec *d, struct msg_job *m)
 	if (m->has_masks_key && (!m->has_secrets || m->profile != PROFILE_UNATTENDED))
 		return dec_fail(d, PERR_BAD_FIELD, "field 'masks' is for an unattended job with "
 				"'secrets' only");
-	return 0;
+	return dec_job_mounts(d, m);
 }
 
 static int dec_job(struct dec *d, struct msg_job *m)

@@ -31,6 +31,7 @@
 #define PROTO_STEPS_MAX 4                    /* engine commands before the snippet */
 #define PROTO_SECRETS_MAX 64                 /* entries of job.secrets */
 #define PROTO_MASKS_KEY_LEN 32               /* job.masks, masks.key: a SHA-256 */
+#define PROTO_MOUNTS_MAX (1u << 20)          /* job.mounts: the mount table's text */
 /* An engine step's argument the worker replaces with one mask argument
  * per secret of the working directory (PROTOCOL.md, "job"). */
 #define PROTO_SECRET_MASKS_ARG "{secret-masks}"
@@ -466,6 +467,9 @@ struct msg_job {
 	 * this frame as SCM_RIGHTS (PROTOCOL.md, "masks"). */
 	bool has_masks_key;
 	uint8_t masks_key[PROTO_MASKS_KEY_LEN];
+	/* With secrets: /proc/self/mountinfo as the broker last read it;
+	 * len 0: absent (the worker reads its own). */
+	struct pstr mounts;
 };
 
 struct msg_ready {

@@ -348,13 +348,28 @@ static char *read_mountinfo(char *err, size_t errlen)
 	return text;
 }
 
+/* The broker's copy of the table (the same namespace: it started us),
+ * else our own read of it; NUL-terminated and ours to cut up. */
+static char *mount_table(const struct plan *p, char *err, size_t errlen)
+{
+	const struct pstr t = p->job->mounts;
+	char *text;
+
+	if (!t.len)
+		return read_mountinfo(err, errlen);
+	if (!(text = strndup(t.ptr, t.len)))
+		snprintf(err, errlen, "out of memory copying the mount table");
+	return text;
+}
+
 /* false after saying why. */
-static bool read_mounts(struct mounts *m, struct sha256_ctx *key, char *err, size_t errlen)
+static bool read_mounts(const struct plan *p, struct mounts *m, struct sha256_ctx *key, char *err,
+			size_t errlen)
 {
 	size_t cap = 0;
 	char *line, *rest;
 
-	*m = (struct mounts){ .text = read_mountinfo(err, errlen) };
+	*m = (struct mounts){ .text = mount_table(p, err, errlen) };
 	if (!m->text)
 		return false;
 	sha256_update(key, strlen(m->text), (const uint8_t *)m->text);
@@ -520,7 +535,7 @@ static int finish_set(struct plan *p, char *err, size_t errlen)
 	if (!p->n_masks)
 		return 0;
 	sha256_init(&key);
-	if (!read_mounts(&m, &key, err, errlen))
+	if (!read_mounts(p, &m, &key, err, errlen))
 		return -EIO;
 	rc = add_mount_aliases(p, &m, err, errlen);
 	free_mounts(&m);
