@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "broker/cgroup.h"
+#include "broker/client_link.h"
 #include "broker/config.h"
 #include "broker/loop.h"
 #include "proto/proto.h"
@@ -50,17 +51,13 @@ struct session {
 	struct broker *b;
 	struct watch w;
 	uint64_t sid;
-	struct ucred peer;
+	struct client_link client; /* what the gate and the runs see of it */
 	enum { SESSION_NEW, SESSION_READY, SESSION_CLOSING } state;
-	bool channel;
 	bool dispatching; /* inside read_frames: flush must not re-enter it */
 	bool read_eof;    /* the peer shut its sending side: its runs go on */
 	struct frame_reader rd;
 	TAILQ_HEAD(, outbuf) outq;
 	size_t queued;
-	unsigned nruns;
-	TAILQ_HEAD(, run) runs;
-	uint64_t frame_us; /* when the frame being dispatched was read */
 	uint64_t opened_ms;      /* for [quota] hello_timeout */
 	uint64_t frame_start_ms; /* first byte of an unfinished frame; 0: none */
 	bool stalled;            /* seen backlogged: the clocks start again after */
@@ -89,10 +86,10 @@ struct run_request {
 };
 
 struct run {
-	TAILQ_ENTRY(run) slink;   /* in session->runs while the client waits */
+	TAILQ_ENTRY(run) slink;   /* in s->runs while the client waits */
 	TAILQ_ENTRY(run) blink;   /* in broker->runs until the worker is reaped */
 	struct broker *b;
-	struct session *s;        /* NULL once the client has gone */
+	struct client_link *s;    /* the client's; NULL once it has gone */
 	uint64_t id;              /* the client's id */
 	uint64_t run_id;          /* broker-wide, for logs and audit */
 	uid_t uid;
@@ -145,12 +142,6 @@ struct broker {
 
 /* session.c */
 void session_accept(struct watch *w, uint32_t events);
-int session_send(struct session *s, struct frame *f);
-void session_send_error(struct session *s, bool has_id, uint64_t id, const char *code,
-			const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-bool session_backlogged(const struct session *s);
-/* A run left s->runs: a half-closed session may now be done. */
-void session_run_gone(struct session *s);
 void session_close(struct session *s);
 /* Closes the connections past [quota] hello_timeout or frame_timeout. */
 void sessions_tick(struct broker *b, uint64_t now);
@@ -159,13 +150,14 @@ int sessions_next_deadline(struct broker *b, uint64_t now);
 /* run.c */
 /* -EBUSY: a limit; -EPERM: no identity for the peer; -EINVAL: the working
  * directory cannot be used; -ENOEXEC: the container engine cannot be
- * driven; other -errno: the broker failed.  With a sentence in err. */
-int run_start(struct broker *b, struct session *s, const struct run_request *rq,
+ * driven; other -errno: the broker failed.  With a sentence in err.  The
+ * run sends its frames to cl (NULL: no client) until it ends or cl goes. */
+int run_start(struct broker *b, struct client_link *cl, const struct run_request *rq,
 	      char *err, size_t errlen);
 /* The `error` for a sandbox step that failed (bad-cwd for "cwd"); in a
  * container it also says that nothing runs on the host instead. */
-void run_send_setup_error(struct session *s, uint64_t id, const char *step, int64_t err_no,
-			  const char *why, bool in_container);
+void run_send_setup_error(struct client_link *cl, uint64_t id, const char *step,
+			  int64_t err_no, const char *why, bool in_container);
 /* Runs one engine command as the user a peer's snippets run as, with no
  * client: how the broker stops containers without engine access.  ops,
  * if not NULL, is told how it ended.  container.c reaches it only as its
@@ -182,8 +174,10 @@ typedef int worker_starter(struct broker *b, const int *fd, const struct identit
 			   struct cgroup_run *cg, pid_t *pid);
 void run_set_worker_starter(worker_starter *fn);
 void run_cancel(struct run *r);
-void run_detach(struct run *r);  /* the client went away */
-void run_resume(struct run *r);  /* the client's queue drained */
+/* The run of cl with the client's id, or NULL. */
+struct run *run_of_client(struct client_link *cl, uint64_t id);
+void runs_detach(struct client_link *cl); /* the client went away: its runs are cancelled */
+void runs_resume(struct client_link *cl); /* the client's queue drained */
 void runs_reap(struct broker *b);
 void runs_tick(struct broker *b, uint64_t now);
 int runs_next_deadline(struct broker *b, uint64_t now);

@@ -281,7 +281,7 @@ static unsigned runs_of_uid(struct broker *b, uid_t uid)
 	return n;
 }
 
-static struct run *run_new(struct broker *b, struct session *s, const struct run_request *rq)
+static struct run *run_new(struct broker *b, struct client_link *s, const struct run_request *rq)
 {
 	struct run *r = calloc(1, sizeof(*r));
 
@@ -380,12 +380,12 @@ static void run_release(struct run *r)
 		r->ct = NULL;
 	}
 	if (r->s) {
-		struct session *s = r->s;
+		struct client_link *s = r->s;
 
 		TAILQ_REMOVE(&s->runs, r, slink);
 		s->nruns--;
 		r->s = NULL;
-		session_run_gone(s);
+		client_run_gone(s);
 	}
 	if (!r->reaped) {
 		/* not spawned, or not reaped yet: runs_reap frees it later */
@@ -451,7 +451,7 @@ static int spawn_worker(struct broker *b, struct run *r, const struct run_reques
 	return rc;
 }
 
-int run_start(struct broker *b, struct session *s, const struct run_request *rq,
+int run_start(struct broker *b, struct client_link *s, const struct run_request *rq,
 	      char *err, size_t errlen)
 {
 	int fd[F_COUNT], rc;
@@ -525,8 +525,8 @@ int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
 
 /* ---- while it runs -------------------------------------------------------- */
 
-void run_send_setup_error(struct session *s, uint64_t id, const char *step, int64_t err_no,
-			  const char *why, bool in_container)
+void run_send_setup_error(struct client_link *s, uint64_t id, const char *step,
+			  int64_t err_no, const char *why, bool in_container)
 {
 	const char *code = !strcmp(step, step_name(STEP_CWD)) ? PERR_BAD_CWD : PERR_SETUP_FAILED;
 	struct msg_error m = { .has_id = true, .id = id, .code = pstr_c(code),
@@ -539,7 +539,7 @@ void run_send_setup_error(struct session *s, uint64_t id, const char *step, int6
 					 : "");
 	m.message = pstr_c(text);
 	if (enc_error(&f, &m) == 0)
-		session_send(s, &f);
+		client_send(s, &f);
 }
 
 static void relay_setup_error(struct run *r)
@@ -562,7 +562,7 @@ static void report_exit(struct run *r)
 		m.container = pstr_c(r->container);
 	}
 	if (enc_exit(&f, &m) == 0)
-		session_send(r->s, &f);
+		client_send(r->s, &f);
 }
 
 /* The client's last frame for this run. */
@@ -578,10 +578,10 @@ static void report_end(struct run *r)
 	case END_LOST:
 	case END_NONE:
 	default:
-		session_send_error(r->s, true, r->id, r->cancelled ? PERR_CANCELLED : PERR_WORKER_LOST,
-				   "%s", r->cancelled ? "the run was cancelled"
-						      : "the worker ended without a result; the "
-							"snippet was stopped");
+		client_send_error(r->s, true, r->id, r->cancelled ? PERR_CANCELLED : PERR_WORKER_LOST,
+				  "%s", r->cancelled ? "the run was cancelled"
+						     : "the worker ended without a result; the "
+						       "snippet was stopped");
 		break;
 	}
 }
@@ -635,7 +635,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 			 m->u.ready.landlock_abi ? "" : " (not in force)",
 			 secrets_state(r->b, r->profile));
 		if (r->s && enc_started(&f, &st) == 0)
-			session_send(r->s, &f);
+			client_send(r->s, &f);
 	} else if (m->type == MSG_SETUP_ERROR && !r->ready && r->end == END_NONE) {
 		const struct msg_setup_error *e = &m->u.setup_error;
 
@@ -719,7 +719,7 @@ static void forward(struct run *r, int stream, const uint8_t *data, size_t len)
 	if (!r->s || m.len == 0)
 		return;
 	if (enc_output(&f, &m) == 0)
-		session_send(r->s, &f);
+		client_send(r->s, &f);
 }
 
 static void on_output(struct watch *w, uint32_t events)
@@ -739,14 +739,14 @@ static void on_output(struct watch *w, uint32_t events)
 	forward(r, stream, buf, (size_t)n);
 	/* A client that does not read its output stops this run's pipes, not
 	 * the broker: the snippet blocks on write until its timeout. */
-	if (r->s && session_backlogged(r->s)) {
+	if (r->s && client_backlogged(r->s)) {
 		r->paused = true;
 		loop_mod(&r->out[0], 0);
 		loop_mod(&r->out[1], 0);
 	}
 }
 
-void run_resume(struct run *r)
+static void run_resume(struct run *r)
 {
 	if (!r->paused)
 		return;
@@ -769,7 +769,25 @@ void run_cancel(struct run *r)
 	maybe_complete(r);
 }
 
-void run_detach(struct run *r)
+struct run *run_of_client(struct client_link *cl, uint64_t id)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &cl->runs, slink)
+		if (r->id == id)
+			return r;
+	return NULL;
+}
+
+void runs_resume(struct client_link *cl)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &cl->runs, slink)
+		run_resume(r);
+}
+
+static void run_detach(struct run *r)
 {
 	TAILQ_REMOVE(&r->s->runs, r, slink);
 	r->s->nruns--;
@@ -777,6 +795,14 @@ void run_detach(struct run *r)
 	/* Still drain the pipes so the snippet is not blocked while dying. */
 	run_resume(r);
 	run_cancel(r);
+}
+
+void runs_detach(struct client_link *cl)
+{
+	struct run *r, *tmp;
+
+	TAILQ_FOREACH_SAFE(r, &cl->runs, slink, tmp)
+		run_detach(r);
 }
 
 static bool is_worker(struct broker *b, pid_t pid)

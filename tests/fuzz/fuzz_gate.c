@@ -479,7 +479,7 @@ static void op_run_end(struct conn *c, struct prog *g)
 	struct session *s = session_of(c);
 	uint8_t how = next(g);
 
-	struct run *r = s ? TAILQ_FIRST(&s->runs) : NULL;
+	struct run *r = s ? TAILQ_FIRST(&s->client.runs) : NULL;
 	struct fake_worker *w = r ? fake_of(r) : NULL;
 
 	if (w)
