@@ -23,8 +23,6 @@
 	     (var) = (tvar))
 #endif
 
-#define SESSION_QUEUE_HIGH (1u << 20) /* stop reading a run's output above this */
-#define SESSION_QUEUE_LOW (256u << 10)
 #define OUTPUT_CHUNK 65536
 
 struct run;
@@ -38,29 +36,6 @@ struct session;
  * no module above it: this is its only way up. */
 struct run_ops {
 	void (*ended)(const struct run *r, void *ctx);
-};
-
-struct outbuf {
-	TAILQ_ENTRY(outbuf) link;
-	struct frame f;
-	size_t off;
-};
-
-struct session {
-	TAILQ_ENTRY(session) link;
-	struct broker *b;
-	struct watch w;
-	uint64_t sid;
-	struct client_link client; /* what the gate and the runs see of it */
-	enum { SESSION_NEW, SESSION_READY, SESSION_CLOSING } state;
-	bool dispatching; /* inside read_frames: flush must not re-enter it */
-	bool read_eof;    /* the peer shut its sending side: its runs go on */
-	struct frame_reader rd;
-	TAILQ_HEAD(, outbuf) outq;
-	size_t queued;
-	uint64_t opened_ms;      /* for [quota] hello_timeout */
-	uint64_t frame_start_ms; /* first byte of an unfinished frame; 0: none */
-	bool stalled;            /* seen backlogged: the clocks start again after */
 };
 
 /* Snippet code and what the gate decided, handed to run_start(). */
@@ -142,7 +117,8 @@ struct broker {
 
 /* session.c */
 void session_accept(struct watch *w, uint32_t events);
-void session_close(struct session *s);
+/* At shutdown: every connection closed, its runs cancelled. */
+void sessions_close_all(struct broker *b);
 /* Closes the connections past [quota] hello_timeout or frame_timeout. */
 void sessions_tick(struct broker *b, uint64_t now);
 int sessions_next_deadline(struct broker *b, uint64_t now);

@@ -26,10 +26,38 @@
 #define BROKER_NAME "kotoba-brokerd/0.1"
 /* A reader buffer larger than this is freed once no frame is half-read. */
 #define READER_KEEP (64u << 10)
+/* Above this much unwritten, the client is not read and its runs' output
+ * is not either; both go on below the low mark. */
+#define SESSION_QUEUE_HIGH (1u << 20)
+#define SESSION_QUEUE_LOW (256u << 10)
+
+struct outbuf {
+	TAILQ_ENTRY(outbuf) link;
+	struct frame f;
+	size_t off;
+};
+
+struct session {
+	TAILQ_ENTRY(session) link;
+	struct broker *b;
+	struct watch w;
+	uint64_t sid;
+	struct client_link client; /* what the gate and the runs see of it */
+	enum { SESSION_NEW, SESSION_READY, SESSION_CLOSING } state;
+	bool dispatching; /* inside read_frames: flush must not re-enter it */
+	bool read_eof;    /* the peer shut its sending side: its runs go on */
+	struct frame_reader rd;
+	TAILQ_HEAD(, outbuf) outq;
+	size_t queued;
+	uint64_t opened_ms;      /* for [quota] hello_timeout */
+	uint64_t frame_start_ms; /* first byte of an unfinished frame; 0: none */
+	bool stalled;            /* seen backlogged: the clocks start again after */
+};
 
 static void on_client(struct watch *w, uint32_t events);
 static void read_frames(struct session *s);
 static void maybe_finish(struct session *s);
+static void session_close(struct session *s);
 
 static struct session *session_of(struct client_link *cl)
 {
@@ -198,7 +226,7 @@ static void session_free(void *p)
 	free(s);
 }
 
-void session_close(struct session *s)
+static void session_close(struct session *s)
 {
 	struct outbuf *o;
 
@@ -684,6 +712,14 @@ void session_accept(struct watch *w, uint32_t events)
 		return;
 	}
 	log_debug("uid=%u pid=%d connected", (unsigned)cr.uid, (int)cr.pid);
+}
+
+void sessions_close_all(struct broker *b)
+{
+	struct session *s, *tmp;
+
+	TAILQ_FOREACH_SAFE(s, &b->sessions, link, tmp)
+		session_close(s);
 }
 
 /* ---- deadlines ------------------------------------------------------------ */
