@@ -156,48 +156,49 @@ static int audit_decision(struct client_link *cl, uint64_t id, const char *code,
 }
 
 /* A run the gate started has ended: its `exit` row, and its slot is free. */
-static void run_ended(const struct run *r, void *ctx)
+static void run_ended(const struct run_info *ri, void *ctx)
 {
-	struct audit_row row = { .uid = r->uid, .pid = r->peer_pid, .run_id = r->id,
+	struct audit_row row = { .uid = ri->uid, .pid = ri->peer_pid, .run_id = ri->id,
 				 .event = event_name(EVENT_EXIT),
 				 .mode = sandbox_mode_name(gb->cfg.sandbox),
-				 .approver = approver_name(r->approver),
-				 .profile = profile_name(r->profile) };
+				 .approver = approver_name(ri->approver),
+				 .profile = profile_name(ri->profile) };
 	char labels[256] = "";
 	size_t off = 0;
 
-	memcpy(row.sha256, r->sha256, sizeof(row.sha256));
-	for (size_t i = 0; i < r->n_labels; i++)
+	memcpy(row.sha256, ri->sha256, sizeof(row.sha256));
+	for (size_t i = 0; i < ri->n_labels; i++)
 		off += (size_t)snprintf(labels + off, sizeof(labels) - off, "%s%s", i ? "," : "",
-					r->labels[i]);
+					ri->labels[i]);
 	row.labels = labels;
-	if (r->end == END_FINISHED) {
+	if (ri->end == END_FINISHED) {
 		row.decision = decision_name(DECISION_RAN);
 		row.has_exit = true;
-		row.exit_code = r->result.exited ? r->result.code : -1;
-		row.signal = r->result.exited ? 0 : r->result.signal;
-		row.timed_out = r->result.timed_out;
-		row.duration_ms = (int64_t)(r->result.duration_us / 1000);
+		row.exit_code = ri->result.exited ? ri->result.code : -1;
+		row.signal = ri->result.exited ? 0 : ri->result.signal;
+		row.timed_out = ri->result.timed_out;
+		row.duration_ms = (int64_t)(ri->result.duration_us / 1000);
 	} else {
-		row.decision = decision_name(r->cancelled ? DECISION_CANCELLED : DECISION_FAILED);
+		row.decision = decision_name(ri->cancelled ? DECISION_CANCELLED : DECISION_FAILED);
 	}
 	row.follows = true;
 	queue_kick = true; /* its slot is free */
 	if (store_audit_append(store, &row) < 0)
 		log_err("uid=%u run=%" PRIu64 " audit write of the exit failed: %s",
-			(unsigned)r->uid, r->run_id, store_last_error(store));
+			(unsigned)ri->uid, ri->run_id, store_last_error(store));
 }
 
 /* The run's approver and profile say which snippet tried; labels say why
  * the connection was refused ("from-a-run" or "unseen"). */
-void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run *r, const char *why)
+void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run_info *ri,
+				   const char *why)
 {
-	struct audit_row row = { .uid = uid, .pid = pid, .run_id = r ? r->id : 0,
+	struct audit_row row = { .uid = uid, .pid = pid, .run_id = ri ? ri->id : 0,
 				 .event = event_name(EVENT_CONNECT),
 				 .decision = decision_name(DECISION_REFUSED),
 				 .labels = why, .mode = sandbox_mode_name(gb->cfg.sandbox),
-				 .approver = approver_name(r ? r->approver : APPROVER_NONE),
-				 .profile = profile_name(r ? r->profile : PROFILE_NONE) };
+				 .approver = approver_name(ri ? ri->approver : APPROVER_NONE),
+				 .profile = profile_name(ri ? ri->profile : PROFILE_NONE) };
 
 	if (store_audit_append(store, &row) < 0)
 		log_err("uid=%u pid=%d audit write of a refused connection failed: %s",

@@ -23,7 +23,8 @@ bool gate_has_queued(const struct client_link *cl);
 void gate_tick(struct broker *b, uint64_t now);
 int gate_next_deadline(struct broker *b, uint64_t now);
 /* A connection refused by peer.c: a `connect` row with decision
- * `refused`, the uid it is filed under (the run's person when r is known),
+ * `refused`, the uid it is filed under (the run's person when ri is known),
  * the connecting pid, and why ("from-a-run" | "unseen") in labels. */
-void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run *r, const char *why);
+void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run_info *ri,
+				   const char *why);
 #endif

@@ -35,9 +35,64 @@
 #define ENGINE_CMD_TIMEOUT_MS 30000
 /* The worker's bounds on its OOM probe and its kill command (10 s each). */
 #define ENGINE_AFTER_MS 20000
+/* The most output read from a pipe at once: one `output` frame. */
+#define OUTPUT_CHUNK 65536
+
+/* Other modules hold a run by pointer only, and read it through
+ * run_describe(). */
+struct run {
+	TAILQ_ENTRY(run) slink;   /* in s->runs while the client waits */
+	TAILQ_ENTRY(run) blink;   /* in broker->runs until the worker is reaped */
+	struct broker *b;
+	struct client_link *s;    /* the client's; NULL once it has gone */
+	uint64_t id;              /* the client's id */
+	uint64_t run_id;          /* broker-wide, for logs and audit */
+	uid_t uid;
+	pid_t worker;
+	bool reaped, ready, done, reported;
+	struct watch sock;
+	struct watch out[2];
+	uint64_t out_bytes[2];
+	bool truncated;
+	bool paused;
+	bool cancelled;
+	uint64_t kill_at_ms, abandon_at_ms;
+	uint64_t start_us;
+	/* how it ended */
+	enum run_end end;
+	struct run_result result;
+	char setup_step[32];
+	int64_t setup_errno;
+	char setup_msg[384];
+	enum proto_profile profile;
+	enum proto_approver approver;
+	size_t n_labels;
+	const char *labels[PROTO_LABELS_MAX];
+	char sha256[65];
+	pid_t peer_pid;
+	/* monotonic us: exec frame read, worker ready, worker finished */
+	uint64_t t_arrived, t_ready, t_finished;
+	struct container *ct;     /* sandbox = docker: where the snippet runs */
+	char container[64];       /* its name, for the exit frame */
+	bool engine_only;         /* an engine command (stop a container): no client */
+	struct cgroup_run cg;     /* its memory and process limits, all processes together */
+	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
+	const struct run_ops *ops;
+	void *ctx;
+};
 
 static void on_sock(struct watch *w, uint32_t events);
 static void on_output(struct watch *w, uint32_t events);
+
+void run_describe(const struct run *r, struct run_info *out)
+{
+	*out = (struct run_info){ .id = r->id, .run_id = r->run_id, .uid = r->uid,
+				  .peer_pid = r->peer_pid, .profile = r->profile,
+				  .approver = r->approver, .n_labels = r->n_labels,
+				  .labels = r->labels, .sha256 = r->sha256, .end = r->end,
+				  .cancelled = r->cancelled, .result = r->result,
+				  .setup_step = r->setup_step, .setup_msg = r->setup_msg };
+}
 
 static int seal_code(const char *code, size_t len)
 {
@@ -376,7 +431,10 @@ static void run_release(struct run *r)
 	loop_close(&r->out[0]);
 	loop_close(&r->out[1]);
 	if (r->ct) {
-		container_release(r->b, r->ct, r);
+		struct run_info ri;
+
+		run_describe(r, &ri);
+		container_release(r->b, r->ct, &ri);
 		r->ct = NULL;
 	}
 	if (r->s) {
@@ -609,8 +667,12 @@ static void maybe_complete(struct run *r)
 	sent = now_us();
 	/* Whoever started it hears of the end first (the gate's audit row),
 	 * then the log says it. */
-	if (r->ops && r->ops->ended)
-		r->ops->ended(r, r->ctx);
+	if (r->ops && r->ops->ended) {
+		struct run_info ri;
+
+		run_describe(r, &ri);
+		r->ops->ended(&ri, r->ctx);
+	}
 	if (r->end == END_FINISHED)
 		log_debug("uid=%u run=%" PRIu64 " t_exec_to_ready_us=%" PRIu64
 			  " t_exit_to_frame_us=%" PRIu64, (unsigned)r->uid, r->run_id,
@@ -805,6 +867,21 @@ void runs_detach(struct client_link *cl)
 		run_detach(r);
 }
 
+struct run *run_of_worker(struct broker *b, pid_t pid)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &b->runs, blink)
+		if (r->worker == pid && !r->reaped)
+			return r;
+	return NULL;
+}
+
+unsigned run_note_refusal(struct run *r)
+{
+	return r->peer_refusals++;
+}
+
 static bool is_worker(struct broker *b, pid_t pid)
 {
 	struct run *r;
@@ -866,6 +943,14 @@ void runs_reap(struct broker *b)
 		}
 	}
 	kill_orphans(b);
+}
+
+void runs_kill(struct broker *b)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &b->runs, blink)
+		kill(r->worker, SIGKILL);
 }
 
 /* The worker enforces the snippet's timeout; this is the backstop for a

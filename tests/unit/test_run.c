@@ -89,11 +89,11 @@ static int n_ended;
 static int ended_how;
 static struct run_result ended_result;
 
-static void ended(const struct run *r, void *ctx)
+static void ended(const struct run_info *ri, void *ctx)
 {
 	n_ended++;
-	ended_how = r->end;
-	ended_result = r->result;
+	ended_how = ri->end;
+	ended_result = ri->result;
 	assert_ptr_equal(ctx, &n_ended);
 }
 
