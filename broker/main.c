@@ -406,6 +406,9 @@ static int open_socket(struct broker *b)
 	}
 	log_info("listening on %s, sandbox=%s", activated ? "the socket systemd passed" :
 		 b->socket_path, sandbox_mode_name(b->cfg.sandbox));
+	/* Opened now, with the broker's other long-lived descriptors. */
+	if (b->cfg.secrets && !secrets_mount_table().len)
+		log_warn("cannot read /proc/self/mountinfo: each worker reads its own");
 	if (!b->cfg.secrets)
 		log_warn("[sandbox] secrets = off: unattended snippets can read the user's "
 			 "secrets (~/.ssh, .env files, the broker's state)");

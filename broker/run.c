@@ -734,34 +734,6 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 	}
 }
 
-/* recv() of one worker frame, and the descriptor that came with it into
- * *passed (-1: none; -EBADMSG: more than one, or cut off). */
-static ssize_t recv_worker(int sock, uint8_t *buf, size_t len, int *passed)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf) };
-	struct cmsghdr *cm;
-	ssize_t n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
-
-	*passed = -1;
-	if (n < 0)
-		return n;
-	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-		    cm->cmsg_len == CMSG_LEN(sizeof(int)) && *passed == -1)
-			memcpy(passed, CMSG_DATA(cm), sizeof(int));
-		else
-			*passed = -EBADMSG;
-	if (mh.msg_flags & MSG_CTRUNC)
-		*passed = -EBADMSG;
-	return n;
-}
-
 /* The uid that owns a mount namespace's user namespace, as the kernel
  * says: the user the snippet ran as, whose runs alone can join it. */
 static bool masks_owner(int fd, uid_t *owner)
@@ -777,23 +749,36 @@ static bool masks_owner(int fd, uid_t *owner)
 }
 
 /* After `finished`: the masks' namespace this run made, kept for its
- * owner's next unattended run.  Anything else that carries a descriptor,
- * or a descriptor that is not a mount namespace, is not our worker. */
-static void take_masks(struct run *r, const struct msg *m, int fd)
+ * owner's next unattended run.  false (the descriptor closed) for
+ * anything else that carries a descriptor, or one that is not a mount
+ * namespace: not our worker. */
+static bool take_masks(struct run *r, const struct msg *m, int fd)
 {
 	uid_t owner;
 
 	if (m->type == MSG_MASKS && fd >= 0 && r->end == END_FINISHED &&
 	    r->profile == PROFILE_UNATTENDED && masks_owner(fd, &owner)) {
 		secrets_keep(owner, fd, m->u.masks.key, now_ms());
-		return;
+		return true;
 	}
-	log_warn("uid=%u run=%" PRIu64 " worker sent %s%s out of order; killing it",
-		 (unsigned)r->uid, r->run_id, msg_type_name(m->type),
-		 fd >= 0 ? " with a descriptor" : "");
 	if (fd >= 0)
 		close(fd);
+	return false;
+}
+
+/* The worker broke its link's rules: it is not the program we started,
+ * or something else holds its end.  It is killed and the link is read no
+ * more, so that whatever holds it can neither keep the run nor send the
+ * broker anything else. */
+static void drop_worker_link(struct run *r, struct watch *w, const char *what)
+{
+	log_warn("uid=%u run=%" PRIu64 " worker sent %s; killing it", (unsigned)r->uid, r->run_id,
+		 what);
 	kill(r->worker, SIGKILL);
+	if (r->end == END_NONE)
+		r->end = END_LOST;
+	loop_close(w);
+	maybe_complete(r);
 }
 
 static void on_sock(struct watch *w, uint32_t events)
@@ -807,13 +792,13 @@ static void on_sock(struct watch *w, uint32_t events)
 	size_t len;
 	ssize_t n;
 
-	n = recv_worker(w->fd, buf, sizeof(buf), &passed);
+	n = frame_recv_fd(w->fd, buf, sizeof(buf), MSG_DONTWAIT, &passed);
 	/* ECONNRESET: the worker ended with our job frame unread (its exec
 	 * failed, say); the kernel reports that before the frames it sent,
 	 * which are still queued and say why.  The error is reported once. */
-	if (n < 0 && errno == ECONNRESET)
-		n = recv_worker(w->fd, buf, sizeof(buf), &passed);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	if (n == -ECONNRESET)
+		n = frame_recv_fd(w->fd, buf, sizeof(buf), MSG_DONTWAIT, &passed);
+	if (n == -EAGAIN || n == -EINTR)
 		return;
 	if (n <= 0) {
 		if (r->end == END_NONE)
@@ -822,22 +807,20 @@ static void on_sock(struct watch *w, uint32_t events)
 		maybe_complete(r);
 		return;
 	}
-	/* A worker message is one small frame per datagram; anything else
-	 * means the worker is not the program we started. */
-	if (passed == -EBADMSG ||
+	/* A worker message is one small frame per datagram, with at most the
+	 * one descriptor of `masks`. */
+	if (passed == -EPROTO ||
 	    frame_parse_datagram(buf, (size_t)n, sizeof(buf) - PROTO_HEADER_LEN, &payload,
 				 &len) < 0 ||
 	    proto_decode(payload, len, 0, &m, &err) == MSG_UNKNOWN) {
-		log_warn("uid=%u run=%" PRIu64 " worker sent a bad frame; killing it",
-			 (unsigned)r->uid, r->run_id);
 		if (passed >= 0)
 			close(passed);
-		kill(r->worker, SIGKILL);
+		drop_worker_link(r, w, "a bad frame");
 		return;
 	}
-	if (m.type == MSG_MASKS || passed >= 0)
-		take_masks(r, &m, passed);
-	else
+	if ((m.type == MSG_MASKS || passed >= 0) && !take_masks(r, &m, passed))
+		drop_worker_link(r, w, "a descriptor or masks out of order");
+	else if (m.type != MSG_MASKS && passed < 0)
 		take_worker_msg(r, &m);
 }
 

@@ -184,37 +184,53 @@ static int take_passed(struct msghdr *mh, int *passed)
 	return rc;
 }
 
+ssize_t frame_recv_fd(int sock, uint8_t *buf, size_t len, int flags, int *passed)
+{
+	/* Room for several: each the kernel installs is one we must close. */
+	union {
+		char buf[CMSG_SPACE(8 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	ssize_t n;
+
+	*passed = -1;
+	do
+		n = recvmsg(sock, &mh, flags | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (take_passed(&mh, passed) < 0)
+		*passed = -EPROTO;
+	return n;
+}
+
 static ssize_t read_seqpacket(int fd, size_t max, uint8_t **buf, int *passed)
 {
 	uint8_t *b = malloc(max + PROTO_HEADER_LEN);
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = { .iov_base = b, .iov_len = max + PROTO_HEADER_LEN };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	const uint8_t *payload;
+	int got = -1, rc = 0;
 	size_t len;
 	ssize_t n;
-	int rc;
 
 	if (!b)
 		return -ENOMEM;
-	do {
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
-		n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
+	n = frame_recv_fd(fd, b, max + PROTO_HEADER_LEN, 0, &got);
 	if (n <= 0) {
 		free(b);
-		return n < 0 ? -errno : 0;
+		return n;
 	}
-	rc = take_passed(&mh, passed);
+	if (got == -EPROTO)
+		rc = -EPROTO;
 	if (rc == 0)
 		rc = frame_parse_datagram(b, (size_t)n, max, &payload, &len);
+	if (rc == 0 && passed)
+		*passed = got;
+	else if (got >= 0)
+		close(got);
 	if (rc < 0) {
-		if (passed && *passed >= 0)
-			close(*passed);
 		free(b);
 		return rc;
 	}

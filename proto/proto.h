@@ -127,6 +127,11 @@ void frame_free(struct frame *f);
 /* Sends one frame as one message on a socket (MSG_NOSIGNAL), with fd as
  * SCM_RIGHTS unless it is -1: 0 or -errno. */
 int frame_send_fd(int sock, const struct frame *f, int fd);
+/* One datagram into buf (recvmsg with flags | MSG_TRUNC: the result is
+ * its whole length) and the one descriptor that came with it into *passed:
+ * -1 when none, -EPROTO when more than one came (all of them closed).
+ * -errno when nothing could be read. */
+ssize_t frame_recv_fd(int sock, uint8_t *buf, size_t len, int flags, int *passed);
 
 /* ---- messages (proto/messages.c) ---------------------------------------- */
 

@@ -107,7 +107,7 @@ static void secrets_step(const struct plan *p)
 		die_step(step_name(STEP_SECRETS), -rc, "%s", what);
 	if (rc == MASKS_NONE)
 		return;
-	new_masks = rc == MASKS_NEW;
+	new_masks = rc == MASKS_NEW && p->landlock_abi > 0; /* main.c, prepare() */
 	mounts_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
 	if (mounts_fd < 0)
 		die_step(step_name(STEP_SECRETS), errno, "opening /proc/self/ns/mnt");

@@ -148,6 +148,12 @@ static void prepare(struct plan *p)
 	/* Probed here, at start, so that C applies and S reports the same
 	 * ABI (ready.landlock_abi). */
 	p->landlock_abi = landlock_plan_abi(p->job, p->profile);
+	/* Runs that join a kept namespace share its user namespace, across
+	 * which the kernel's ptrace checks no longer part them: Landlock's
+	 * own keeps one run out of another's /proc/<pid>/mem.  Without it,
+	 * every run masks in namespaces of its own. */
+	if (!p->landlock_abi)
+		p->join_kept = false;
 }
 
 static void open_report_channel(struct plan *p)

@@ -261,3 +261,14 @@ def test_each_user_has_namespaces_of_their_own(make_broker, tmpdir_k):
     as_daemon = mount_ns(b, tmpdir_k)
     b2 = make_broker(config=config(tmpdir_k)).start()
     assert mount_ns(b2, tmpdir_k) != as_daemon
+
+
+def test_without_landlock_no_namespace_is_kept(make_broker, tmpdir_k):
+    """Runs in one kept user namespace are kept apart by Landlock's ptrace
+    rules: with landlock = no each run masks in namespaces of its own, and
+    the secret stays masked."""
+    token, _ = plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k) + "landlock = no\n").start()
+    assert mount_ns(b, tmpdir_k) != mount_ns(b, tmpdir_k)
+    out, end = run(b, READ, token, False, tmpdir_k)
+    assert out == "PermissionError 13\n", (out, end)

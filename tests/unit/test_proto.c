@@ -5,6 +5,7 @@
  * document writes beside it (a JSON block): a vector whose meaning the
  * prose does not match fails, not only one that does not parse. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -640,6 +641,65 @@ static void test_card_settings_are_checked(void **state)
 	frame_free(&f);
 }
 
+/* A datagram on the worker link carries at most one descriptor: one is
+ * handed over, more are all closed (a process that stole the link once
+ * filled the broker's table with pairs), none leaks either way. */
+static int open_fds(void)
+{
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++)
+		n += fcntl(fd, F_GETFD) >= 0;
+	return n;
+}
+
+static void send_fds(int sock, const int *fds, size_t n)
+{
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	char byte = 'x';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
+	struct cmsghdr *cm;
+
+	memset(&ctl, 0, sizeof(ctl));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+	assert_int_equal(sendmsg(sock, &mh, 0), 1);
+}
+
+static void test_a_datagram_hands_over_one_descriptor_and_closes_more(void **state)
+{
+	int sv[2], p[2], passed, before;
+	uint8_t buf[16];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(pipe(p), 0);
+	before = open_fds();
+	send_fds(sv[1], (int[]){ p[0], p[1], p[0] }, 3);
+	assert_int_equal(frame_recv_fd(sv[0], buf, sizeof(buf), MSG_DONTWAIT, &passed), 1);
+	assert_int_equal(passed, -EPROTO);
+	assert_int_equal(open_fds(), before);
+	send_fds(sv[1], (int[]){ p[0] }, 1);
+	assert_int_equal(frame_recv_fd(sv[0], buf, sizeof(buf), MSG_DONTWAIT, &passed), 1);
+	assert_true(passed >= 0);
+	assert_int_equal(open_fds(), before + 1);
+	close(passed);
+	assert_int_equal(frame_recv_fd(sv[0], buf, sizeof(buf), MSG_DONTWAIT, &passed), -EAGAIN);
+	assert_int_equal(passed, -1);
+	close(sv[0]);
+	close(sv[1]);
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -656,6 +716,7 @@ int main(void)
 		cmocka_unit_test(test_where_is_checked),
 		cmocka_unit_test(test_exit_without_where_is_host),
 		cmocka_unit_test(test_card_settings_are_checked),
+		cmocka_unit_test(test_a_datagram_hands_over_one_descriptor_and_closes_more),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
