@@ -180,13 +180,44 @@ static void put_result(struct enc *e, const struct run_result *r)
 	put_uint(e, "max_rss_kb", r->max_rss_kb);
 }
 
+/* A receipt: two fields, only when something was refused (a receiver
+ * takes their absence as an empty receipt). */
+#define RECEIPT_FIELDS(b) ((b)->total ? 2 : 0)
+#define BLOCKED_OP_FIELDS 6
+static void put_receipt(struct enc *e, const struct receipt *b)
+{
+	if (!b->total)
+		return;
+	put_key(e, "blocked");
+	raw_array(e, b->n);
+	for (size_t i = 0; i < b->n; i++) {
+		const struct blocked_op *o = &b->op[i];
+
+		raw_map(e, BLOCKED_OP_FIELDS);
+		raw_str(e, "kind", 4);
+		raw_str(e, block_kind_name(o->kind), strlen(block_kind_name(o->kind)));
+		raw_str(e, "target", 6);
+		raw_str(e, o->target, strnlen(o->target, PROTO_BLOCKED_TARGET_MAX));
+		raw_str(e, "count", 5);
+		raw_uint(e, o->count);
+		raw_str(e, "by", 2);
+		raw_str(e, blocker_name(o->by), strlen(blocker_name(o->by)));
+		raw_str(e, "seen_by", 7);
+		raw_str(e, witness_name(o->seen_by), strlen(witness_name(o->seen_by)));
+		raw_str(e, "inferred", 8);
+		raw_bool(e, o->inferred);
+	}
+	put_uint(e, "blocked_total", b->total);
+}
+
 int enc_exit(struct frame *f, const struct msg_exit *m)
 {
 	const char *where = m->where ? m->where : "host";
 	bool in_container = !strcmp(where, "container");
 	struct enc e;
 
-	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container + (m->secrets != NULL));
+	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container + (m->secrets != NULL) +
+				      RECEIPT_FIELDS(&m->blocked));
 	put_uint(&e, "id", m->id);
 	put_result(&e, &m->r);
 	put_bool(&e, "truncated", m->truncated);
@@ -202,6 +233,7 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 		put_pstr(&e, "container", m->container);
 	if (m->secrets)
 		put_str(&e, "secrets", m->secrets);
+	put_receipt(&e, &m->blocked);
 	return enc_end(&e, f);
 }
 
@@ -360,8 +392,9 @@ int enc_finished(struct frame *f, const struct msg_finished *m)
 {
 	struct enc e;
 
-	enc_begin(&e, "finished", RESULT_FIELDS);
+	enc_begin(&e, "finished", RESULT_FIELDS + RECEIPT_FIELDS(&m->blocked));
 	put_result(&e, &m->r);
+	put_receipt(&e, &m->blocked);
 	return enc_end(&e, f);
 }
 
@@ -787,6 +820,63 @@ static int dec_where(struct dec *d, struct msg_exit *m)
 	return 0;
 }
 
+static int dec_array(struct dec *d, const char *key, size_t max, const msgpack_object_array **a);
+
+static int dec_blocked_op(struct dec *d, const msgpack_object *o, struct blocked_op *b)
+{
+	struct dec sub = { .err = d->err, .type = "blocked" };
+	struct pstr target;
+	int rc, kind, by, seen_by;
+
+	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
+	    (rc = dec_name(&sub, "kind", true, &proto_block_kinds, (1u << BLOCK_KIND_COUNT) - 1,
+			   &kind)) < 0 ||
+	    (rc = dec_str(&sub, "target", true, PROTO_BLOCKED_TARGET_MAX, &target)) < 0 ||
+	    (rc = dec_uint(&sub, "count", true, &b->count)) < 0 ||
+	    (rc = dec_name(&sub, "by", true, &proto_blockers, (1u << BLOCKER_COUNT) - 1, &by)) < 0 ||
+	    (rc = dec_name(&sub, "seen_by", true, &proto_witnesses, (1u << WITNESS_COUNT) - 1,
+			   &seen_by)) < 0 ||
+	    (rc = dec_bool(&sub, "inferred", true, &b->inferred)) < 0)
+		return rc;
+	if (b->count == 0)
+		return dec_fail(d, PERR_BAD_FIELD, "a 'blocked' entry must count at least 1");
+	b->kind = (enum proto_block_kind)kind;
+	b->by = (enum proto_blocker)by;
+	b->seen_by = (enum proto_witness)seen_by;
+	memcpy(b->target, target.ptr, target.len);
+	b->target[target.len] = '\0';
+	return 0;
+}
+
+/* `blocked` and `blocked_total` came after version 1 was out: absent, the
+ * receipt is empty.  Either without the other is malformed. */
+static int dec_receipt(struct dec *d, struct receipt *b)
+{
+	const msgpack_object_array *a = NULL;
+	uint64_t counted = 0;
+	int rc;
+
+	b->total = 0;
+	b->n = 0;
+	if (!dec_find(d, "blocked") && !dec_find(d, "blocked_total"))
+		return 0;
+	if ((rc = dec_array(d, "blocked", PROTO_BLOCKED_MAX, &a)) < 0 ||
+	    (rc = dec_uint(d, "blocked_total", true, &b->total)) < 0)
+		return rc;
+	for (uint32_t i = 0; i < a->size; i++) {
+		if ((rc = dec_blocked_op(d, &a->ptr[i], &b->op[i])) < 0)
+			return rc;
+		if (b->op[i].count > b->total - counted)
+			break;
+		counted += b->op[i].count;
+		b->n++;
+	}
+	if (b->total == 0 || b->n < a->size)
+		return dec_fail(d, PERR_BAD_FIELD,
+				"field 'blocked_total' must be at least the entries' counts, and 1");
+	return 0;
+}
+
 static int dec_exit(struct dec *d, struct msg_exit *m)
 {
 	int rc, profile, decision, approver;
@@ -802,9 +892,17 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 	m->decision = (enum proto_decision)decision;
 	m->approver = (enum proto_approver)approver;
 	m->secrets = NULL;
-	if ((rc = dec_enum(d, "secrets", false, secret_states, &m->secrets)) < 0)
+	if ((rc = dec_enum(d, "secrets", false, secret_states, &m->secrets)) < 0 ||
+	    (rc = dec_receipt(d, &m->blocked)) < 0)
 		return rc;
 	return dec_where(d, m);
+}
+
+static int dec_finished(struct dec *d, struct msg_finished *m)
+{
+	int rc = dec_result(d, &m->r);
+
+	return rc < 0 ? rc : dec_receipt(d, &m->blocked);
 }
 
 static int dec_error(struct dec *d, struct msg_error *m)
@@ -1332,7 +1430,7 @@ static int dec_body(struct dec *d, struct msg *out, size_t max_snippet)
 	case MSG_JOB: return dec_job(d, &out->u.job);
 	case MSG_READY: return dec_ready(d, &out->u.ready);
 	case MSG_SETUP_ERROR: return dec_setup_error(d, &out->u.setup_error);
-	case MSG_FINISHED: return dec_result(d, &out->u.finished.r);
+	case MSG_FINISHED: return dec_finished(d, &out->u.finished);
 	case MSG_MASKS: return dec_masks(d, &out->u.masks);
 	case MSG_CARD: return dec_card(d, &out->u.card, max_snippet);
 	case MSG_ANSWER: return dec_answer(d, &out->u.answer);

@@ -32,6 +32,8 @@
 #define PROTO_SECRETS_MAX 64                 /* entries of job.secrets */
 #define PROTO_MASKS_KEY_LEN 32               /* job.masks, masks.key: a SHA-256 */
 #define PROTO_MOUNTS_MAX (1u << 20)          /* job.mounts: the mount table's text */
+#define PROTO_BLOCKED_MAX 16                 /* entries of a receipt (exit.blocked) */
+#define PROTO_BLOCKED_TARGET_MAX 255         /* bytes of one entry's target */
 /* An engine step's argument the worker replaces with one mask argument
  * per secret of the working directory (PROTOCOL.md, "job"). */
 #define PROTO_SECRET_MASKS_ARG "{secret-masks}"
@@ -229,9 +231,29 @@ struct run_result {
 	uint64_t max_rss_kb;
 };
 
+/* One kind of refused operation on one target (PROTOCOL.md, "exit").
+ * The target is owned here, so a receipt is copied as a whole. */
+struct blocked_op {
+	enum proto_block_kind kind;
+	enum proto_blocker by;
+	enum proto_witness seen_by;
+	bool inferred;  /* `by` follows from the profile, not from the kernel's word */
+	uint64_t count; /* >= 1 */
+	char target[PROTO_BLOCKED_TARGET_MAX + 1]; /* UTF-8, no NUL, NUL-terminated */
+};
+
+/* What the sandbox refused in one run: the first PROTO_BLOCKED_MAX
+ * operations in the order first seen, and how many refusals in all. */
+struct receipt {
+	uint64_t total; /* every refusal counted, past the cap too; 0: none */
+	size_t n;
+	struct blocked_op op[PROTO_BLOCKED_MAX];
+};
+
 struct msg_exit {
 	uint64_t id;
 	struct run_result r;
+	struct receipt blocked;
 	bool truncated;          /* either stream was capped */
 	enum proto_profile profile;   /* one of PROFILES_RAN */
 	enum proto_decision decision; /* DECISION_RAN */
@@ -485,6 +507,7 @@ struct msg_setup_error {
 
 struct msg_finished {
 	struct run_result r;
+	struct receipt blocked;
 };
 
 /* The masks' mount namespace, as SCM_RIGHTS with the frame, and its key. */
