@@ -109,6 +109,7 @@ struct run {
 	/* how it ended */
 	enum { END_NONE, END_FINISHED, END_SETUP, END_LOST } end;
 	struct run_result result;
+	struct receipt blocked;     /* what the sandbox refused (finished) */
 	char setup_step[32];
 	int64_t setup_errno;
 	char setup_msg[384];

@@ -561,7 +561,8 @@ static void report_exit(struct run *r)
 	struct msg_exit m = { .id = r->id, .r = r->result, .truncated = r->truncated,
 			      .profile = r->profile, .decision = DECISION_RAN, .approver = r->approver,
 			      .n_labels = r->n_labels, .where = "host",
-			      .secrets = secrets_state(r->b, r->profile) };
+			      .secrets = secrets_state(r->b, r->profile),
+			      .blocked = r->blocked };
 	struct frame f;
 
 	memcpy(m.labels, r->labels, sizeof(m.labels));
@@ -656,6 +657,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		r->end = END_FINISHED;
 		r->t_finished = now_us();
 		r->result = m->u.finished.r;
+		r->blocked = m->u.finished.blocked;
 	} else if (m->type == MSG_SETUP_ERROR && r->end != END_NONE &&
 		   pstr_eq(m->u.setup_error.step, step_name(STEP_CLEANUP))) {
 		/* After the result: the run's scratch directory could not be

@@ -451,7 +451,8 @@ struct job_engine {
  * nothing there runs unasked: its .pth files and usercustomize.py are not
  * processed (site never sees it as a site directory), sitecustomize was
  * looked for before it was on the path, and being last it can shadow
- * neither the standard library nor the system's packages. */
+ * neither the standard library nor the system's packages.  With the
+ * receipt's arguments (below) it first runs the receipt's wrappers. */
 #define PYTHON_SNIPPET_MAIN                                                              \
 	"import os, site, sys\n"                                                         \
 	"d = site.getusersitepackages()\n"                                               \
@@ -461,12 +462,27 @@ struct job_engine {
 	"    tb = tb.tb_next if tb is not None else None\n"                             \
 	"    hook(t, v.with_traceback(tb), tb)\n"                                        \
 	"sys.excepthook = h\n"                                                           \
+	"if sys.argv[2:]:\n"                                                             \
+	"    try:\n"                                                                     \
+	"        exec(sys.modules['_frozen_importlib_external'].SourceFileLoader(\n"      \
+	"            'kotoba_receipt', sys.argv[2]).get_code('kotoba_receipt'),\n"        \
+	"            {'fd': int(sys.argv[1])})\n"                                         \
+	"    except Exception:\n"                                                        \
+	"        pass\n"                                                                 \
 	"sys.argv[:] = ['-']\n"                                                          \
 	"__file__, __cached__ = '<stdin>', None\n"                                       \
 	"c = compile(sys.stdin.buffer.read(), '<stdin>', 'exec', dont_inherit=True)\n"   \
 	"del os, site, sys, d, h\n"                                                      \
 	"exec(globals().pop('c'))\n"
 #define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-c", PYTHON_SNIPPET_MAIN
+/* On the host the worker adds two arguments, the receipt pipe's fd and
+ * the path of kotoba_receipt.py beside the worker (worker/receipt.c):
+ * MAIN runs that file (its cached bytecode, made at build time: compiling
+ * it at every start would cost more than the receipt may) before the
+ * snippet.  A container's python3 gets neither, and runs no receipt. */
+#define PYTHON_RECEIPT_FD 4
+#define PYTHON_RECEIPT_FD_ARG "4"
+#define PYTHON_RECEIPT_FILE "kotoba_receipt.py"
 
 struct msg_job {
 	enum proto_profile profile; /* one of PROFILES_JOB */

@@ -1,0 +1,165 @@
+"""The receipt (PROTOCOL.md, "exit", `blocked`): what the sandbox refused
+in a run, against the real broker, worker and kernel.  Each escape-style
+snippet below is refused one thing; its receipt names that and nothing
+else.  A snippet that does only what is allowed gets no receipt."""
+import os
+import signal
+import subprocess
+
+import pytest
+
+from test_secrets import config, plant, snippet_user
+
+
+# The pre-screen refuses, without a channel, a snippet whose text opens for
+# writing, starts programs or makes sockets: these build the names at run
+# time, as the escape suite's cases do (tests/escape/cases).
+PRELUDE = ("import builtins, os\n"
+           "o = builtins.__dict__['op' + 'en']\n"
+           "m = builtins.__dict__['__imp' + 'ort__']\n")
+
+
+def run(b, code, cwd, channel=False):
+    code = PRELUDE + code
+    c = b.client(channel=channel)
+    c.exec(code, cwd=cwd)
+    out = c.until_end(on_card=lambda cl, m: cl.send({"type": "answer", "card": m["card"],
+                                                      "choice": "once"}))
+    c.sock.close()
+    return out["stdout"].decode(), out["stderr"].decode(), out["end"]
+
+
+def entries(end):
+    """The receipt as (kind, target, by) triples, and the whole entries."""
+    assert end["type"] == "exit", end
+    blocked = end.get("blocked", [])
+    assert end.get("blocked_total", 0) == sum(e["count"] for e in blocked), end
+    return [(e["kind"], e["target"], e["by"]) for e in blocked], blocked
+
+
+@pytest.fixture
+def home(tmpdir_k):
+    """A working directory the snippet's user owns, so that only the
+    sandbox can refuse a write there."""
+    d = os.path.join(tmpdir_k, "work")
+    os.makedirs(d)
+    u = snippet_user()
+    if os.geteuid() == 0:
+        os.chown(d, u.pw_uid, u.pw_gid)
+    return d
+
+
+def test_control_snippet_has_no_receipt(broker, home):
+    code = ("import os, tempfile\n"
+            "p = os.path.join(os.environ['TMPDIR'], 'scratch.txt')\n"
+            "o(p, 'w' + 't').write('ok')\n"
+            "print(o(p).read(), o('/etc/hostname').read() != '')\n")
+    out, err, end = run(broker, code, home)
+    assert out.startswith("ok True"), (out, err)
+    assert "blocked" not in end and "blocked_total" not in end, end
+
+
+def test_write_outside_scratch_is_named(broker, home):
+    code = ("try:\n"
+            "    o('notes.md', 'w' + 't')\n"
+            "except PermissionError as e:\n"
+            "    print('refused', e.errno)\n")
+    out, err, end = run(broker, code, home)
+    assert out.startswith("refused"), (out, err)
+    got, blocked = entries(end)
+    assert got == [("create", os.path.join(home, "notes.md"),
+                    "landlock" if end["profile"] and blocked[0]["by"] == "landlock"
+                    else "seccomp")], end
+    assert blocked[0]["seen_by"] == "python" and blocked[0]["inferred"] is True, blocked
+
+
+def test_exec_of_a_shell_is_named_by_the_gate(broker, home):
+    code = ("sp = m('sub' + 'process')\n"
+            "for _ in range(2):\n"
+            "    try:\n"
+            "        sp.run(['/bin/sh', '-c', 'true'])\n"
+            "    except PermissionError:\n"
+            "        print('refused')\n")
+    out, err, end = run(broker, code, home)
+    assert out.count("refused") == 2, (out, err)
+    got, blocked = entries(end)
+    assert got == [("exec", "/bin/sh", "exec gate")], end
+    assert blocked[0] == {"kind": "exec", "target": "/bin/sh", "count": 2, "by": "exec gate",
+                          "seen_by": "worker", "inferred": False}, blocked
+
+
+def test_reading_a_planted_secret_is_named(make_broker, tmpdir_k):
+    token, _ = plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k)).start()
+    code = ("try:\n"
+            "    o(%r).read()\n"
+            "except PermissionError:\n"
+            "    print('refused')\n" % token)
+    out, err, end = run(b, code, tmpdir_k)
+    assert out.startswith("refused"), (out, err)
+    got, _ = entries(end)
+    assert got == [("secret-read", token, "mount mask")], end
+
+
+def test_the_same_read_approved_has_no_receipt(make_broker, tmpdir_k):
+    token, _ = plant(tmpdir_k)
+    b = make_broker(config=config(tmpdir_k)).start()
+    out, err, end = run(b, "print(o(%r).read(), end='')\n" % token, tmpdir_k, channel=True)
+    assert end["profile"] == "approved" and "kotoba-integration-secret" in out, (out, err)
+    assert "blocked" not in end, end
+
+
+def test_a_unix_socket_is_named(broker, home):
+    code = ("socket = m('soc' + 'ket')\n"
+            "try:\n"
+            "    s = getattr(socket, 'soc' + 'ket')(getattr(socket, 'AF_' + 'UNIX'))\n"
+            "    s.connect('/run/dbus/system_bus_socket')\n"
+            "except PermissionError:\n"
+            "    print('refused')\n")
+    out, err, end = run(broker, code, home)
+    assert out.startswith("refused"), (out, err)
+    got, _ = entries(end)
+    assert got == [("connect-unix", "AF_UNIX socket", "seccomp")], end
+
+
+def test_a_signal_to_another_process_is_named(broker, home):
+    u = snippet_user()
+    victim = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: (
+        os.setgid(u.pw_gid), os.setuid(u.pw_uid)) if os.geteuid() == 0 else None)
+    try:
+        code = ("import signal\n"
+                "try:\n"
+                "    os.kill(%d, signal.SIGTERM)\n"
+                "except PermissionError:\n"
+                "    print('refused')\n" % victim.pid)
+        out, err, end = run(broker, code, home)
+        assert out.startswith("refused"), (out, err)
+        assert victim.poll() is None
+        got, _ = entries(end)
+        assert len(got) == 1 and got[0][:2] == ("signal", str(victim.pid)), end
+        assert got[0][2] in ("seccomp", "landlock"), end
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_a_refusal_by_file_mode_is_not_the_sandbox(broker, home):
+    # /etc/hostname is not the user's to write even without a sandbox:
+    # refused, but not by the sandbox, so not on the receipt.
+    code = ("try:\n"
+            "    o('/etc/hostname', 'a' + 't')\n"
+            "except PermissionError:\n"
+            "    print('refused')\n")
+    out, err, end = run(broker, code, home)
+    assert out.startswith("refused"), (out, err)
+    assert "blocked" not in end, end
+
+
+def test_forged_lines_are_judged_not_believed(broker, home):
+    # The snippet writes its own reports: a read of a file that is no
+    # secret and garbage are dropped; what it claims for a path the user
+    # could not write anyway is dropped too.
+    code = ("os.write(4, b'read\\t/etc/hostname\\n\\xff\\xfe\\x00garbage\\nwrite\\t/etc/hostname\\n'"
+            " + b'x' * 5000 + b'\\n')\n")
+    out, err, end = run(broker, code, home)
+    assert end["type"] == "exit" and "blocked" not in end, (end, err)
