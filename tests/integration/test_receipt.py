@@ -163,3 +163,40 @@ def test_forged_lines_are_judged_not_believed(broker, home):
             " + b'x' * 5000 + b'\\n')\n")
     out, err, end = run(broker, code, home)
     assert end["type"] == "exit" and "blocked" not in end, (end, err)
+
+
+def test_cli_prints_the_receipt_escaped_and_in_json(broker, home):
+    # A file name with a terminal escape in it: the summary line shows it
+    # escaped, the JSON carries it as a JSON string.
+    code = PRELUDE + ("sp = m('sub' + 'process')\n"
+                      "for name in ('notes.md', 'evil\\x1b[2Jname'):\n"
+                      "    try:\n"
+                      "        o(name, 'w' + 't')\n"
+                      "    except PermissionError:\n"
+                      "        pass\n"
+                      "try:\n"
+                      "    sp.run(['/bin/sh'])\n"
+                      "except PermissionError:\n"
+                      "    pass\n")
+    p = broker.kotoba("run", "-c", code, "--no-channel", "--cwd", home, "--json")
+    err = p.stderr.decode()
+    assert "\x1b" not in err, err
+    line = [l for l in err.splitlines() if l.startswith("kotoba: the sandbox stopped")]
+    assert len(line) == 1, err
+    assert line[0].startswith("kotoba: the sandbox stopped 3 operations: "), line
+    assert "create %s/notes.md (" % home in line[0], line
+    assert "create %s/evil\\x1b[2Jname (" % home in line[0], line
+    assert "exec /bin/sh (exec gate)" in line[0], line
+    out = __import__("json").loads(p.stdout)
+    assert out["blocked_total"] == 3, out
+    # the worker's own entries first, then the interpreter's
+    assert [b["kind"] for b in out["blocked"]] == ["exec", "create", "create"], out
+    assert out["blocked"][2]["target"] == home + "/evil\x1b[2Jname", out
+
+
+def test_cli_says_nothing_when_nothing_was_refused(broker, home):
+    p = broker.kotoba("run", "-c", "print(1)", "--no-channel", "--cwd", home)
+    assert p.returncode == 0 and p.stdout == b"1\n", p
+    assert b"sandbox stopped" not in p.stderr, p.stderr
+    out = broker.run_json("print(1)")
+    assert out["blocked_total"] == 0 and out["blocked"] == [], out
