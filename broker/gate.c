@@ -193,6 +193,24 @@ static int audit_grant_expired(struct session *s, const struct msg_exec *e)
 	return 0;
 }
 
+/* The run's receipt for its exit row (AUDIT.md, `blocked`): the map
+ * without the frame's header.  None when nothing was refused; a receipt
+ * that cannot be encoded (out of memory) is logged, and the row goes
+ * without it rather than not at all. */
+static void audit_receipt(const struct run *r, struct frame *f, struct audit_row *row)
+{
+	if (!r->blocked.total)
+		return;
+	if (enc_receipt(f, &r->blocked) < 0) {
+		log_err("uid=%u run=%" PRIu64 " the receipt of %" PRIu64 " refusals is not in "
+			"the audit trail: out of memory", (unsigned)r->uid, r->run_id,
+			r->blocked.total);
+		return;
+	}
+	row->blocked = f->data + PROTO_HEADER_LEN;
+	row->blocked_len = f->len - PROTO_HEADER_LEN;
+}
+
 /* A run the gate started has ended: its `exit` row, and its slot is free. */
 static void run_ended(const struct run *r, void *ctx)
 {
@@ -201,6 +219,7 @@ static void run_ended(const struct run *r, void *ctx)
 				 .mode = sandbox_mode_name(gb->cfg.sandbox),
 				 .approver = approver_name(r->approver),
 				 .profile = profile_name(r->profile) };
+	struct frame receipt = { 0 };
 	char labels[256] = "";
 	size_t off = 0;
 
@@ -216,6 +235,7 @@ static void run_ended(const struct run *r, void *ctx)
 		row.signal = r->result.exited ? 0 : r->result.signal;
 		row.timed_out = r->result.timed_out;
 		row.duration_ms = (int64_t)(r->result.duration_us / 1000);
+		audit_receipt(r, &receipt, &row);
 	} else {
 		row.decision = decision_name(r->cancelled ? DECISION_CANCELLED : DECISION_FAILED);
 	}
@@ -224,6 +244,7 @@ static void run_ended(const struct run *r, void *ctx)
 	if (store_audit_append(store, &row) < 0)
 		log_err("uid=%u run=%" PRIu64 " audit write of the exit failed: %s",
 			(unsigned)r->uid, r->run_id, store_last_error(store));
+	frame_free(&receipt);
 }
 
 /* The run's approver and profile say which snippet tried; labels say why

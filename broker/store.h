@@ -91,6 +91,10 @@ struct audit_row {
 	int64_t signal;
 	bool timed_out;
 	int64_t duration_ms;
+	/* An exit row's receipt, as proto's enc_receipt() writes it; len 0:
+	 * none (every other row).  Read back, it points into the statement. */
+	const void *blocked;
+	size_t blocked_len;
 	/* Closes something already recorded (how a card or a queued exec
 	 * ended, a run's exit): counted against the quota, never refused. */
 	bool follows;

@@ -898,6 +898,40 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 	return dec_where(d, m);
 }
 
+/* ---- the receipt alone (the audit trail's `blocked` column) --------------- */
+
+int enc_receipt(struct frame *f, const struct receipt *b)
+{
+	struct enc e;
+
+	enc_begin(&e, "receipt", RECEIPT_FIELDS(b));
+	put_receipt(&e, b);
+	return enc_end(&e, f);
+}
+
+int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out)
+{
+	struct proto_error err = { 0 };
+	struct dec d = { .err = &err, .type = "receipt" };
+	msgpack_unpacked up;
+	size_t off = 0;
+	int rc = -EPROTO;
+
+	out->total = 0;
+	out->n = 0;
+	if (!p || !len || len > PROTO_FRAME_MAX_DEFAULT)
+		return len ? -EMSGSIZE : 0;
+	/* Depth and UTF-8 first, as for any frame. */
+	if (proto_check(p, len, &err) < 0)
+		return -EPROTO;
+	msgpack_unpacked_init(&up);
+	if (msgpack_unpack_next(&up, (const char *)p, len, &off) == MSGPACK_UNPACK_SUCCESS &&
+	    off == len && dec_map(&d, &up.data, MAP_FIELDS_MAX) == 0 && dec_receipt(&d, out) == 0)
+		rc = 0;
+	msgpack_unpacked_destroy(&up);
+	return rc;
+}
+
 static int dec_finished(struct dec *d, struct msg_finished *m)
 {
 	int rc = dec_result(d, &m->r);

@@ -592,6 +592,11 @@ int enc_ready(struct frame *f, const struct msg_ready *m);
 int enc_setup_error(struct frame *f, const struct msg_setup_error *m);
 int enc_masks(struct frame *f, const struct msg_masks *m);
 int enc_finished(struct frame *f, const struct msg_finished *m);
+/* A receipt alone, as the audit trail keeps it: one msgpack map
+ * {type: "receipt", blocked, blocked_total} (the frame's payload, after
+ * its 4-byte header), and back; len 0 is the empty receipt. */
+int enc_receipt(struct frame *f, const struct receipt *b);
+int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out);
 
 /* Convenience for the many places that answer with an error frame. */
 int enc_error_simple(struct frame *f, bool has_id, uint64_t id, const char *code,

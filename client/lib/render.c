@@ -524,7 +524,7 @@ uint64_t kotoba_show_receipt(FILE *out, const struct kotoba_result *res, unsigne
 	uint64_t listed = 0;
 	size_t n;
 
-	if (!res || kc_size_of(res) < KC_SIZE_THROUGH(kotoba_result, blocked) ||
+	if (!res || res->size < KC_SIZE_THROUGH(kotoba_result, blocked) ||
 	    !res->blocked_total)
 		return 0;
 	n = res->n_blocked < KOTOBA_BLOCKED_MAX ? res->n_blocked : KOTOBA_BLOCKED_MAX;
