@@ -1287,6 +1287,7 @@ struct tail_ctx {
 	struct msg_audit_rows *out;
 	char (*sha)[65];
 	char (*labels)[256];
+	bool list; /* show: the receipt's list too */
 };
 
 static const char *canonical(const char *word, const char *const *set)
@@ -1304,6 +1305,23 @@ static int named(const struct proto_names *t, const char *word, int dflt)
 	int v = word ? names_find(t, word, strlen(word)) : -1;
 
 	return v < 0 ? dflt : v;
+}
+
+/* An exit row's receipt: its count for every row, its list for the one
+ * row `show` asked for.  A receipt the broker cannot read back (a
+ * database someone edited: verify says so) counts as none. */
+static void take_receipt(const struct audit_row *row, struct audit_info *a, struct tail_ctx *t)
+{
+	static struct receipt b;
+
+	if (!row->blocked_len || !row->has_exit ||
+	    dec_receipt_map(row->blocked, row->blocked_len, &b) < 0)
+		return;
+	a->blocked_total = b.total;
+	if (t->list && !t->out->blocked.total) {
+		t->out->blocked = b;
+		a->has_blocked = true;
+	}
 }
 
 static int take_row(const struct audit_row *row, void *arg)
@@ -1331,20 +1349,29 @@ static int take_row(const struct audit_row *row, void *arg)
 				  .has_exit = row->has_exit, .exit_code = row->exit_code,
 				  .signal = row->signal, .timed_out = row->timed_out,
 				  .duration_ms = row->duration_ms };
+	take_receipt(row, a, t);
 	return 0;
 }
 
-static int audit_tail(struct session *s, uint64_t id, uint64_t max)
+/* tail: the newest `max` rows; show: row `seq` with its receipt's list,
+ * when it is the caller's. */
+static int audit_tail(struct session *s, uint64_t id, uint64_t max, bool show, uint64_t seq)
 {
 	static struct msg_audit_rows out;
 	static char sha[PROTO_ROWS_MAX][65], labels[PROTO_ROWS_MAX][256];
-	struct tail_ctx t = { &out, sha, labels };
+	struct tail_ctx t = { &out, sha, labels, show };
 	struct frame f;
+	int rc;
 
 	memset(&out, 0, sizeof(out));
 	out.id = id;
-	if (store_audit_tail(store, s->peer.uid, max > PROTO_ROWS_MAX ? PROTO_ROWS_MAX : max,
-			     take_row, &t) < 0) {
+	if (!show)
+		rc = store_audit_tail(store, s->peer.uid,
+				      max > PROTO_ROWS_MAX ? PROTO_ROWS_MAX : max, take_row, &t);
+	else
+		rc = store_audit_row(store, s->peer.uid, seq > INT64_MAX ? INT64_MAX : (int64_t)seq,
+				     take_row, &t);
+	if (rc < 0) {
 		session_send_error(s, true, id, PERR_AUDIT, "cannot read the audit trail: %s",
 				   store_last_error(store));
 		return 0;
@@ -1387,5 +1414,5 @@ int gate_on_audit(struct session *s, const struct msg *m)
 
 	if (!strcmp(a->op, "verify"))
 		return audit_verify(s, a->id);
-	return audit_tail(s, a->id, a->max);
+	return audit_tail(s, a->id, a->max, !strcmp(a->op, "show"), a->seq);
 }

@@ -1620,23 +1620,20 @@ static int col_row(struct store *s, sqlite3_stmt *st, struct audit_row *r)
 	return rc;
 }
 
-int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, void *arg)
+/* Steps a read of audit rows bound to ?1 and ?2, handing each to cb. */
+static int read_rows(struct store *s, const char *sql, int64_t a1, int64_t a2, audit_cb cb,
+		     void *arg)
 {
 	const char *what = "cannot read the audit trail";
 	struct audit_row r;
 	sqlite3_stmt *st;
-	char sql[1024];
 	int rc;
 
-	/* The broker's own epoch rows are no client's decisions. */
-	snprintf(sql, sizeof(sql), "SELECT " AUDIT_READ_COLS ", NULL, NULL, %s FROM (SELECT * "
-		 "FROM audit WHERE uid = ?1 AND event != '" AUDIT_EPOCH "' ORDER BY seq DESC "
-		 "LIMIT ?2) a ORDER BY a.seq", AUDIT_BLOCKED_COL(s));
 	rc = prep(s, sql, &st, what);
 	if (rc)
 		return rc;
-	if (sqlite3_bind_int64(st, 1, uid) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 2, max > INT64_MAX ? INT64_MAX : (int64_t)max) != SQLITE_OK) {
+	if (sqlite3_bind_int64(st, 1, a1) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 2, a2) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
 		sqlite3_finalize(st);
 		return rc;
@@ -1656,6 +1653,27 @@ int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, voi
 	}
 	sqlite3_finalize(st);
 	return rc;
+}
+
+int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, void *arg)
+{
+	char sql[1024];
+
+	/* The broker's own epoch rows are no client's decisions. */
+	snprintf(sql, sizeof(sql), "SELECT " AUDIT_READ_COLS ", NULL, NULL, %s FROM (SELECT * "
+		 "FROM audit WHERE uid = ?1 AND event != '" AUDIT_EPOCH "' ORDER BY seq DESC "
+		 "LIMIT ?2) a ORDER BY a.seq", AUDIT_BLOCKED_COL(s));
+	return read_rows(s, sql, uid, max > INT64_MAX ? INT64_MAX : (int64_t)max, cb, arg);
+}
+
+int store_audit_row(struct store *s, uint32_t uid, int64_t seq, audit_cb cb, void *arg)
+{
+	char sql[1024];
+
+	snprintf(sql, sizeof(sql), "SELECT " AUDIT_READ_COLS ", NULL, NULL, %s FROM audit a "
+		 "WHERE a.uid = ?1 AND a.seq = ?2 AND a.event != '" AUDIT_EPOCH "'",
+		 AUDIT_BLOCKED_COL(s));
+	return read_rows(s, sql, uid, seq, cb, arg);
 }
 
 /* ---- audit: verify ----------------------------------------------------- */

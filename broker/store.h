@@ -127,6 +127,8 @@ int store_audit_append(struct store *s, struct audit_row *row);
  * value stops the walk and store_audit_tail returns it. */
 typedef int (*audit_cb)(const struct audit_row *row, void *arg);
 int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, void *arg);
+/* Row seq when it is uid's (and no epoch row): cb once, or not at all. */
+int store_audit_row(struct store *s, uint32_t uid, int64_t seq, audit_cb cb, void *arg);
 
 /* Epoch rows: written by the broker itself, uid = its own, event "epoch".
  * decision "sealed": sealing began here (this row is sealed under key 0);

@@ -523,6 +523,9 @@ struct kotoba_audit_row {
 	bool has_exit;        /* the fields below are valid */
 	int64_t exit_code, signal, duration_ms;
 	bool timed_out;
+	/* Added after timed_out: an exit row's receipt, how many refusals
+	 * (0: none); kotoba_audit_show() gives the list. */
+	uint64_t blocked_total;
 };
 
 /*
@@ -533,6 +536,20 @@ struct kotoba_audit_row {
  */
 enum kotoba_code kotoba_audit_tail(struct kotoba_client *c, struct kotoba_audit_row *rows,
 				   size_t max, size_t *n, struct kotoba_error *err);
+
+/*
+ * kotoba_audit_show: the caller's audit row number @seq (as kotoba_audit_tail
+ * shows it) and, for an exit row, its receipt: what the sandbox refused.
+ * @row: filled when the row is the caller's (row->size set by the caller).
+ * @found: false when there is no such row of the caller's.
+ * @blocked, @max: room for the receipt's entries (at most KOTOBA_BLOCKED_MAX
+ *	are kept); @n receives how many were written.  row->blocked_total
+ *	says how many refusals in all.
+ */
+enum kotoba_code kotoba_audit_show(struct kotoba_client *c, uint64_t seq,
+				   struct kotoba_audit_row *row, bool *found,
+				   struct kotoba_blocked *blocked, size_t max, size_t *n,
+				   struct kotoba_error *err);
 
 /*
  * kotoba_audit_verify: walks the whole hash chain of the audit trail.

@@ -184,11 +184,20 @@ static void put_result(struct enc *e, const struct run_result *r)
  * takes their absence as an empty receipt). */
 #define RECEIPT_FIELDS(b) ((b)->total ? 2 : 0)
 #define BLOCKED_OP_FIELDS 6
+static void put_blocked_list(struct enc *e, const struct receipt *b);
+
 static void put_receipt(struct enc *e, const struct receipt *b)
 {
 	if (!b->total)
 		return;
 	put_key(e, "blocked");
+	put_blocked_list(e, b);
+	put_uint(e, "blocked_total", b->total);
+}
+
+/* The array alone: its key is the caller's (a frame's field, or a row's). */
+static void put_blocked_list(struct enc *e, const struct receipt *b)
+{
 	raw_array(e, b->n);
 	for (size_t i = 0; i < b->n; i++) {
 		const struct blocked_op *o = &b->op[i];
@@ -207,7 +216,6 @@ static void put_receipt(struct enc *e, const struct receipt *b)
 		raw_str(e, "inferred", 8);
 		raw_bool(e, o->inferred);
 	}
-	put_uint(e, "blocked_total", b->total);
 }
 
 int enc_exit(struct frame *f, const struct msg_exit *m)
@@ -541,17 +549,23 @@ int enc_audit(struct frame *f, const struct msg_audit *m)
 {
 	struct enc e;
 
-	enc_begin(&e, "audit", 3);
+	bool show = !strcmp(m->op, "show");
+
+	enc_begin(&e, "audit", 3 + show);
 	put_uint(&e, "id", m->id);
 	put_str(&e, "op", m->op);
 	put_uint(&e, "max", m->max);
+	if (show)
+		put_uint(&e, "seq", m->seq);
 	return enc_end(&e, f);
 }
 
 #define AUDIT_ROW_FIELDS 12
-static void put_audit_row(struct enc *e, const struct audit_info *a)
+static void put_audit_row(struct enc *e, const struct audit_info *a, const struct receipt *b)
 {
-	raw_map(e, AUDIT_ROW_FIELDS + (a->has_exit ? 4 : 0));
+	bool total = a->has_exit && a->blocked_total, list = total && a->has_blocked && b->total;
+
+	raw_map(e, AUDIT_ROW_FIELDS + (a->has_exit ? 4 : 0) + total + list);
 	raw_str(e, "seq", 3);
 	raw_uint(e, a->seq);
 	raw_str(e, "time_ms", 7);
@@ -583,6 +597,14 @@ static void put_audit_row(struct enc *e, const struct audit_info *a)
 		raw_str(e, "duration_ms", 11);
 		raw_int(e, a->duration_ms);
 	}
+	if (total) {
+		raw_str(e, "blocked_total", 13);
+		raw_uint(e, a->blocked_total);
+	}
+	if (list) {
+		raw_str(e, "blocked", 7);
+		put_blocked_list(e, b);
+	}
 }
 
 int enc_audit_rows(struct frame *f, const struct msg_audit_rows *m)
@@ -594,7 +616,7 @@ int enc_audit_rows(struct frame *f, const struct msg_audit_rows *m)
 	put_key(&e, "rows");
 	raw_array(&e, m->n);
 	for (size_t i = 0; i < m->n; i++)
-		put_audit_row(&e, &m->rows[i]);
+		put_audit_row(&e, &m->rows[i], &m->blocked);
 	return enc_end(&e, f);
 }
 
@@ -1201,7 +1223,7 @@ static int dec_setup_error(struct dec *d, struct msg_setup_error *m)
 }
 
 static const char *const choices[] = { "once", "always", "deny", NULL };
-static const char *const audit_ops[] = { "tail", "verify", NULL };
+static const char *const audit_ops[] = { "tail", "verify", "show", NULL };
 
 /* Decodes element i of array field `key` as a map into *sub. */
 static int dec_array(struct dec *d, const char *key, size_t max, const msgpack_object_array **a)
@@ -1369,9 +1391,11 @@ static int dec_audit(struct dec *d, struct msg_audit *m)
 	int rc;
 
 	m->max = 20;
+	m->seq = 0;
 	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
 	    (rc = dec_enum(d, "op", true, audit_ops, &m->op)) < 0 ||
-	    (rc = dec_uint(d, "max", false, &m->max)) < 0)
+	    (rc = dec_uint(d, "max", false, &m->max)) < 0 ||
+	    (rc = dec_uint(d, "seq", !strcmp(m->op, "show"), &m->seq)) < 0)
 		return rc;
 	return 0;
 }
@@ -1390,7 +1414,25 @@ static int dec_audit_exit(struct dec *d, struct audit_info *a)
 	return 0;
 }
 
-static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_info *a)
+/* An exit row's receipt: its count, and on one row at most its list. */
+static int dec_audit_receipt(struct dec *sub, struct audit_info *a, struct msg_audit_rows *m)
+{
+	int rc;
+
+	a->blocked_total = 0;
+	a->has_blocked = dec_find(sub, "blocked") != NULL;
+	if (!a->has_blocked)
+		return dec_uint(sub, "blocked_total", false, &a->blocked_total);
+	if (!a->has_exit || m->blocked.total)
+		return dec_fail(sub, PERR_BAD_FIELD, "field 'blocked' is for one exit row only");
+	if ((rc = dec_receipt(sub, &m->blocked)) < 0)
+		return rc;
+	a->blocked_total = m->blocked.total;
+	return 0;
+}
+
+static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_info *a,
+			 struct msg_audit_rows *m)
 {
 	struct dec sub = { .err = d->err, .type = "audit_rows.rows" };
 	int rc, event, decision, approver, profile;
@@ -1413,7 +1455,9 @@ static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_in
 	a->decision = (enum proto_decision)decision;
 	a->approver = (enum proto_approver)approver;
 	a->profile = (enum proto_profile)profile;
-	return dec_audit_exit(&sub, a);
+	if ((rc = dec_audit_exit(&sub, a)) < 0)
+		return rc;
+	return dec_audit_receipt(&sub, a, m);
 }
 
 static int dec_audit_rows(struct dec *d, struct msg_audit_rows *m)
@@ -1421,11 +1465,13 @@ static int dec_audit_rows(struct dec *d, struct msg_audit_rows *m)
 	const msgpack_object_array *a = NULL;
 	int rc;
 
+	m->blocked.total = 0;
+	m->blocked.n = 0;
 	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
 	    (rc = dec_array(d, "rows", PROTO_ROWS_MAX, &a)) < 0)
 		return rc;
 	for (uint32_t i = 0; i < a->size; i++)
-		if ((rc = dec_audit_row(d, &a->ptr[i], &m->rows[i])) < 0)
+		if ((rc = dec_audit_row(d, &a->ptr[i], &m->rows[i], m)) < 0)
 			return rc;
 	m->n = a->size;
 	return 0;

@@ -372,8 +372,9 @@ struct msg_revoke {
 
 struct msg_audit {
 	uint64_t id;
-	const char *op; /* "tail" | "verify" */
+	const char *op; /* "tail" | "verify" | "show" */
 	uint64_t max;   /* rows for tail */
+	uint64_t seq;   /* the row for show */
 };
 
 struct audit_info {
@@ -391,12 +392,16 @@ struct audit_info {
 	bool has_exit;
 	int64_t exit_code, signal, duration_ms;
 	bool timed_out;
+	uint64_t blocked_total;  /* an exit row's receipt: refusals in all; 0: none */
+	bool has_blocked;        /* this row carries the list: msg_audit_rows.blocked */
 };
 
 struct msg_audit_rows {
 	uint64_t id;
 	size_t n;
 	struct audit_info rows[PROTO_ROWS_MAX];
+	/* The receipt's list, on at most one row (the answer to `show`). */
+	struct receipt blocked;
 };
 
 struct msg_ok {

@@ -200,3 +200,45 @@ def test_cli_says_nothing_when_nothing_was_refused(broker, home):
     assert b"sandbox stopped" not in p.stderr, p.stderr
     out = broker.run_json("print(1)")
     assert out["blocked_total"] == 0 and out["blocked"] == [], out
+
+
+def test_audit_keeps_the_receipt_and_verifies(broker, home, tmpdir_k):
+    code = PRELUDE + ("sp = m('sub' + 'process')\n"
+                      "for _ in range(3):\n"
+                      "    try:\n"
+                      "        sp.run(['/bin/sh'])\n"
+                      "    except PermissionError:\n"
+                      "        pass\n")
+    p = broker.kotoba("run", "-c", code, "--no-channel", "--cwd", home)
+    assert b"stopped 3 operations: exec /bin/sh x3 (exec gate)" in p.stderr, p.stderr
+    broker.kotoba("run", "-c", "print(1)", "--no-channel", "--cwd", home)
+    tail = broker.kotoba("audit", "tail", "-n", "4").stdout.decode().splitlines()
+    exits = [l for l in tail if " exit " in l and "ran" in l]
+    assert len(exits) == 2, tail
+    assert exits[0].endswith(" blocked 3") and "blocked" not in exits[1], tail
+    seq = exits[0].split("#")[1].split()[0]
+    show = broker.kotoba("audit", "show", seq)
+    assert show.returncode == 0, show
+    lines = show.stdout.decode().splitlines()
+    assert lines[0] == exits[0], lines
+    assert lines[1].split() == ["exec", "/bin/sh", "x3", "by", "exec", "gate,", "seen", "by",
+                                "worker"], lines
+    assert broker.kotoba("audit", "show", "999999").returncode == 1
+    # the chain holds, the receipt in it: the broker, the offline tool, the script
+    v = broker.kotoba("audit", "verify")
+    assert v.returncode == 0, v
+    copy = os.path.join(tmpdir_k, "copy.db")
+    subprocess.run(["sqlite3", os.path.join(broker.state, "kotoba.db"), ".backup " + copy],
+                   check=True)
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    for cmd in (["build/kotoba", "audit", "verify", "--db", copy],
+                ["sh", "dist/kotoba-audit-verify.sh", copy]):
+        r = subprocess.run(cmd, cwd=root, capture_output=True)
+        assert r.returncode == 0, (cmd, r)
+    # editing the receipt breaks the chain at its row
+    subprocess.run(["sqlite3", copy, "DROP TRIGGER audit_no_update; UPDATE audit SET "
+                    "blocked = X'' WHERE seq = %s" % seq], check=True)
+    for cmd in (["build/kotoba", "audit", "verify", "--db", copy],
+                ["sh", "dist/kotoba-audit-verify.sh", copy]):
+        r = subprocess.run(cmd, cwd=root, capture_output=True)
+        assert r.returncode == 1 and b"row %s" % seq.encode() in r.stdout, (cmd, r)
