@@ -216,7 +216,9 @@ class Grant:
 @dataclasses.dataclass(frozen=True)
 class AuditRow:
     """One row of the caller's audit trail; the exit fields are None on
-    rows without an exit."""
+    rows without an exit.  `blocked_total` counts what the sandbox refused
+    in an exit row's run (0: nothing); `blocked` lists it on the row that
+    Broker.audit_show() asked for, and is empty on any other."""
     seq: int
     time_ms: int
     run: int
@@ -232,6 +234,8 @@ class AuditRow:
     signal: Optional[int] = None
     timed_out: Optional[bool] = None
     duration_ms: Optional[int] = None
+    blocked_total: int = 0
+    blocked: Tuple[Blocked, ...] = ()
 
     @property
     def time(self) -> Optional[datetime.datetime]:
@@ -247,7 +251,9 @@ class AuditRow:
             profile=r["profile"], exit_code=r.get("exit_code") if ex else None,
             signal=r.get("signal") if ex else None,
             timed_out=r.get("timed_out") if ex else None,
-            duration_ms=r.get("duration_ms") if ex else None)
+            duration_ms=r.get("duration_ms") if ex else None,
+            blocked_total=r.get("blocked_total", 0),
+            blocked=tuple(Blocked.from_wire(b) for b in r.get("blocked", ())))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -509,4 +509,11 @@ def test_receipt_of_a_refused_exec(broker_proc):
     assert r.blocked_total == 1
     with connect(broker_proc, channel=False) as c:
         r = c.run("print(1)", cwd=broker_proc.dir)
+        rows = [x for x in c.audit_tail(4) if x.event == "exit"]
+        assert [x.blocked_total for x in rows] == [1, 0], rows
+        assert rows[0].blocked == ()
+        shown = c.audit_show(rows[0].seq)
+        assert shown is not None and shown.blocked_total == 1
+        assert shown.blocked == (kb.Blocked("exec", "/bin/sh", 1, "exec gate", "worker", False),)
+        assert c.audit_show(10 ** 9) is None
     assert r.blocked == () and r.blocked_total == 0
