@@ -224,6 +224,9 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	bool in_container = !strcmp(where, "container");
 	struct enc e;
 
+	/* An encoder never reads past the fixed arrays. */
+	if (m->n_labels > PROTO_LABELS_MAX || m->blocked.n > PROTO_BLOCKED_MAX)
+		return -E2BIG;
 	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container + (m->secrets != NULL) +
 				      RECEIPT_FIELDS(&m->blocked));
 	put_uint(&e, "id", m->id);
@@ -400,6 +403,8 @@ int enc_finished(struct frame *f, const struct msg_finished *m)
 {
 	struct enc e;
 
+	if (m->blocked.n > PROTO_BLOCKED_MAX)
+		return -E2BIG;
 	enc_begin(&e, "finished", RESULT_FIELDS + RECEIPT_FIELDS(&m->blocked));
 	put_result(&e, &m->r);
 	put_receipt(&e, &m->blocked);
@@ -611,6 +616,8 @@ int enc_audit_rows(struct frame *f, const struct msg_audit_rows *m)
 {
 	struct enc e;
 
+	if (m->n > PROTO_ROWS_MAX || m->blocked.n > PROTO_BLOCKED_MAX)
+		return -E2BIG;
 	enc_begin(&e, "audit_rows", 2);
 	put_uint(&e, "id", m->id);
 	put_key(&e, "rows");
@@ -926,6 +933,8 @@ int enc_receipt(struct frame *f, const struct receipt *b)
 {
 	struct enc e;
 
+	if (b->n > PROTO_BLOCKED_MAX)
+		return -E2BIG;
 	enc_begin(&e, "receipt", RECEIPT_FIELDS(b));
 	put_receipt(&e, b);
 	return enc_end(&e, f);
