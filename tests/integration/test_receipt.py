@@ -242,3 +242,16 @@ def test_audit_keeps_the_receipt_and_verifies(broker, home, tmpdir_k):
                 ["sh", "dist/kotoba-audit-verify.sh", copy]):
         r = subprocess.run(cmd, cwd=root, capture_output=True)
         assert r.returncode == 1 and b"row %s" % seq.encode() in r.stdout, (cmd, r)
+
+
+def test_the_wrappers_change_nothing_a_snippet_can_rely_on(broker, home):
+    # shutil's symlink-safe rmtree is chosen by what os says it supports;
+    # a PermissionError is the same object, with its errno and filename
+    code = ("import io, shutil\n"
+            "print(shutil._use_fd_functions, o is io.open, os.open.__name__)\n"
+            "try:\n"
+            "    o('x.txt', 'w' + 't')\n"
+            "except PermissionError as e:\n"
+            "    print(type(e).__name__, e.errno, e.filename)\n")
+    out, err, end = run(broker, code, home)
+    assert out == "True True open\nPermissionError 13 x.txt\n", (out, err)

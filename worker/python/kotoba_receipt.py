@@ -50,6 +50,13 @@ def _wrap(module, name, what):
             raise
 
     w.__name__, w.__qualname__, w.__doc__ = f.__name__, f.__qualname__, f.__doc__
+    # What os says a function supports holds for its wrapper too: shutil
+    # picks its symlink-safe rmtree by `os.open in os.supports_dir_fd`.
+    if module is os:
+        for supports in (os.supports_dir_fd, os.supports_fd, os.supports_follow_symlinks,
+                         os.supports_effective_ids):
+            if f in supports:
+                supports.add(w)
     setattr(module, name, w)
     return w
 
