@@ -255,3 +255,16 @@ def test_the_wrappers_change_nothing_a_snippet_can_rely_on(broker, home):
             "    print(type(e).__name__, e.errno, e.filename)\n")
     out, err, end = run(broker, code, home)
     assert out == "True True open\nPermissionError 13 x.txt\n", (out, err)
+
+
+def test_exec_names_argv0_when_it_differs(broker, home):
+    code = ("ex = getattr(m('o' + 's'), 'ex' + 'ecv')\n"
+            "prog, name = '/bin/' + 's' + 'h', '-' + 's' + 'h'\n"
+            "try:\n"
+            "    ex(prog, [name, '-c', 'true'])\n"
+            "except PermissionError:\n"
+            "    print('refused')\n")
+    out, err, end = run(broker, code, home)
+    assert out == "refused\n", (out, err)
+    got, _ = entries(end)
+    assert got == [("exec", "/bin/sh (argv[0] -sh)", "exec gate")], end
