@@ -278,7 +278,7 @@ static void watch(struct supervision *r)
 			{ .fd = r->sigfd, .events = POLLIN },
 			{ .fd = r->plan->err_r, .events = POLLIN },
 			{ .fd = r->gate.fd, .events = POLLIN },
-			{ .fd = r->log->fd, .events = POLLIN },
+			{ .fd = receipt_wants_bytes(r->log) ? r->log->fd : -1, .events = POLLIN },
 		};
 		int n = poll(pfd, 5, poll_timeout(r));
 

@@ -141,6 +141,7 @@ struct receipt_report {
 #define RECEIPT_REPORTS_MAX 64           /* distinct reports S judges */
 #define RECEIPT_BYTES_MAX (256u << 10)   /* of reports S reads in all */
 #define RECEIPT_LINE_MAX 1024            /* one report, newline included */
+#define RECEIPT_READ_ROUND (64u << 10)   /* of reports S reads per poll round */
 
 /* The run's receipt as S builds it, and the interpreter's pipe. */
 struct receipt_log {
@@ -233,6 +234,7 @@ void receipt_add(struct receipt *b, enum proto_block_kind kind, const char *targ
 bool receipt_find_program(char *path, size_t len);
 int receipt_open_pipe(struct receipt_log *l, int *write_end);
 void receipt_read(struct receipt_log *l);
+bool receipt_wants_bytes(const struct receipt_log *l);
 void receipt_conclude(struct receipt_log *l, const struct plan *p);
 
 /* supervise.c: S's life after the fork; returns the exit status. */

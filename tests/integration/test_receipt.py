@@ -5,6 +5,7 @@ else.  A snippet that does only what is allowed gets no receipt."""
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -268,3 +269,27 @@ def test_exec_names_argv0_when_it_differs(broker, home):
     assert out == "refused\n", (out, err)
     got, _ = entries(end)
     assert got == [("exec", "/bin/sh (argv[0] -sh)", "exec gate")], end
+
+
+def test_a_flood_of_reports_stops_neither_the_clock_nor_the_run(broker, home):
+    # four processes keep the pipe full; the wall clock still ends the run
+    # on time, and nothing of the flood is believed
+    code = ("import time\n"
+            "for _ in range(3):\n"
+            "    if os.fork() == 0:\n"
+            "        break\n"
+            "line = b'write\\t/etc/hostname\\n' * 200\n"
+            "while True:\n"
+            "    try:\n"
+            "        os.write(4, line)\n"
+            "    except BlockingIOError:\n"
+            "        pass\n")
+    c = broker.client()
+    t0 = time.monotonic()
+    c.exec(PRELUDE + code, cwd=home, timeout_ms=1500)
+    out = c.until_end()
+    c.close()
+    end = out["end"]
+    assert end["type"] == "exit" and end["timed_out"] is True, end
+    assert time.monotonic() - t0 < 10, end
+    assert "blocked" not in end, end
