@@ -480,7 +480,7 @@ struct job_engine {
 	"del os, site, sys, d, h\n"                                                      \
 	"exec(globals().pop('c'))\n"
 #define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-c", PYTHON_SNIPPET_MAIN
-/* On the host the worker adds two arguments, the receipt pipe's fd and
+/* In an unattended run the worker adds two arguments, the receipt pipe's fd and
  * the path of kotoba_receipt.py beside the worker (worker/receipt.c):
  * MAIN runs that file (its cached bytecode, made at build time: compiling
  * it at every start would cost more than the receipt may) before the

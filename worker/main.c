@@ -150,14 +150,17 @@ static void prepare(struct plan *p)
 	p->landlock_abi = landlock_plan_abi(p->job, p->profile);
 }
 
-/* The interpreter's reports of what was refused (receipt.c); the engine
- * profile runs no python3 here, and the container's has no such pipe. */
+/* The interpreter's reports of what was refused (receipt.c), unattended
+ * only: the approved profile refuses none of what they cover (a refusal
+ * there is the user's own permissions), and the engine profile runs no
+ * python3 here. */
 static void open_receipt_pipe(struct plan *p, struct receipt_log *log)
 {
 	int rc;
 
 	log->fd = -1;
-	if (p->engine.run || !receipt_find_program(p->receipt_py, sizeof(p->receipt_py)))
+	if (p->profile != PROFILE_UNATTENDED ||
+	    !receipt_find_program(p->receipt_py, sizeof(p->receipt_py)))
 		return;
 	rc = receipt_open_pipe(log, &p->receipt_w);
 	if (rc < 0)
