@@ -34,6 +34,7 @@ void container_set_runner(engine_runner *fn)
 	runner = fn;
 }
 
+/* ops, if not NULL, hear how it ended with b as their ctx. */
 static int run_engine(struct broker *b, uid_t peer, const struct engine_job *j,
 		      const struct run_ops *ops, char *err, size_t errlen)
 {
@@ -41,7 +42,7 @@ static int run_engine(struct broker *b, uid_t peer, const struct engine_job *j,
 		snprintf(err, errlen, "no engine runner is set");
 		return -ENOSYS;
 	}
-	return runner(b, peer, j, ops, NULL, err, errlen);
+	return runner(b, peer, j, ops, b, err, errlen);
 }
 
 /* The container's first process: it reaps what exec'd processes leave
@@ -490,22 +491,22 @@ static void drop(struct container *ct)
 /* A snippet that ended by itself leaves a container fit for the next.
  * 125-127 are the engine's own failures (no such container, python
  * missing), 137 a SIGKILL inside (the OOM killer, say). */
-static bool ended_cleanly(const struct run *r)
+static bool ended_cleanly(const struct run_info *ri)
 {
-	const struct run_result *x = &r->result;
+	const struct run_result *x = &ri->result;
 
-	if (r->end != END_FINISHED || r->cancelled || x->timed_out || !x->exited)
+	if (ri->end != END_FINISHED || ri->cancelled || x->timed_out || !x->exited)
 		return false;
 	return x->code < 125 || (x->code > 127 && x->code != 137);
 }
 
 /* Nothing was created when the engine or the image was missing, or when
  * the worker never got the job (run_start() failed: step "worker"). */
-static bool never_created(const struct run *r)
+static bool never_created(const struct run_info *ri)
 {
-	return r->end == END_SETUP && (!strcmp(r->setup_step, step_name(STEP_ENGINE)) ||
-				       !strcmp(r->setup_step, step_name(STEP_IMAGE)) ||
-				       !strcmp(r->setup_step, step_name(STEP_WORKER)));
+	return ri->end == END_SETUP && (!strcmp(ri->setup_step, step_name(STEP_ENGINE)) ||
+					!strcmp(ri->setup_step, step_name(STEP_IMAGE)) ||
+					!strcmp(ri->setup_step, step_name(STEP_WORKER)));
 }
 
 static void trim_idle(struct broker *b, uid_t uid)
@@ -524,16 +525,16 @@ static void trim_idle(struct broker *b, uid_t uid)
 		stop(b, oldest, "more idle containers than a user keeps");
 }
 
-void container_release(struct broker *b, struct container *ct, const struct run *r)
+void container_release(struct broker *b, struct container *ct, const struct run_info *ri)
 {
-	if (ended_cleanly(r) && !b->stopping) {
+	if (ended_cleanly(ri) && !b->stopping) {
 		ct->state = CT_IDLE;
 		ct->started = true;
 		ct->idle_since_ms = now_ms();
 		trim_idle(b, ct->uid);
 		return;
 	}
-	if (never_created(r) && !ct->started) {
+	if (never_created(ri) && !ct->started) {
 		drop(ct);
 		return;
 	}
@@ -571,23 +572,24 @@ void containers_stop_all(struct broker *b)
 
 static char check_user[96];
 
-static void image_checked(const struct run *r, void *ctx)
+static void image_checked(const struct run_info *ri, void *ctx)
 {
-	const struct run_result *x = &r->result;
+	const struct broker *b = ctx;
+	const struct run_result *x = &ri->result;
 
-	if (r->end == END_SETUP)
+	if (ri->end == END_SETUP)
 		log_warn("sandbox=docker: checked as %s: step '%s' failed: %s; snippets that reach "
 			 "the engine the same way will fail at that step", check_user,
-			 r->setup_step, r->setup_msg);
-	else if (r->end != END_FINISHED)
+			 ri->setup_step, ri->setup_msg);
+	else if (ri->end != END_FINISHED)
 		log_warn("sandbox=docker: checked as %s: the check did not finish", check_user);
 	else if (x->exited && x->code == 0)
 		log_info("sandbox=docker: checked as %s: image %s is there", check_user,
-			 r->b->cfg.container_image);
+			 b->cfg.container_image);
 	else
 		log_err("sandbox=docker: checked as %s: image %s is missing (`image inspect` %s "
 			"%" PRId64 "); snippets will fail at step 'image' until it is pulled or "
-			"imported", check_user, r->b->cfg.container_image,
+			"imported", check_user, b->cfg.container_image,
 			x->exited ? "exited with" : "got signal", x->exited ? x->code : x->signal);
 }
 

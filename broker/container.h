@@ -23,7 +23,7 @@
 #include "proto/proto.h"
 
 struct broker;
-struct run;
+struct run_info;
 struct run_ops;
 
 /* Room for every string of one job's engine section. */
@@ -68,7 +68,7 @@ int container_claim(struct broker *b, uid_t peer, const struct identity *id, con
 int container_snippet_job(const struct broker *b, const struct container *ct, char *const *env,
 			  size_t n_env, struct engine_job *out, char *err, size_t errlen);
 /* After its run: warm again, or dropped and stopped. */
-void container_release(struct broker *b, struct container *ct, const struct run *r);
+void container_release(struct broker *b, struct container *ct, const struct run_info *ri);
 /* Stops idle containers; returns ms to the next idle deadline, -1: none. */
 int containers_tick(struct broker *b, uint64_t now);
 /* At start: logs the engine client it will use (a warning when it is not

@@ -30,7 +30,7 @@
  * in is gone by then. */
 struct card {
 	TAILQ_ENTRY(card) link;
-	struct session *s;
+	struct client_link *cl;
 	uint64_t id;
 	char card_id[40];
 	char *code;
@@ -117,18 +117,39 @@ static void labels_csv(const struct scan_result *sr, char *out, size_t len)
 					scan_label_name(sr->hits[i].label));
 }
 
-static int append_or_refuse(struct session *s, uint64_t id, struct audit_row *row);
+/* Appends a row for an exec; returns 0, or -1 after telling the client
+ * that nothing runs because nothing could be recorded. */
+static int append_or_refuse(struct client_link *cl, uint64_t id, struct audit_row *row)
+{
+	int rc = store_audit_append(store, row);
+
+	if (rc == -EDQUOT) {
+		log_warn("uid=%u refused: %s", (unsigned)cl->peer.uid, store_last_error(store));
+		client_send_error(cl, true, id, PERR_QUOTA,
+				  "the snippet did not run: %s", store_last_error(store));
+		return -1;
+	}
+	if (rc < 0) {
+		log_err("uid=%u audit write failed: %s", (unsigned)cl->peer.uid,
+			store_last_error(store));
+		client_send_error(cl, true, id, PERR_AUDIT,
+				  "the snippet did not run: the broker cannot write its audit "
+				  "trail (%s)", store_last_error(store));
+		return -1;
+	}
+	return 0;
+}
 
 /* Records one decision; returns 0, or -1 after telling the client that
  * nothing runs because nothing could be recorded.  A row that follows one
  * already recorded (how a card or a queued exec ended) is never refused for
  * the user's audit quota; a new exec is, and then nothing runs. */
-static int audit_decision(struct session *s, uint64_t id, const char *code, size_t code_len,
+static int audit_decision(struct client_link *cl, uint64_t id, const char *code, size_t code_len,
 			  const struct scan_result *sr, enum proto_decision decision,
 			  const struct verdict *v, bool follows, char sha256_out[65])
 {
 	char labels[256];
-	struct audit_row row = { .uid = s->peer.uid, .pid = s->peer.pid, .run_id = id,
+	struct audit_row row = { .uid = cl->peer.uid, .pid = cl->peer.pid, .run_id = id,
 				 .event = event_name(EVENT_DECISION), .code = code,
 				 .code_len = code_len,
 				 .labels = labels, .mode = sandbox_mode_name(gb->cfg.sandbox),
@@ -138,42 +159,19 @@ static int audit_decision(struct session *s, uint64_t id, const char *code, size
 				 .follows = follows };
 
 	labels_csv(sr, labels, sizeof(labels));
-	if (append_or_refuse(s, id, &row) < 0)
+	if (append_or_refuse(cl, id, &row) < 0)
 		return -1;
 	if (sha256_out)
 		memcpy(sha256_out, row.sha256, 65);
 	return 0;
 }
 
-/* Appends a row for an exec; returns 0, or -1 after telling the client
- * that nothing runs because nothing could be recorded. */
-static int append_or_refuse(struct session *s, uint64_t id, struct audit_row *row)
-{
-	int rc = store_audit_append(store, row);
-
-	if (rc == -EDQUOT) {
-		log_warn("uid=%u refused: %s", (unsigned)s->peer.uid, store_last_error(store));
-		session_send_error(s, true, id, PERR_QUOTA,
-				   "the snippet did not run: %s", store_last_error(store));
-		return -1;
-	}
-	if (rc < 0) {
-		log_err("uid=%u audit write failed: %s", (unsigned)s->peer.uid,
-			store_last_error(store));
-		session_send_error(s, true, id, PERR_AUDIT,
-				   "the snippet did not run: the broker cannot write its audit "
-				   "trail (%s)", store_last_error(store));
-		return -1;
-	}
-	return 0;
-}
-
 /* The first exec that finds the caller's grant expired records it: a
  * `grant` row, decision `expired`, the family in labels, filed under that
  * exec (its id and snippet).  Once per grant: a new save starts again. */
-static int audit_grant_expired(struct session *s, const struct msg_exec *e)
+static int audit_grant_expired(struct client_link *cl, const struct msg_exec *e)
 {
-	struct audit_row row = { .uid = s->peer.uid, .pid = s->peer.pid, .run_id = e->id,
+	struct audit_row row = { .uid = cl->peer.uid, .pid = cl->peer.pid, .run_id = e->id,
 				 .event = event_name(EVENT_GRANT), .code = e->code.ptr,
 				 .code_len = e->code.len, .labels = FAMILY,
 				 .mode = sandbox_mode_name(gb->cfg.sandbox),
@@ -181,15 +179,15 @@ static int audit_grant_expired(struct session *s, const struct msg_exec *e)
 				 .approver = approver_name(APPROVER_GRANT),
 				 .profile = profile_name(PROFILE_NONE) };
 
-	if (append_or_refuse(s, e->id, &row) < 0)
+	if (append_or_refuse(cl, e->id, &row) < 0)
 		return -1;
 	log_info("uid=%u the %s grant has expired (found by request %" PRIu64 ")",
-		 (unsigned)s->peer.uid, FAMILY, e->id);
+		 (unsigned)cl->peer.uid, FAMILY, e->id);
 	/* Should this fail, the next exec records the expiry again: a second
 	 * row, never none. */
-	if (store_grant_expiry_recorded(store, s->peer.uid, FAMILY) < 0)
+	if (store_grant_expiry_recorded(store, cl->peer.uid, FAMILY) < 0)
 		log_warn("uid=%u could not mark the grant's expiry recorded: %s",
-			 (unsigned)s->peer.uid, store_last_error(store));
+			 (unsigned)cl->peer.uid, store_last_error(store));
 	return 0;
 }
 
@@ -197,14 +195,14 @@ static int audit_grant_expired(struct session *s, const struct msg_exec *e)
  * without the frame's header.  None when nothing was refused; a receipt
  * that cannot be encoded (out of memory) is logged, and the row goes
  * without it rather than not at all. */
-static void audit_receipt(const struct run *r, struct frame *f, struct audit_row *row)
+static void audit_receipt(const struct run_info *ri, struct frame *f, struct audit_row *row)
 {
-	if (!r->blocked.total)
+	if (!ri->blocked || !ri->blocked->total)
 		return;
-	if (enc_receipt(f, &r->blocked) < 0) {
+	if (enc_receipt(f, ri->blocked) < 0) {
 		log_err("uid=%u run=%" PRIu64 " the receipt of %" PRIu64 " refusals is not in "
-			"the audit trail: out of memory", (unsigned)r->uid, r->run_id,
-			r->blocked.total);
+			"the audit trail: out of memory", (unsigned)ri->uid, ri->run_id,
+			ri->blocked->total);
 		return;
 	}
 	row->blocked = f->data + PROTO_HEADER_LEN;
@@ -212,51 +210,52 @@ static void audit_receipt(const struct run *r, struct frame *f, struct audit_row
 }
 
 /* A run the gate started has ended: its `exit` row, and its slot is free. */
-static void run_ended(const struct run *r, void *ctx)
+static void run_ended(const struct run_info *ri, void *ctx)
 {
-	struct audit_row row = { .uid = r->uid, .pid = r->peer_pid, .run_id = r->id,
+	struct audit_row row = { .uid = ri->uid, .pid = ri->peer_pid, .run_id = ri->id,
 				 .event = event_name(EVENT_EXIT),
 				 .mode = sandbox_mode_name(gb->cfg.sandbox),
-				 .approver = approver_name(r->approver),
-				 .profile = profile_name(r->profile) };
+				 .approver = approver_name(ri->approver),
+				 .profile = profile_name(ri->profile) };
 	struct frame receipt = { 0 };
 	char labels[256] = "";
 	size_t off = 0;
 
-	memcpy(row.sha256, r->sha256, sizeof(row.sha256));
-	for (size_t i = 0; i < r->n_labels; i++)
+	memcpy(row.sha256, ri->sha256, sizeof(row.sha256));
+	for (size_t i = 0; i < ri->n_labels; i++)
 		off += (size_t)snprintf(labels + off, sizeof(labels) - off, "%s%s", i ? "," : "",
-					r->labels[i]);
+					ri->labels[i]);
 	row.labels = labels;
-	if (r->end == END_FINISHED) {
+	if (ri->end == END_FINISHED) {
 		row.decision = decision_name(DECISION_RAN);
 		row.has_exit = true;
-		row.exit_code = r->result.exited ? r->result.code : -1;
-		row.signal = r->result.exited ? 0 : r->result.signal;
-		row.timed_out = r->result.timed_out;
-		row.duration_ms = (int64_t)(r->result.duration_us / 1000);
-		audit_receipt(r, &receipt, &row);
+		row.exit_code = ri->result.exited ? ri->result.code : -1;
+		row.signal = ri->result.exited ? 0 : ri->result.signal;
+		row.timed_out = ri->result.timed_out;
+		row.duration_ms = (int64_t)(ri->result.duration_us / 1000);
+		audit_receipt(ri, &receipt, &row);
 	} else {
-		row.decision = decision_name(r->cancelled ? DECISION_CANCELLED : DECISION_FAILED);
+		row.decision = decision_name(ri->cancelled ? DECISION_CANCELLED : DECISION_FAILED);
 	}
 	row.follows = true;
 	queue_kick = true; /* its slot is free */
 	if (store_audit_append(store, &row) < 0)
 		log_err("uid=%u run=%" PRIu64 " audit write of the exit failed: %s",
-			(unsigned)r->uid, r->run_id, store_last_error(store));
+			(unsigned)ri->uid, ri->run_id, store_last_error(store));
 	frame_free(&receipt);
 }
 
 /* The run's approver and profile say which snippet tried; labels say why
  * the connection was refused ("from-a-run" or "unseen"). */
-void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run *r, const char *why)
+void gate_audit_refused_connection(uid_t uid, pid_t pid, const struct run_info *ri,
+				   const char *why)
 {
-	struct audit_row row = { .uid = uid, .pid = pid, .run_id = r ? r->id : 0,
+	struct audit_row row = { .uid = uid, .pid = pid, .run_id = ri ? ri->id : 0,
 				 .event = event_name(EVENT_CONNECT),
 				 .decision = decision_name(DECISION_REFUSED),
 				 .labels = why, .mode = sandbox_mode_name(gb->cfg.sandbox),
-				 .approver = approver_name(r ? r->approver : APPROVER_NONE),
-				 .profile = profile_name(r ? r->profile : PROFILE_NONE) };
+				 .approver = approver_name(ri ? ri->approver : APPROVER_NONE),
+				 .profile = profile_name(ri ? ri->profile : PROFILE_NONE) };
 
 	if (store_audit_append(store, &row) < 0)
 		log_err("uid=%u pid=%d audit write of a refused connection failed: %s",
@@ -301,14 +300,14 @@ static const char *no_grant_reason(enum grant_cover cover)
 }
 
 /* DESIGN.md's table, row by row. */
-static struct verdict decide(const struct session *s, enum grant_cover cover, bool labelled)
+static struct verdict decide(const struct client_link *cl, enum grant_cover cover, bool labelled)
 {
 	bool has_grant = cover == GRANT_COVERS;
 	const struct config *c = &gb->cfg;
 
 	if (c->sandbox == SANDBOX_NONE)
 		return (struct verdict){ V_NOT_OFFERED, APPROVER_NONE, PROFILE_NONE, "" };
-	if (!s->channel) {
+	if (!cl->channel) {
 		if (labelled)
 			return (struct verdict){ V_REFUSE, APPROVER_NONE, PROFILE_NONE, "" };
 		if (c->unattended == UNATTENDED_REFUSE)
@@ -343,7 +342,7 @@ static bool path_within(const char *dir, const char *scope)
 /* A scope is a real path: the run's directory counts by its real path too,
  * so neither `..` nor a symbolic link inside the scope leads out of it.
  * A directory the broker cannot resolve is not covered. */
-static enum grant_cover grant_cover_of(const struct session *s, const struct msg_exec *e,
+static enum grant_cover grant_cover_of(const struct client_link *cl, const struct msg_exec *e,
 				       const struct grant_row *g)
 {
 	char cwd[4096], real[PATH_MAX];
@@ -357,7 +356,7 @@ static enum grant_cover grant_cover_of(const struct session *s, const struct msg
 	if (e->cwd.len)
 		snprintf(cwd, sizeof(cwd), "%.*s", (int)e->cwd.len, e->cwd.ptr);
 	else
-		default_cwd(s->peer.uid, cwd, sizeof(cwd));
+		default_cwd(cl->peer.uid, cwd, sizeof(cwd));
 	if (!realpath(cwd, real))
 		return GRANT_OUT_OF_SCOPE;
 	return path_within(real, g->scope) ? GRANT_COVERS : GRANT_OUT_OF_SCOPE;
@@ -375,22 +374,22 @@ static void describe(const struct scan_result *sr, char *out, size_t len)
 					scan_label_summary(sr->hits[i].label));
 }
 
-static void refuse(struct session *s, uint64_t id, const struct scan_result *sr,
+static void refuse(struct client_link *cl, uint64_t id, const struct scan_result *sr,
 		   const struct verdict *v)
 {
 	char what[512], labels[256];
 
 	if (v->reason[0]) {
-		session_send_error(s, true, id, PERR_REFUSED, "This snippet was not run: %s.",
-				   v->reason);
+		client_send_error(cl, true, id, PERR_REFUSED, "This snippet was not run: %s.",
+				  v->reason);
 		return;
 	}
 	describe(sr, what, sizeof(what));
 	labels_csv(sr, labels, sizeof(labels));
-	session_send_error(s, true, id, PERR_REFUSED,
-			   "This snippet was not run: nobody can be asked to approve it here, "
-			   "and it %s (%s). Run it from a client with an approval channel, or "
-			   "change it.", what, labels);
+	client_send_error(cl, true, id, PERR_REFUSED,
+			  "This snippet was not run: nobody can be asked to approve it here, "
+			  "and it %s (%s). Run it from a client with an approval channel, or "
+			  "change it.", what, labels);
 }
 
 static void fill_request(struct run_request *rq, const struct scan_result *sr,
@@ -406,16 +405,16 @@ static void fill_request(struct run_request *rq, const struct scan_result *sr,
 
 /* Starts the run, or tells the client why not; except at a limit
  * (-EBUSY, nothing sent, the sentence in busy), where the caller queues it. */
-static int try_start(struct session *s, struct run_request *rq, char *busy, size_t busylen)
+static int try_start(struct client_link *cl, struct run_request *rq, char *busy, size_t busylen)
 {
 	static const struct run_ops gate_run_ops = { .ended = run_ended };
 	char err[300] = "";
 	int rc;
 
 	rq->ops = &gate_run_ops;
-	rq->peer_uid = s->peer.uid;
-	rq->peer_pid = s->peer.pid;
-	rc = run_start(gb, s, rq, err, sizeof(err));
+	rq->peer_uid = cl->peer.uid;
+	rq->peer_pid = cl->peer.pid;
+	rc = run_start(gb, cl, rq, err, sizeof(err));
 	switch (rc) {
 	case 0:
 		break;
@@ -423,16 +422,16 @@ static int try_start(struct session *s, struct run_request *rq, char *busy, size
 		snprintf(busy, busylen, "%s", err);
 		break;
 	case -EPERM:
-		session_send_error(s, true, rq->id, PERR_REFUSED, "%s", err);
+		client_send_error(cl, true, rq->id, PERR_REFUSED, "%s", err);
 		break;
 	case -EINVAL:
-		session_send_error(s, true, rq->id, PERR_BAD_CWD, "%s", err);
+		client_send_error(cl, true, rq->id, PERR_BAD_CWD, "%s", err);
 		break;
 	case -ENOEXEC:
-		run_send_setup_error(s, rq->id, step_name(STEP_ENGINE), ENOEXEC, err, true);
+		run_send_setup_error(cl, rq->id, step_name(STEP_ENGINE), ENOEXEC, err, true);
 		break;
 	default:
-		session_send_error(s, true, rq->id, PERR_INTERNAL, "%s", err);
+		client_send_error(cl, true, rq->id, PERR_INTERNAL, "%s", err);
 		break;
 	}
 	return rc;
@@ -470,7 +469,7 @@ static void default_cwd(uid_t peer, char *out, size_t len)
 		snprintf(out, len, "/");
 }
 
-static struct card *card_new(struct session *s, const struct msg_exec *e,
+static struct card *card_new(struct client_link *cl, const struct msg_exec *e,
 			     const struct scan_result *sr);
 static int audit_card_end(struct card *c, enum proto_decision decision,
 			  const struct verdict *v);
@@ -480,16 +479,16 @@ static unsigned waiting_of_uid(const struct card_list *l, uid_t uid, uint64_t *b
 /* Starts the run unless it must wait: at a limit, or behind older execs of
  * the same user already waiting (a slot that frees is theirs first).
  * -EBUSY with the reason in why: the caller queues it. */
-static int start_or_wait(struct session *s, struct run_request *rq, char *why, size_t len)
+static int start_or_wait(struct client_link *cl, struct run_request *rq, char *why, size_t len)
 {
-	if (waiting_of_uid(&waiting, s->peer.uid, NULL) > 0) {
+	if (waiting_of_uid(&waiting, cl->peer.uid, NULL) > 0) {
 		snprintf(why, len, "older snippets of yours are waiting for a slot");
 		return -EBUSY;
 	}
-	return try_start(s, rq, why, len);
+	return try_start(cl, rq, why, len);
 }
 
-static void run_now(struct session *s, const struct msg_exec *e, const struct scan_result *sr,
+static void run_now(struct client_link *cl, const struct msg_exec *e, const struct scan_result *sr,
 		    const struct verdict *v, const char *sha256)
 {
 	struct run_request rq = { .id = e->id, .code = e->code.ptr, .code_len = e->code.len,
@@ -500,35 +499,35 @@ static void run_now(struct session *s, const struct msg_exec *e, const struct sc
 	if (e->cwd.len)
 		snprintf(cwd, sizeof(cwd), "%.*s", (int)e->cwd.len, e->cwd.ptr);
 	else
-		default_cwd(s->peer.uid, cwd, sizeof(cwd));
+		default_cwd(cl->peer.uid, cwd, sizeof(cwd));
 	char busy[300];
 	struct card *c;
 
 	rq.cwd = cwd;
-	rq.arrived_us = s->frame_us;
+	rq.arrived_us = cl->frame_us;
 	fill_request(&rq, sr, v, sha256);
-	if (v->approver == APPROVER_GRANT && store_grant_touch(store, s->peer.uid, FAMILY) < 0)
-		log_warn("uid=%u could not count a grant use: %s", (unsigned)s->peer.uid,
+	if (v->approver == APPROVER_GRANT && store_grant_touch(store, cl->peer.uid, FAMILY) < 0)
+		log_warn("uid=%u could not count a grant use: %s", (unsigned)cl->peer.uid,
 			 store_last_error(store));
-	if (start_or_wait(s, &rq, busy, sizeof(busy)) != -EBUSY)
+	if (start_or_wait(cl, &rq, busy, sizeof(busy)) != -EBUSY)
 		return;
-	c = card_new(s, e, sr);
+	c = card_new(cl, e, sr);
 	if (!c) {
-		session_send_error(s, true, e->id, PERR_INTERNAL, "out of memory");
+		client_send_error(cl, true, e->id, PERR_INTERNAL, "out of memory");
 		return;
 	}
 	memcpy(c->sha256, sha256, 65);
-	c->arrived_us = s->frame_us;
+	c->arrived_us = cl->frame_us;
 	enqueue(c, v, busy);
 }
 
-static unsigned cards_of(const struct session *s)
+static unsigned cards_of(const struct client_link *cl)
 {
 	unsigned n = 0;
 	struct card *c;
 
 	TAILQ_FOREACH(c, &cards, link)
-		n += c->s == s;
+		n += c->cl == cl;
 	return n;
 }
 
@@ -539,7 +538,7 @@ static unsigned waiting_of_uid(const struct card_list *l, uid_t uid, uint64_t *b
 	struct card *c;
 
 	TAILQ_FOREACH(c, l, link)
-		if (c->s->peer.uid == uid) {
+		if (c->cl->peer.uid == uid) {
 			n++;
 			if (bytes)
 				*bytes += c->code_len;
@@ -549,24 +548,24 @@ static unsigned waiting_of_uid(const struct card_list *l, uid_t uid, uint64_t *b
 
 /* [quota] card_bytes: snippets waiting on cards and in the queue are held
  * in the broker's memory, so one user's total is bounded. */
-static bool over_card_bytes(struct session *s, uint64_t id, size_t more)
+static bool over_card_bytes(struct client_link *cl, uint64_t id, size_t more)
 {
 	uint64_t bytes = 0;
 
-	waiting_of_uid(&cards, s->peer.uid, &bytes);
-	waiting_of_uid(&waiting, s->peer.uid, &bytes);
+	waiting_of_uid(&cards, cl->peer.uid, &bytes);
+	waiting_of_uid(&waiting, cl->peer.uid, &bytes);
 	if (bytes + more <= gb->cfg.card_bytes_per_uid)
 		return false;
-	session_send_error(s, true, id, PERR_BUSY,
-			   "your snippets waiting on cards and in the queue already hold %" PRIu64
-			   " bytes; with this one that is over the %" PRIu64 " bytes one user may "
-			   "have waiting ([quota] card_bytes); answer or cancel some first",
-			   bytes, gb->cfg.card_bytes_per_uid);
+	client_send_error(cl, true, id, PERR_BUSY,
+			  "your snippets waiting on cards and in the queue already hold %" PRIu64
+			  " bytes; with this one that is over the %" PRIu64 " bytes one user may "
+			  "have waiting ([quota] card_bytes); answer or cancel some first",
+			  bytes, gb->cfg.card_bytes_per_uid);
 	return true;
 }
 
 /* Copies the request so it outlives its frame. */
-static struct card *card_new(struct session *s, const struct msg_exec *e,
+static struct card *card_new(struct client_link *cl, const struct msg_exec *e,
 			     const struct scan_result *sr)
 {
 	struct card *c = calloc(1, sizeof(*c));
@@ -583,7 +582,7 @@ static struct card *card_new(struct session *s, const struct msg_exec *e,
 	for (size_t i = 0; i < e->n_env; i++)
 		env_len += e->env[i].name.len + e->env[i].value.len + 2;
 	if (!e->cwd.len)
-		default_cwd(s->peer.uid, home, sizeof(home));
+		default_cwd(cl->peer.uid, home, sizeof(home));
 	c->code = pstr_dup(e->code);
 	c->cwd = e->cwd.len ? pstr_dup(e->cwd) : strdup(home);
 	c->env_buf = malloc(env_len + 1);
@@ -601,7 +600,7 @@ static struct card *card_new(struct session *s, const struct msg_exec *e,
 		}
 	}
 	c->n_env = e->n_env;
-	c->s = s;
+	c->cl = cl;
 	c->id = e->id;
 	c->code_len = e->code.len;
 	c->timeout_ms = e->timeout_ms ? e->timeout_ms : gb->cfg.timeout_ms;
@@ -642,7 +641,7 @@ static void card_limits(struct msg_card *m)
  * be over the frame limit (an exec just under the limit, with many env
  * entries), which a client could not read: the card is then not asked.
  * Once sent, the session may be gone (a failed send closes it). */
-static bool send_card(struct session *s, const struct card *c, const char *reason)
+static bool send_card(struct client_link *cl, const struct card *c, const char *reason)
 {
 	struct msg_card m = { .id = c->id, .card = pstr_c(c->card_id),
 			      .snippet = { c->code, c->code_len }, .n_labels = c->scan.n,
@@ -667,56 +666,56 @@ static bool send_card(struct session *s, const struct card *c, const char *reaso
 		frame_free(&f);
 		return false;
 	}
-	session_send(s, &f);
+	client_send(cl, &f);
 	return true;
 }
 
 /* Whether one more card may wait; if not, the client is told (busy)
  * before anything is recorded: no card was shown, nothing ran. */
-static bool card_room(struct session *s, const struct msg_exec *e)
+static bool card_room(struct client_link *cl, const struct msg_exec *e)
 {
-	unsigned mine = waiting_of_uid(&cards, s->peer.uid, NULL);
+	unsigned mine = waiting_of_uid(&cards, cl->peer.uid, NULL);
 
-	if (cards_of(s) >= gb->cfg.max_cards_per_conn) {
-		session_send_error(s, true, e->id, PERR_BUSY,
-				   "%u cards are already waiting on this connection; answer them "
-				   "first", cards_of(s));
+	if (cards_of(cl) >= gb->cfg.max_cards_per_conn) {
+		client_send_error(cl, true, e->id, PERR_BUSY,
+				  "%u cards are already waiting on this connection; answer them "
+				  "first", cards_of(cl));
 		return false;
 	}
 	if (mine >= gb->cfg.cards_per_uid) {
-		session_send_error(s, true, e->id, PERR_BUSY,
-				   "%u of your cards are already waiting, the most one user may have "
-				   "([quota] cards); answer them first", mine);
+		client_send_error(cl, true, e->id, PERR_BUSY,
+				  "%u of your cards are already waiting, the most one user may have "
+				  "([quota] cards); answer them first", mine);
 		return false;
 	}
-	return !over_card_bytes(s, e->id, e->code.len);
+	return !over_card_bytes(cl, e->id, e->code.len);
 }
 
-static void ask(struct session *s, const struct msg_exec *e, const struct scan_result *sr,
+static void ask(struct client_link *cl, const struct msg_exec *e, const struct scan_result *sr,
 		const struct verdict *v, const char *sha256)
 {
 	struct card *c;
 
-	c = card_new(s, e, sr);
+	c = card_new(cl, e, sr);
 	if (!c) {
-		session_send_error(s, true, e->id, PERR_INTERNAL, "out of memory");
+		client_send_error(cl, true, e->id, PERR_INTERNAL, "out of memory");
 		return;
 	}
 	memcpy(c->sha256, sha256, 65);
 	/* In the list before it is sent: a send that fails closes the session,
 	 * which frees its cards, this one with them. */
 	TAILQ_INSERT_TAIL(&cards, c, link);
-	log_info("uid=%u card %s for request %" PRIu64 ": %s", (unsigned)s->peer.uid, c->card_id,
+	log_info("uid=%u card %s for request %" PRIu64 ": %s", (unsigned)cl->peer.uid, c->card_id,
 		 e->id, v->reason);
-	if (send_card(s, c, v->reason))
+	if (send_card(cl, c, v->reason))
 		return;
 	TAILQ_REMOVE(&cards, c, link);
-	if (audit_decision(s, c->id, c->code, c->code_len, &c->scan, DECISION_FAILED, NULL, true,
+	if (audit_decision(cl, c->id, c->code, c->code_len, &c->scan, DECISION_FAILED, NULL, true,
 			   NULL) == 0)
-		session_send_error(s, true, e->id, PERR_BAD_FIELD,
-				   "the approval card for this snippet, with its %zu env entries, "
-				   "would be over the %" PRIu64 "-byte frame limit; send fewer or "
-				   "shorter env entries", e->n_env, gb->cfg.frame_max);
+		client_send_error(cl, true, e->id, PERR_BAD_FIELD,
+				  "the approval card for this snippet, with its %zu env entries, "
+				  "would be over the %" PRIu64 "-byte frame limit; send fewer or "
+				  "shorter env entries", e->n_env, gb->cfg.frame_max);
 	card_free(c);
 }
 
@@ -726,20 +725,20 @@ static void ask(struct session *s, const struct msg_exec *e, const struct scan_r
  * hears `queued`; busy only when the user's queue is full. */
 static void enqueue(struct card *c, const struct verdict *v, const char *why)
 {
-	struct session *s = c->s;
-	unsigned ahead = waiting_of_uid(&waiting, s->peer.uid, NULL);
+	struct client_link *cl = c->cl;
+	unsigned ahead = waiting_of_uid(&waiting, cl->peer.uid, NULL);
 	struct msg_queued q = { .id = c->id, .position = ahead + 1,
 				.timeout_ms = gb->cfg.queue_timeout_ms };
 	struct frame f;
 
 	if (ahead >= gb->cfg.queue) {
-		session_send_error(s, true, c->id, PERR_BUSY,
-				   "%s, and %u more of yours already wait ([quota] queue); try again "
-				   "when one has ended", why, ahead);
+		client_send_error(cl, true, c->id, PERR_BUSY,
+				  "%s, and %u more of yours already wait ([quota] queue); try again "
+				  "when one has ended", why, ahead);
 		card_free(c);
 		return;
 	}
-	if (over_card_bytes(s, c->id, c->code_len)) {
+	if (over_card_bytes(cl, c->id, c->code_len)) {
 		card_free(c);
 		return;
 	}
@@ -748,10 +747,10 @@ static void enqueue(struct card *c, const struct verdict *v, const char *why)
 	c->expires_at = now_ms() + gb->cfg.queue_timeout_ms;
 	TAILQ_INSERT_TAIL(&waiting, c, link);
 	queue_kick = true;
-	log_info("uid=%u request %" PRIu64 " queued at %" PRIu64 ": %s", (unsigned)s->peer.uid,
+	log_info("uid=%u request %" PRIu64 " queued at %" PRIu64 ": %s", (unsigned)cl->peer.uid,
 		 c->id, q.position, why);
 	if (enc_queued(&f, &q) == 0)
-		session_send(s, &f);
+		client_send(cl, &f);
 }
 
 /* One queued exec, started; -EBUSY (nothing said, still queued) when its
@@ -771,7 +770,7 @@ static int start_queued(struct card *c)
 	 * gone closes its session, which empties its part of the queue.  At a
 	 * limit nothing is sent, so its neighbours are still there. */
 	TAILQ_REMOVE(&waiting, c, link);
-	rc = try_start(c->s, &rq, busy, sizeof(busy));
+	rc = try_start(c->cl, &rq, busy, sizeof(busy));
 	if (rc != -EBUSY) {
 		card_free(c);
 		return 0;
@@ -808,7 +807,7 @@ static void queue_run(struct broker *b)
 	while (again && b->nruns < b->cfg.max_runs && n_full < sizeof(full) / sizeof(full[0])) {
 		again = false;
 		TAILQ_FOREACH(c, &waiting, link) {
-			uid_t uid = c->s->peer.uid;
+			uid_t uid = c->cl->peer.uid;
 
 			if (uid_in(full, n_full, uid))
 				continue;
@@ -832,7 +831,7 @@ static void unqueue(struct card *c, enum proto_decision decision, const char *co
 {
 	TAILQ_REMOVE(&waiting, c, link);
 	if (audit_card_end(c, decision, NULL) == 0 && code)
-		session_send_error(c->s, true, c->id, code, "%s", why);
+		client_send_error(c->cl, true, c->id, code, "%s", why);
 	card_free(c);
 }
 
@@ -847,7 +846,7 @@ static void queue_expire(uint64_t now)
 				break;
 		if (!c)
 			return;
-		log_info("uid=%u request %" PRIu64 " left the queue unrun", (unsigned)c->s->peer.uid,
+		log_info("uid=%u request %" PRIu64 " left the queue unrun", (unsigned)c->cl->peer.uid,
 			 c->id);
 		snprintf(why, sizeof(why), "the snippet waited %.1f s in the queue without a free "
 			 "slot ([quota] queue_timeout); it did not run",
@@ -867,7 +866,7 @@ static enum proto_decision decision_of(const struct verdict *v)
 	}
 }
 
-void gate_exec(struct session *s, const struct msg_exec *e)
+void gate_exec(struct client_link *cl, const struct msg_exec *e)
 {
 	struct scan_result sr = { 0 };
 	struct verdict v;
@@ -878,53 +877,53 @@ void gate_exec(struct session *s, const struct msg_exec *e)
 
 	if (gb->cfg.sandbox != SANDBOX_NONE &&
 	    scan_snippet(e->code.ptr, e->code.len, gb->cfg.snippet_max, &sr) < 0) {
-		session_send_error(s, true, e->id, PERR_SNIPPET_TOO_LARGE,
-				   "the snippet is over the limit of %" PRIu64 " bytes",
-				   gb->cfg.snippet_max);
+		client_send_error(cl, true, e->id, PERR_SNIPPET_TOO_LARGE,
+				  "the snippet is over the limit of %" PRIu64 " bytes",
+				  gb->cfg.snippet_max);
 		return;
 	}
-	if (store_grant_get(store, s->peer.uid, FAMILY, &has_grant, &g) < 0) {
-		session_send_error(s, true, e->id, PERR_AUDIT,
-				   "the snippet did not run: the grant store cannot be read (%s)",
-				   store_last_error(store));
+	if (store_grant_get(store, cl->peer.uid, FAMILY, &has_grant, &g) < 0) {
+		client_send_error(cl, true, e->id, PERR_AUDIT,
+				  "the snippet did not run: the grant store cannot be read (%s)",
+				  store_last_error(store));
 		return;
 	}
-	cover = grant_cover_of(s, e, has_grant ? &g : NULL);
+	cover = grant_cover_of(cl, e, has_grant ? &g : NULL);
 	if (cover == GRANT_EXPIRED && !g.expiry_recorded && gb->cfg.sandbox != SANDBOX_NONE &&
-	    audit_grant_expired(s, e) < 0)
+	    audit_grant_expired(cl, e) < 0)
 		return;
-	v = decide(s, cover, sr.n > 0);
-	if (v.what == V_CARD && !card_room(s, e))
+	v = decide(cl, cover, sr.n > 0);
+	if (v.what == V_CARD && !card_room(cl, e))
 		return;
-	if (audit_decision(s, e->id, e->code.ptr, e->code.len, &sr, decision_of(&v), &v,
+	if (audit_decision(cl, e->id, e->code.ptr, e->code.len, &sr, decision_of(&v), &v,
 			   false, sha256) < 0)
 		return;
 	switch (v.what) {
 	case V_NOT_OFFERED:
-		session_send_error(s, true, e->id, PERR_NOT_OFFERED,
-				   "execute_code is not offered: the broker runs with sandbox = none");
+		client_send_error(cl, true, e->id, PERR_NOT_OFFERED,
+				  "execute_code is not offered: the broker runs with sandbox = none");
 		break;
 	case V_REFUSE:
-		refuse(s, e->id, &sr, &v);
+		refuse(cl, e->id, &sr, &v);
 		break;
 	case V_CARD:
-		ask(s, e, &sr, &v, sha256);
+		ask(cl, e, &sr, &v, sha256);
 		break;
 	case V_RUN:
 	default:
-		run_now(s, e, &sr, &v, sha256);
+		run_now(cl, e, &sr, &v, sha256);
 		break;
 	}
 }
 
 /* ---- answers ------------------------------------------------------------------ */
 
-static struct card *card_find(const struct session *s, struct pstr id)
+static struct card *card_find(const struct client_link *cl, struct pstr id)
 {
 	struct card *c;
 
 	TAILQ_FOREACH(c, &cards, link)
-		if (c->s == s && pstr_eq(id, c->card_id))
+		if (c->cl == cl && pstr_eq(id, c->card_id))
 			return c;
 	return NULL;
 }
@@ -934,7 +933,7 @@ static struct card *card_find(const struct session *s, struct pstr id)
 static int audit_card_end(struct card *c, enum proto_decision decision,
 			  const struct verdict *v)
 {
-	return audit_decision(c->s, c->id, c->code, c->code_len, &c->scan, decision, v, true,
+	return audit_decision(c->cl, c->id, c->code, c->code_len, &c->scan, decision, v, true,
 			      NULL);
 }
 
@@ -953,8 +952,8 @@ static void run_card(struct card *c)
 		return;
 	}
 	fill_request(&rq, &c->scan, &approved, c->sha256);
-	rq.arrived_us = c->s->frame_us; /* the answer's frame: the person's time is not ours */
-	if (start_or_wait(c->s, &rq, busy, sizeof(busy)) != -EBUSY) {
+	rq.arrived_us = c->cl->frame_us; /* the answer's frame: the person's time is not ours */
+	if (start_or_wait(c->cl, &rq, busy, sizeof(busy)) != -EBUSY) {
 		card_free(c);
 		return;
 	}
@@ -972,7 +971,7 @@ struct terms {
 	char scope[PATH_MAX];
 };
 
-static int terms_of(struct session *s, const struct msg_answer *a, struct terms *out)
+static int terms_of(struct client_link *cl, const struct msg_answer *a, struct terms *out)
 {
 	uint64_t ttl = gb->cfg.grant_ttl_ms;
 	char given[PATH_MAX];
@@ -989,10 +988,10 @@ static int terms_of(struct session *s, const struct msg_answer *a, struct terms 
 	errno = 0;
 	if (a->scope.len >= sizeof(given) || !realpath(given, out->scope) ||
 	    stat(out->scope, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		session_send_error(s, a->has_id, a->id, PERR_BAD_FIELD,
-				   "answer: field 'scope' must be a directory the broker can resolve "
-				   "(%s); the card is still open", a->scope.len >= sizeof(given)
-				   ? "too long" : strerror(errno ? errno : ENOTDIR));
+		client_send_error(cl, a->has_id, a->id, PERR_BAD_FIELD,
+				  "answer: field 'scope' must be a directory the broker can resolve "
+				  "(%s); the card is still open", a->scope.len >= sizeof(given)
+				  ? "too long" : strerror(errno ? errno : ENOTDIR));
 		return -1;
 	}
 	out->t.scope = out->scope;
@@ -1025,18 +1024,18 @@ static void say_terms(const struct msg_answer *a, const struct terms *t, char *o
 
 /* The log says what an `always` saved: the audit trail records the run it
  * approved, not the grant's terms. */
-static void log_answer(const struct session *s, const struct msg_answer *a,
+static void log_answer(const struct client_link *cl, const struct msg_answer *a,
 		       const struct card *c, const struct terms *t)
 {
 	char said[1300] = "";
 
 	if (!strcmp(a->choice, "always"))
 		say_terms(a, t, said, sizeof(said));
-	log_info("uid=%u card %s answered %s%s", (unsigned)s->peer.uid, c->card_id, a->choice,
+	log_info("uid=%u card %s answered %s%s", (unsigned)cl->peer.uid, c->card_id, a->choice,
 		 said);
 }
 
-static void answer_taken(struct session *s, const struct msg_answer *a, const struct card *c,
+static void answer_taken(struct client_link *cl, const struct msg_answer *a, const struct card *c,
 			 const struct terms *t)
 {
 	struct msg_ok ok = { .id = a->id };
@@ -1048,45 +1047,45 @@ static void answer_taken(struct session *s, const struct msg_answer *a, const st
 	snprintf(text, sizeof(text), "card %s answered %s%s", c->card_id, a->choice, said);
 	ok.message = pstr_c(text);
 	if (enc_ok(&f, &ok) == 0)
-		session_send(s, &f);
+		client_send(cl, &f);
 }
 
 /* The card leaves the list before anything runs: a second answer finds
  * nothing, so one approval runs the snippet once. */
-int gate_on_answer(struct session *s, const struct msg *m)
+int gate_on_answer(struct client_link *cl, const struct msg *m)
 {
 	const struct msg_answer *a = &m->u.answer;
-	struct card *c = card_find(s, a->card);
+	struct card *c = card_find(cl, a->card);
 	struct terms t;
 
 	if (!c) {
-		session_send_error(s, a->has_id, a->id, PERR_NO_SUCH_CARD,
-				   "answer: no open card '%.*s' on this connection", (int)a->card.len,
-				   a->card.ptr);
+		client_send_error(cl, a->has_id, a->id, PERR_NO_SUCH_CARD,
+				  "answer: no open card '%.*s' on this connection", (int)a->card.len,
+				  a->card.ptr);
 		return 0;
 	}
-	if (terms_of(s, a, &t) < 0)
+	if (terms_of(cl, a, &t) < 0)
 		return 0;
 	TAILQ_REMOVE(&cards, c, link);
-	log_answer(s, a, c, &t);
+	log_answer(cl, a, c, &t);
 	/* The answer's own reply comes first: what follows (started, an
 	 * error) belongs to the exec. */
 	if (a->has_id) {
-		answer_taken(s, a, c, &t);
-		if (s->w.fd < 0) { /* the client went away meanwhile */
+		answer_taken(cl, a, c, &t);
+		if (client_closed(cl)) { /* the client went away meanwhile */
 			card_free(c);
 			return 0;
 		}
 	}
 	if (!strcmp(a->choice, "deny")) {
 		if (audit_card_end(c, DECISION_DENIED, NULL) == 0)
-			session_send_error(s, true, c->id, PERR_DENIED,
-					   "You denied this snippet; it did not run.");
+			client_send_error(cl, true, c->id, PERR_DENIED,
+					  "You denied this snippet; it did not run.");
 	} else if (!strcmp(a->choice, "always") &&
-		   store_grant_save(store, s->peer.uid, FAMILY, c->card_id, &t.t) < 0) {
-		session_send_error(s, true, c->id, PERR_AUDIT,
-				   "the snippet did not run: the grant could not be saved (%s)",
-				   store_last_error(store));
+		   store_grant_save(store, cl->peer.uid, FAMILY, c->card_id, &t.t) < 0) {
+		client_send_error(cl, true, c->id, PERR_AUDIT,
+				  "the snippet did not run: the grant could not be saved (%s)",
+				  store_last_error(store));
 	} else {
 		run_card(c);
 		return 0;
@@ -1098,11 +1097,11 @@ int gate_on_answer(struct session *s, const struct msg *m)
 static void expire(struct card *c)
 {
 	TAILQ_REMOVE(&cards, c, link);
-	log_info("uid=%u card %s expired", (unsigned)c->s->peer.uid, c->card_id);
+	log_info("uid=%u card %s expired", (unsigned)c->cl->peer.uid, c->card_id);
 	if (audit_card_end(c, DECISION_EXPIRED, NULL) == 0)
-		session_send_error(c->s, true, c->id, PERR_EXPIRED,
-				   "Nobody answered the approval card within %" PRIu64
-				   " s; the snippet did not run.", gb->cfg.card_timeout_ms / 1000);
+		client_send_error(c->cl, true, c->id, PERR_EXPIRED,
+				  "Nobody answered the approval card within %" PRIu64
+				  " s; the snippet did not run.", gb->cfg.card_timeout_ms / 1000);
 	card_free(c);
 }
 
@@ -1140,45 +1139,45 @@ int gate_next_deadline(struct broker *b, uint64_t now)
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
 }
 
-bool gate_card_for_id(struct session *s, uint64_t id)
+bool gate_card_for_id(struct client_link *cl, uint64_t id)
 {
 	struct card *c;
 
 	TAILQ_FOREACH(c, &cards, link)
-		if (c->s == s && c->id == id)
+		if (c->cl == cl && c->id == id)
 			return true;
 	TAILQ_FOREACH(c, &waiting, link)
-		if (c->s == s && c->id == id)
+		if (c->cl == cl && c->id == id)
 			return true;
 	return false;
 }
 
-bool gate_has_queued(const struct session *s)
+bool gate_has_queued(const struct client_link *cl)
 {
 	struct card *c;
 
 	TAILQ_FOREACH(c, &waiting, link)
-		if (c->s == s)
+		if (c->cl == cl)
 			return true;
 	return false;
 }
 
-bool gate_cancel_card(struct session *s, uint64_t id)
+bool gate_cancel_card(struct client_link *cl, uint64_t id)
 {
 	struct card *c;
 
 	TAILQ_FOREACH(c, &cards, link) {
-		if (c->s != s || c->id != id)
+		if (c->cl != cl || c->id != id)
 			continue;
 		TAILQ_REMOVE(&cards, c, link);
 		if (audit_card_end(c, DECISION_CANCELLED, NULL) == 0)
-			session_send_error(s, true, id, PERR_CANCELLED,
-					   "the card was withdrawn; the snippet did not run");
+			client_send_error(cl, true, id, PERR_CANCELLED,
+					  "the card was withdrawn; the snippet did not run");
 		card_free(c);
 		return true;
 	}
 	TAILQ_FOREACH(c, &waiting, link)
-		if (c->s == s && c->id == id) {
+		if (c->cl == cl && c->id == id) {
 			unqueue(c, DECISION_CANCELLED, PERR_CANCELLED,
 				"the queued snippet was withdrawn; it did not run");
 			return true;
@@ -1186,7 +1185,7 @@ bool gate_cancel_card(struct session *s, uint64_t id)
 	return false;
 }
 
-void gate_withdraw_cards(struct session *s)
+void gate_withdraw_cards(struct client_link *cl)
 {
 	struct card *c;
 
@@ -1194,44 +1193,44 @@ void gate_withdraw_cards(struct session *s)
 	 * free its other cards: look again from the start every time. */
 	do {
 		TAILQ_FOREACH(c, &cards, link)
-			if (c->s == s)
+			if (c->cl == cl)
 				break;
 		if (c)
-			gate_cancel_card(s, c->id);
+			gate_cancel_card(cl, c->id);
 	} while (c);
 }
 
 /* A client that goes away leaves its cards unanswered: they are recorded
  * as expired (nobody answered), not as a denial. */
-void gate_session_closed(struct session *s)
+void gate_session_closed(struct client_link *cl)
 {
 	struct card *c, *tmp;
 
 	TAILQ_FOREACH_SAFE(c, &cards, link, tmp) {
-		if (c->s != s)
+		if (c->cl != cl)
 			continue;
 		TAILQ_REMOVE(&cards, c, link);
-		audit_decision(s, c->id, c->code, c->code_len, &c->scan, DECISION_EXPIRED, NULL, true,
+		audit_decision(cl, c->id, c->code, c->code_len, &c->scan, DECISION_EXPIRED, NULL, true,
 			       NULL);
 		card_free(c);
 	}
 	TAILQ_FOREACH_SAFE(c, &waiting, link, tmp)
-		if (c->s == s)
+		if (c->cl == cl)
 			unqueue(c, DECISION_CANCELLED, NULL, NULL);
 }
 
 /* ---- grants and audit, each caller's own ---------------------------------------- */
 
-int gate_on_grants(struct session *s, const struct msg *m)
+int gate_on_grants(struct client_link *cl, const struct msg *m)
 {
 	struct msg_grant_list gl = { .id = m->u.grants.id };
 	static struct grant_row rows[16]; /* 64 KiB of scopes: not on the stack */
 	struct frame f;
 	size_t n = 0;
 
-	if (store_grant_list(store, s->peer.uid, rows, 16, &n) < 0) {
-		session_send_error(s, true, gl.id, PERR_AUDIT, "cannot read grants: %s",
-				   store_last_error(store));
+	if (store_grant_list(store, cl->peer.uid, rows, 16, &n) < 0) {
+		client_send_error(cl, true, gl.id, PERR_AUDIT, "cannot read grants: %s",
+				  store_last_error(store));
 		return 0;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -1242,10 +1241,10 @@ int gate_on_grants(struct session *s, const struct msg *m)
 	gl.n = n;
 	if (enc_grant_list(&f, &gl) < 0)
 		return -ENOMEM;
-	return session_send(s, &f);
+	return client_send(cl, &f);
 }
 
-int gate_on_revoke(struct session *s, const struct msg *m)
+int gate_on_revoke(struct client_link *cl, const struct msg *m)
 {
 	const struct msg_revoke *r = &m->u.revoke;
 	char family[32], text[128];
@@ -1260,27 +1259,27 @@ int gate_on_revoke(struct session *s, const struct msg *m)
 
 		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
 		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-')) {
-			session_send_error(s, true, r->id, PERR_BAD_FIELD,
-					   "revoke: a family is a name such as execute_code");
+			client_send_error(cl, true, r->id, PERR_BAD_FIELD,
+					  "revoke: a family is a name such as execute_code");
 			return 0;
 		}
 	}
 	snprintf(family, sizeof(family), "%.*s", (int)r->family.len, r->family.ptr);
 	if (r->family.len >= sizeof(family) ||
-	    store_grant_revoke(store, s->peer.uid, family, &existed) < 0) {
-		session_send_error(s, true, r->id, PERR_BAD_FIELD, "revoke: %s",
-				   r->family.len >= sizeof(family) ? "family name too long"
-								   : store_last_error(store));
+	    store_grant_revoke(store, cl->peer.uid, family, &existed) < 0) {
+		client_send_error(cl, true, r->id, PERR_BAD_FIELD, "revoke: %s",
+				  r->family.len >= sizeof(family) ? "family name too long"
+								  : store_last_error(store));
 		return 0;
 	}
-	log_info("uid=%u revoked %s (%s)", (unsigned)s->peer.uid, family,
+	log_info("uid=%u revoked %s (%s)", (unsigned)cl->peer.uid, family,
 		 existed ? "was saved" : "none saved");
 	snprintf(text, sizeof(text), existed ? "revoked %s" : "there was no %s grant to revoke",
 		 family);
 	ok.message = pstr_c(text);
 	if (enc_ok(&f, &ok) < 0)
 		return -ENOMEM;
-	return session_send(s, &f);
+	return client_send(cl, &f);
 }
 
 struct tail_ctx {
@@ -1355,7 +1354,7 @@ static int take_row(const struct audit_row *row, void *arg)
 
 /* tail: the newest `max` rows; show: row `seq` with its receipt's list,
  * when it is the caller's. */
-static int audit_tail(struct session *s, uint64_t id, uint64_t max, bool show, uint64_t seq)
+static int audit_tail(struct client_link *cl, uint64_t id, uint64_t max, bool show, uint64_t seq)
 {
 	static struct msg_audit_rows out;
 	static char sha[PROTO_ROWS_MAX][65], labels[PROTO_ROWS_MAX][256];
@@ -1366,22 +1365,22 @@ static int audit_tail(struct session *s, uint64_t id, uint64_t max, bool show, u
 	memset(&out, 0, sizeof(out));
 	out.id = id;
 	if (!show)
-		rc = store_audit_tail(store, s->peer.uid,
+		rc = store_audit_tail(store, cl->peer.uid,
 				      max > PROTO_ROWS_MAX ? PROTO_ROWS_MAX : max, take_row, &t);
 	else
-		rc = store_audit_row(store, s->peer.uid, seq > INT64_MAX ? INT64_MAX : (int64_t)seq,
+		rc = store_audit_row(store, cl->peer.uid, seq > INT64_MAX ? INT64_MAX : (int64_t)seq,
 				     take_row, &t);
 	if (rc < 0) {
-		session_send_error(s, true, id, PERR_AUDIT, "cannot read the audit trail: %s",
-				   store_last_error(store));
+		client_send_error(cl, true, id, PERR_AUDIT, "cannot read the audit trail: %s",
+				  store_last_error(store));
 		return 0;
 	}
 	if (enc_audit_rows(&f, &out) < 0)
 		return -ENOMEM;
-	return session_send(s, &f);
+	return client_send(cl, &f);
 }
 
-static int audit_verify(struct session *s, uint64_t id)
+static int audit_verify(struct client_link *cl, uint64_t id)
 {
 	struct msg_ok ok = { .id = id };
 	uint64_t rows = 0;
@@ -1391,28 +1390,28 @@ static int audit_verify(struct session *s, uint64_t id)
 	int rc = store_audit_verify(store, &rows, &bad);
 
 	if (rc == -EBADMSG) {
-		session_send_error(s, true, id, PERR_AUDIT_BROKEN,
-				   "the audit chain is broken at row %" PRId64
-				   " (%" PRIu64 " rows before it verify)", bad, rows);
+		client_send_error(cl, true, id, PERR_AUDIT_BROKEN,
+				  "the audit chain is broken at row %" PRId64
+				  " (%" PRIu64 " rows before it verify)", bad, rows);
 		return 0;
 	}
 	if (rc < 0) {
-		session_send_error(s, true, id, PERR_AUDIT, "cannot read the audit trail: %s",
-				   store_last_error(store));
+		client_send_error(cl, true, id, PERR_AUDIT, "cannot read the audit trail: %s",
+				  store_last_error(store));
 		return 0;
 	}
 	snprintf(text, sizeof(text), "%" PRIu64 " rows, hash chain intact", rows);
 	ok.message = pstr_c(text);
 	if (enc_ok(&f, &ok) < 0)
 		return -ENOMEM;
-	return session_send(s, &f);
+	return client_send(cl, &f);
 }
 
-int gate_on_audit(struct session *s, const struct msg *m)
+int gate_on_audit(struct client_link *cl, const struct msg *m)
 {
 	const struct msg_audit *a = &m->u.audit;
 
 	if (!strcmp(a->op, "verify"))
-		return audit_verify(s, a->id);
-	return audit_tail(s, a->id, a->max, !strcmp(a->op, "show"), a->seq);
+		return audit_verify(cl, a->id);
+	return audit_tail(cl, a->id, a->max, !strcmp(a->op, "show"), a->seq);
 }

@@ -434,21 +434,17 @@ static int next_timeout(struct broker *b)
 static void shut_down(struct broker *b)
 {
 	uint64_t deadline = now_ms() + SHUTDOWN_WAIT_MS;
-	struct session *s, *tmp;
-	struct run *r;
 
 	sd_notify(0, "STOPPING=1");
 	loop_close(&b->listen);
 	if (b->socket_path[0])
 		unlink(b->socket_path);
-	TAILQ_FOREACH_SAFE(s, &b->sessions, link, tmp)
-		session_close(s);
+	sessions_close_all(b);
 	/* Busy containers go with their cancelled runs; these are idle. */
 	containers_stop_all(b);
 	while (b->nruns > 0 && now_ms() < deadline)
 		loop_run_once(100);
-	TAILQ_FOREACH(r, &b->runs, blink)
-		kill(r->worker, SIGKILL);
+	runs_kill(b);
 	while (b->nruns > 0 && loop_run_once(100) == 0 && now_ms() < deadline + 1000)
 		;
 }

@@ -96,16 +96,6 @@ static int read_stat(pid_t pid, struct proc_stat *st)
 	return 0;
 }
 
-static struct run *run_of_worker(struct broker *b, pid_t pid)
-{
-	struct run *r;
-
-	TAILQ_FOREACH(r, &b->runs, blink)
-		if (r->worker == pid && !r->reaped)
-			return r;
-	return NULL;
-}
-
 /* The broker's own start: no process that started before it can descend
  * from it.  Read once; 0 (every walk goes to the top) if it cannot be. */
 static unsigned long long broker_start(void)
@@ -222,20 +212,21 @@ static enum origin origin_of(struct broker *b, int fd, pid_t pid, struct run **r
 /* One audit row per run (the first attempt), and at most one a second for
  * attempts no run can be named for: a snippet looping on connect() must
  * not turn each try into a synchronous write. */
-static void record(const struct ucred *cr, struct run *r, enum origin o)
+static void record(const struct ucred *cr, struct run *r, const struct run_info *ri,
+		   enum origin o)
 {
 	static time_t last_unnamed;
 	time_t now = time(NULL);
 
 	if (r) {
-		if (r->peer_refusals++ > 0)
+		if (run_note_refusal(r) > 0)
 			return;
 	} else {
 		if (now == last_unnamed)
 			return;
 		last_unnamed = now;
 	}
-	gate_audit_refused_connection(r ? r->uid : cr->uid, cr->pid, r,
+	gate_audit_refused_connection(r ? ri->uid : cr->uid, cr->pid, r ? ri : NULL,
 				      o == FROM_A_RUN ? "from-a-run" : "unseen");
 }
 
@@ -245,19 +236,22 @@ bool peer_from_a_run(struct broker *b, int fd, const struct ucred *cr, char *why
 	struct run *r;
 	char detail[200] = "";
 	enum origin o = origin_of(b, fd, cr->pid, &r, detail, sizeof(detail));
+	struct run_info ri = { 0 };
 
 	if (o == OUTSIDE)
 		return false;
+	if (r)
+		run_describe(r, &ri);
 	if (o == FROM_A_RUN) {
 		snprintf(why, whylen, "a connection from inside a snippet's run is refused: a "
 			 "snippet may not answer cards, change grants or read the audit trail");
 		log_warn("uid=%u pid=%d refused: connection from inside run %" PRIu64,
-			 (unsigned)cr->uid, (int)cr->pid, r ? r->run_id : 0);
+			 (unsigned)cr->uid, (int)cr->pid, ri.run_id);
 	} else {
 		snprintf(why, whylen, "the broker could not tell whether this connection comes "
 			 "from inside a snippet's run, so it is refused: %s", detail);
 		log_warn("uid=%u pid=%d refused: %s", (unsigned)cr->uid, (int)cr->pid, detail);
 	}
-	record(cr, r, o);
+	record(cr, r, &ri, o);
 	return true;
 }

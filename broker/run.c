@@ -38,9 +38,65 @@
 #define ENGINE_CMD_TIMEOUT_MS 30000
 /* The worker's bounds on its OOM probe and its kill command (10 s each). */
 #define ENGINE_AFTER_MS 20000
+/* The most output read from a pipe at once: one `output` frame. */
+#define OUTPUT_CHUNK 65536
+
+/* Other modules hold a run by pointer only, and read it through
+ * run_describe(). */
+struct run {
+	TAILQ_ENTRY(run) slink;   /* in s->runs while the client waits */
+	TAILQ_ENTRY(run) blink;   /* in broker->runs until the worker is reaped */
+	struct broker *b;
+	struct client_link *s;    /* the client's; NULL once it has gone */
+	uint64_t id;              /* the client's id */
+	uint64_t run_id;          /* broker-wide, for logs and audit */
+	uid_t uid;
+	pid_t worker;
+	bool reaped, ready, done, reported;
+	struct watch sock;
+	struct watch out[2];
+	uint64_t out_bytes[2];
+	bool truncated;
+	bool paused;
+	bool cancelled;
+	uint64_t kill_at_ms, abandon_at_ms;
+	uint64_t start_us;
+	/* how it ended */
+	enum run_end end;
+	struct run_result result;
+	struct receipt blocked;     /* what the sandbox refused (finished) */
+	char setup_step[32];
+	int64_t setup_errno;
+	char setup_msg[384];
+	enum proto_profile profile;
+	enum proto_approver approver;
+	size_t n_labels;
+	const char *labels[PROTO_LABELS_MAX];
+	char sha256[65];
+	pid_t peer_pid;
+	/* monotonic us: exec frame read, worker ready, worker finished */
+	uint64_t t_arrived, t_ready, t_finished;
+	struct container *ct;     /* sandbox = docker: where the snippet runs */
+	char container[64];       /* its name, for the exit frame */
+	bool engine_only;         /* an engine command (stop a container): no client */
+	struct cgroup_run cg;     /* its memory and process limits, all processes together */
+	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
+	const struct run_ops *ops;
+	void *ctx;
+};
 
 static void on_sock(struct watch *w, uint32_t events);
 static void on_output(struct watch *w, uint32_t events);
+
+void run_describe(const struct run *r, struct run_info *out)
+{
+	*out = (struct run_info){ .id = r->id, .run_id = r->run_id, .uid = r->uid,
+				  .peer_pid = r->peer_pid, .profile = r->profile,
+				  .approver = r->approver, .n_labels = r->n_labels,
+				  .labels = r->labels, .sha256 = r->sha256, .end = r->end,
+				  .cancelled = r->cancelled, .result = r->result,
+				  .blocked = &r->blocked, .setup_step = r->setup_step, .setup_msg = r->setup_msg };
+}
 
 static int seal_code(const char *code, size_t len)
 {
@@ -289,7 +345,7 @@ static unsigned runs_of_uid(struct broker *b, uid_t uid)
 	return n;
 }
 
-static struct run *run_new(struct broker *b, struct session *s, const struct run_request *rq)
+static struct run *run_new(struct broker *b, struct client_link *s, const struct run_request *rq)
 {
 	struct run *r = calloc(1, sizeof(*r));
 
@@ -384,16 +440,19 @@ static void run_release(struct run *r)
 	loop_close(&r->out[0]);
 	loop_close(&r->out[1]);
 	if (r->ct) {
-		container_release(r->b, r->ct, r);
+		struct run_info ri;
+
+		run_describe(r, &ri);
+		container_release(r->b, r->ct, &ri);
 		r->ct = NULL;
 	}
 	if (r->s) {
-		struct session *s = r->s;
+		struct client_link *s = r->s;
 
 		TAILQ_REMOVE(&s->runs, r, slink);
 		s->nruns--;
 		r->s = NULL;
-		session_run_gone(s);
+		client_run_gone(s);
 	}
 	if (!r->reaped) {
 		/* not spawned, or not reaped yet: runs_reap frees it later */
@@ -459,7 +518,7 @@ static int spawn_worker(struct broker *b, struct run *r, const struct run_reques
 	return rc;
 }
 
-int run_start(struct broker *b, struct session *s, const struct run_request *rq,
+int run_start(struct broker *b, struct client_link *s, const struct run_request *rq,
 	      char *err, size_t errlen)
 {
 	int fd[F_COUNT], rc;
@@ -533,8 +592,8 @@ int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
 
 /* ---- while it runs -------------------------------------------------------- */
 
-void run_send_setup_error(struct session *s, uint64_t id, const char *step, int64_t err_no,
-			  const char *why, bool in_container)
+void run_send_setup_error(struct client_link *s, uint64_t id, const char *step,
+			  int64_t err_no, const char *why, bool in_container)
 {
 	const char *code = !strcmp(step, step_name(STEP_CWD)) ? PERR_BAD_CWD : PERR_SETUP_FAILED;
 	struct msg_error m = { .has_id = true, .id = id, .code = pstr_c(code),
@@ -547,7 +606,7 @@ void run_send_setup_error(struct session *s, uint64_t id, const char *step, int6
 					 : "");
 	m.message = pstr_c(text);
 	if (enc_error(&f, &m) == 0)
-		session_send(s, &f);
+		client_send(s, &f);
 }
 
 static void relay_setup_error(struct run *r)
@@ -571,7 +630,7 @@ static void report_exit(struct run *r)
 		m.container = pstr_c(r->container);
 	}
 	if (enc_exit(&f, &m) == 0)
-		session_send(r->s, &f);
+		client_send(r->s, &f);
 }
 
 /* The client's last frame for this run. */
@@ -587,10 +646,10 @@ static void report_end(struct run *r)
 	case END_LOST:
 	case END_NONE:
 	default:
-		session_send_error(r->s, true, r->id, r->cancelled ? PERR_CANCELLED : PERR_WORKER_LOST,
-				   "%s", r->cancelled ? "the run was cancelled"
-						      : "the worker ended without a result; the "
-							"snippet was stopped");
+		client_send_error(r->s, true, r->id, r->cancelled ? PERR_CANCELLED : PERR_WORKER_LOST,
+				  "%s", r->cancelled ? "the run was cancelled"
+						     : "the worker ended without a result; the "
+						       "snippet was stopped");
 		break;
 	}
 }
@@ -618,8 +677,12 @@ static void maybe_complete(struct run *r)
 	sent = now_us();
 	/* Whoever started it hears of the end first (the gate's audit row),
 	 * then the log says it. */
-	if (r->ops && r->ops->ended)
-		r->ops->ended(r, r->ctx);
+	if (r->ops && r->ops->ended) {
+		struct run_info ri;
+
+		run_describe(r, &ri);
+		r->ops->ended(&ri, r->ctx);
+	}
 	if (r->end == END_FINISHED)
 		log_debug("uid=%u run=%" PRIu64 " t_exec_to_ready_us=%" PRIu64
 			  " t_exit_to_frame_us=%" PRIu64, (unsigned)r->uid, r->run_id,
@@ -644,7 +707,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 			 m->u.ready.landlock_abi ? "" : " (not in force)",
 			 secrets_state(r->b, r->profile));
 		if (r->s && enc_started(&f, &st) == 0)
-			session_send(r->s, &f);
+			client_send(r->s, &f);
 	} else if (m->type == MSG_SETUP_ERROR && !r->ready && r->end == END_NONE) {
 		const struct msg_setup_error *e = &m->u.setup_error;
 
@@ -798,7 +861,7 @@ static void forward(struct run *r, int stream, const uint8_t *data, size_t len)
 	if (!r->s || m.len == 0)
 		return;
 	if (enc_output(&f, &m) == 0)
-		session_send(r->s, &f);
+		client_send(r->s, &f);
 }
 
 static void on_output(struct watch *w, uint32_t events)
@@ -818,14 +881,14 @@ static void on_output(struct watch *w, uint32_t events)
 	forward(r, stream, buf, (size_t)n);
 	/* A client that does not read its output stops this run's pipes, not
 	 * the broker: the snippet blocks on write until its timeout. */
-	if (r->s && session_backlogged(r->s)) {
+	if (r->s && client_backlogged(r->s)) {
 		r->paused = true;
 		loop_mod(&r->out[0], 0);
 		loop_mod(&r->out[1], 0);
 	}
 }
 
-void run_resume(struct run *r)
+static void run_resume(struct run *r)
 {
 	if (!r->paused)
 		return;
@@ -848,7 +911,25 @@ void run_cancel(struct run *r)
 	maybe_complete(r);
 }
 
-void run_detach(struct run *r)
+struct run *run_of_client(struct client_link *cl, uint64_t id)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &cl->runs, slink)
+		if (r->id == id)
+			return r;
+	return NULL;
+}
+
+void runs_resume(struct client_link *cl)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &cl->runs, slink)
+		run_resume(r);
+}
+
+static void run_detach(struct run *r)
 {
 	TAILQ_REMOVE(&r->s->runs, r, slink);
 	r->s->nruns--;
@@ -856,6 +937,29 @@ void run_detach(struct run *r)
 	/* Still drain the pipes so the snippet is not blocked while dying. */
 	run_resume(r);
 	run_cancel(r);
+}
+
+void runs_detach(struct client_link *cl)
+{
+	struct run *r, *tmp;
+
+	TAILQ_FOREACH_SAFE(r, &cl->runs, slink, tmp)
+		run_detach(r);
+}
+
+struct run *run_of_worker(struct broker *b, pid_t pid)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &b->runs, blink)
+		if (r->worker == pid && !r->reaped)
+			return r;
+	return NULL;
+}
+
+unsigned run_note_refusal(struct run *r)
+{
+	return r->peer_refusals++;
 }
 
 static bool is_worker(struct broker *b, pid_t pid)
@@ -919,6 +1023,14 @@ void runs_reap(struct broker *b)
 		}
 	}
 	kill_orphans(b);
+}
+
+void runs_kill(struct broker *b)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &b->runs, blink)
+		kill(r->worker, SIGKILL);
 }
 
 /* The worker enforces the snippet's timeout; this is the backstop for a

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,12 +26,50 @@
 #define BROKER_NAME "kotoba-brokerd/0.1"
 /* A reader buffer larger than this is freed once no frame is half-read. */
 #define READER_KEEP (64u << 10)
+/* Above this much unwritten, the client is not read and its runs' output
+ * is not either; both go on below the low mark. */
+#define SESSION_QUEUE_HIGH (1u << 20)
+#define SESSION_QUEUE_LOW (256u << 10)
+
+struct outbuf {
+	TAILQ_ENTRY(outbuf) link;
+	struct frame f;
+	size_t off;
+};
+
+struct session {
+	TAILQ_ENTRY(session) link;
+	struct broker *b;
+	struct watch w;
+	uint64_t sid;
+	struct client_link client; /* what the gate and the runs see of it */
+	enum { SESSION_NEW, SESSION_READY, SESSION_CLOSING } state;
+	bool dispatching; /* inside read_frames: flush must not re-enter it */
+	bool read_eof;    /* the peer shut its sending side: its runs go on */
+	struct frame_reader rd;
+	TAILQ_HEAD(, outbuf) outq;
+	size_t queued;
+	uint64_t opened_ms;      /* for [quota] hello_timeout */
+	uint64_t frame_start_ms; /* first byte of an unfinished frame; 0: none */
+	bool stalled;            /* seen backlogged: the clocks start again after */
+};
 
 static void on_client(struct watch *w, uint32_t events);
 static void read_frames(struct session *s);
 static void maybe_finish(struct session *s);
+static void session_close(struct session *s);
 
-bool session_backlogged(const struct session *s)
+static struct session *session_of(struct client_link *cl)
+{
+	return (struct session *)((char *)cl - offsetof(struct session, client));
+}
+
+static const struct session *const_session_of(const struct client_link *cl)
+{
+	return (const struct session *)((const char *)cl - offsetof(struct session, client));
+}
+
+static bool backlogged(const struct session *s)
 {
 	return s->queued > SESSION_QUEUE_HIGH;
 }
@@ -66,14 +104,11 @@ static void flush(struct session *s)
 	}
 	/* A client that sends without reading is not read either, above the
 	 * high mark: its answers cannot pile up without bound. */
-	loop_mod(&s->w, (s->state == SESSION_CLOSING || s->read_eof || session_backlogged(s)
+	loop_mod(&s->w, (s->state == SESSION_CLOSING || s->read_eof || backlogged(s)
 				 ? 0 : EPOLLIN) |
 				(TAILQ_EMPTY(&s->outq) ? 0 : EPOLLOUT));
 	if (s->queued < SESSION_QUEUE_LOW) {
-		struct run *r;
-
-		TAILQ_FOREACH(r, &s->runs, slink)
-			run_resume(r);
+		runs_resume(&s->client);
 		if (!s->dispatching && !s->read_eof)
 			read_frames(s);
 	}
@@ -81,7 +116,7 @@ static void flush(struct session *s)
 }
 
 /* Takes ownership of *f. */
-int session_send(struct session *s, struct frame *f)
+static int session_send(struct session *s, struct frame *f)
 {
 	struct outbuf *o;
 
@@ -100,20 +135,6 @@ int session_send(struct session *s, struct frame *f)
 	s->queued += o->f.len;
 	flush(s);
 	return 0;
-}
-
-void session_send_error(struct session *s, bool has_id, uint64_t id, const char *code,
-			const char *fmt, ...)
-{
-	char text[512];
-	struct frame f;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	if (enc_error_simple(&f, has_id, id, code, "%s", text) == 0)
-		session_send(s, &f);
 }
 
 /* id-in-use: the one error that does not carry the id it answers, which
@@ -138,24 +159,48 @@ static void refuse_reused_id(struct session *s, const struct msg *m)
  * and everything queued is written. */
 static void maybe_finish(struct session *s)
 {
-	if (s->w.fd < 0 || !s->read_eof || !TAILQ_EMPTY(&s->runs) || !TAILQ_EMPTY(&s->outq) ||
-	    gate_has_queued(s))
+	if (s->w.fd < 0 || !s->read_eof || s->client.nruns || !TAILQ_EMPTY(&s->outq) ||
+	    gate_has_queued(&s->client))
 		return;
 	session_close(s);
 }
 
-void session_run_gone(struct session *s)
+/* ---- the client link: how the gate and the runs answer -------------------- */
+
+static int link_send(struct client_link *cl, struct frame *f)
 {
-	maybe_finish(s);
+	return session_send(session_of(cl), f);
 }
+
+static bool link_backlogged(const struct client_link *cl)
+{
+	return backlogged(const_session_of(cl));
+}
+
+static bool link_closed(const struct client_link *cl)
+{
+	return const_session_of(cl)->w.fd < 0;
+}
+
+static void link_run_gone(struct client_link *cl)
+{
+	maybe_finish(session_of(cl));
+}
+
+static const struct client_link_ops link_ops = {
+	.send = link_send,
+	.backlogged = link_backlogged,
+	.closed = link_closed,
+	.run_gone = link_run_gone,
+};
 
 static void half_closed(struct session *s)
 {
 	log_debug("uid=%u session=%" PRIu64 " shut its sending side; %u runs in flight",
-		  (unsigned)s->peer.uid, s->sid, s->nruns);
+		  (unsigned)s->client.peer.uid, s->sid, s->client.nruns);
 	s->read_eof = true;
 	/* Nobody can answer its cards any more: withdrawn, as a cancel. */
-	gate_withdraw_cards(s);
+	gate_withdraw_cards(&s->client);
 	if (s->w.fd >= 0)
 		flush(s);
 }
@@ -163,7 +208,7 @@ static void half_closed(struct session *s)
 /* Answers what is queued, then closes: used when framing is lost. */
 static void session_fail(struct session *s, const char *code, const char *text)
 {
-	session_send_error(s, false, 0, code, "%s", text);
+	client_send_error(&s->client, false, 0, code, "%s", text);
 	if (s->w.fd < 0)
 		return;
 	s->state = SESSION_CLOSING;
@@ -181,10 +226,9 @@ static void session_free(void *p)
 	free(s);
 }
 
-void session_close(struct session *s)
+static void session_close(struct session *s)
 {
 	struct outbuf *o;
-	struct run *r, *tmp;
 
 	if (s->w.fd < 0)
 		return;
@@ -192,9 +236,8 @@ void session_close(struct session *s)
 	 * (an audit write that failed) is dropped, and a send that fails
 	 * cannot enter session_close() a second time and free s twice. */
 	loop_close(&s->w);
-	TAILQ_FOREACH_SAFE(r, &s->runs, slink, tmp)
-		run_detach(r);
-	gate_session_closed(s);
+	runs_detach(&s->client);
+	gate_session_closed(&s->client);
 	while ((o = TAILQ_FIRST(&s->outq))) {
 		TAILQ_REMOVE(&s->outq, o, link);
 		frame_free(&o->f);
@@ -202,7 +245,7 @@ void session_close(struct session *s)
 	}
 	TAILQ_REMOVE(&s->b->sessions, s, link);
 	s->b->nsessions--;
-	log_debug("uid=%u session=%" PRIu64 " closed", (unsigned)s->peer.uid, s->sid);
+	log_debug("uid=%u session=%" PRIu64 " closed", (unsigned)s->client.peer.uid, s->sid);
 	loop_defer_free(session_free, s);
 }
 
@@ -225,11 +268,12 @@ static void log_client_name(const struct session *s, struct pstr name)
 	}
 	shown[o] = '\0';
 	log_info("uid=%u pid=%d session=%" PRIu64 " hello from client \"%s\"",
-		 (unsigned)s->peer.uid, (int)s->peer.pid, s->sid, shown);
+		 (unsigned)s->client.peer.uid, (int)s->client.peer.pid, s->sid, shown);
 }
 
-static int on_hello(struct session *s, const struct msg *m)
+static int on_hello(struct client_link *cl, const struct msg *m)
 {
+	struct session *s = session_of(cl);
 	const struct config *c = &s->b->cfg;
 	struct msg_welcome w = { .version = PROTO_VERSION, .broker = BROKER_NAME,
 				 .mode = sandbox_mode_name(c->sandbox),
@@ -242,7 +286,7 @@ static int on_hello(struct session *s, const struct msg *m)
 		session_fail(s, PERR_VERSION, "this broker speaks protocol version 1 only");
 		return -EPROTO;
 	}
-	s->channel = m->u.hello.channel;
+	s->client.channel = m->u.hello.channel;
 	s->state = SESSION_READY;
 	log_client_name(s, m->u.hello.client);
 	if (enc_welcome(&f, &w) < 0)
@@ -252,12 +296,7 @@ static int on_hello(struct session *s, const struct msg *m)
 
 static bool id_in_use(struct session *s, uint64_t id)
 {
-	struct run *r;
-
-	TAILQ_FOREACH(r, &s->runs, slink)
-		if (r->id == id)
-			return true;
-	return gate_card_for_id(s, id);
+	return run_of_client(&s->client, id) || gate_card_for_id(&s->client, id);
 }
 
 /* A card shows the code as UTF-8; python3 decodes it as its coding line
@@ -271,11 +310,11 @@ static bool code_declares_foreign_encoding(struct session *s, const struct msg_e
 	if (!scan_declared_encoding(e->code.ptr, e->code.len, &name, &len) ||
 	    scan_encoding_is_utf8(name, len))
 		return false;
-	session_send_error(s, true, e->id, PERR_BAD_FIELD,
-			   "exec: code declares the source encoding '%.*s' on its first lines: "
-			   "python3 would decode it otherwise than the card shows it (UTF-8); "
-			   "declare utf-8 or remove the declaration",
-			   (int)(len > 32 ? 32 : len), name);
+	client_send_error(&s->client, true, e->id, PERR_BAD_FIELD,
+			  "exec: code declares the source encoding '%.*s' on its first lines: "
+			  "python3 would decode it otherwise than the card shows it (UTF-8); "
+			  "declare utf-8 or remove the declaration",
+			  (int)(len > 32 ? 32 : len), name);
 	return true;
 }
 
@@ -296,52 +335,52 @@ static bool code_has_lone_cr(struct session *s, const struct msg_exec *e)
 	}
 	if (p + 1 >= end)
 		return false;
-	session_send_error(s, true, e->id, PERR_BAD_FIELD,
-			   "exec: code has a carriage return without a line feed on line %u: "
-			   "python3 starts a new line there, which a card would show inside "
-			   "that line; end lines with LF or CR LF",
-			   line);
+	client_send_error(&s->client, true, e->id, PERR_BAD_FIELD,
+			  "exec: code has a carriage return without a line feed on line %u: "
+			  "python3 starts a new line there, which a card would show inside "
+			  "that line; end lines with LF or CR LF",
+			  line);
 	return true;
 }
 
-static int on_exec(struct session *s, const struct msg *m)
+static int on_exec(struct client_link *cl, const struct msg *m)
 {
+	struct session *s = session_of(cl);
 	const struct msg_exec *e = &m->u.exec;
 	const struct config *c = &s->b->cfg;
 	char why[300];
 
 	if (e->timeout_ms > c->timeout_max_ms) {
-		session_send_error(s, true, e->id, PERR_BAD_FIELD,
-				   "exec: timeout_ms %" PRIu64 " is over the maximum of %" PRIu64,
-				   e->timeout_ms, c->timeout_max_ms);
+		client_send_error(cl, true, e->id, PERR_BAD_FIELD,
+				  "exec: timeout_ms %" PRIu64 " is over the maximum of %" PRIu64,
+				  e->timeout_ms, c->timeout_max_ms);
 		return 0;
 	}
 	if (env_check_request(e->env, e->n_env, why, sizeof(why)) < 0) {
-		session_send_error(s, true, e->id, PERR_BAD_FIELD, "%s", why);
+		client_send_error(cl, true, e->id, PERR_BAD_FIELD, "%s", why);
 		return 0;
 	}
 	if (code_declares_foreign_encoding(s, e))
 		return 0;
 	if (code_has_lone_cr(s, e))
 		return 0;
-	gate_exec(s, e);
+	gate_exec(cl, e);
 	return 0;
 }
 
-static int on_cancel(struct session *s, const struct msg *m)
+static int on_cancel(struct client_link *cl, const struct msg *m)
 {
-	struct run *r;
+	struct run *r = run_of_client(cl, m->u.cancel.id);
 
-	TAILQ_FOREACH(r, &s->runs, slink)
-		if (r->id == m->u.cancel.id) {
-			run_cancel(r);
-			return 0;
-		}
-	if (gate_cancel_card(s, m->u.cancel.id))
+	if (r) {
+		run_cancel(r);
 		return 0;
-	session_send_error(s, true, m->u.cancel.id, PERR_NO_SUCH_RUN,
-			   "cancel: no run or card with id %" PRIu64 " on this connection",
-			   m->u.cancel.id);
+	}
+	if (gate_cancel_card(cl, m->u.cancel.id))
+		return 0;
+	client_send_error(cl, true, m->u.cancel.id, PERR_NO_SUCH_RUN,
+			  "cancel: no run or card with id %" PRIu64 " on this connection",
+			  m->u.cancel.id);
 	return 0;
 }
 
@@ -355,7 +394,7 @@ static const struct handler {
 	enum msg_type type;
 	unsigned states;
 	bool new_id; /* its id starts a request: refused while a live one has it */
-	int (*fn)(struct session *s, const struct msg *m);
+	int (*fn)(struct client_link *cl, const struct msg *m);
 } handlers[] = {
 	{ MSG_HELLO, IN_NEW, false, on_hello },
 	{ MSG_EXEC, IN_READY, true, on_exec },
@@ -390,34 +429,34 @@ static int dispatch(struct session *s, const uint8_t *p, size_t len)
 	if (!m)
 		return -ENOMEM;
 	depth++;
-	s->frame_us = now_us();
+	s->client.frame_us = now_us();
 	/* Every error carries the frame's id when it could be read. */
 	if (proto_decode(p, len, s->b->cfg.snippet_max, m, &err) == MSG_UNKNOWN) {
 		if (err.type != MSG_UNKNOWN && !handler_for(err.type))
-			session_send_error(s, err.has_id, err.id, PERR_BAD_STATE,
-					   "'%s' is not a message a client sends",
-					   msg_type_name(err.type));
+			client_send_error(&s->client, err.has_id, err.id, PERR_BAD_STATE,
+					  "'%s' is not a message a client sends",
+					  msg_type_name(err.type));
 		else
-			session_send_error(s, err.has_id, err.id, err.code, "%s", err.message);
+			client_send_error(&s->client, err.has_id, err.id, err.code, "%s", err.message);
 		goto out;
 	}
 	h = handler_for(m->type);
 	if (!h) {
-		session_send_error(s, m->has_id, m->id, PERR_BAD_STATE,
-				   "'%s' is not a message a client sends", msg_type_name(m->type));
+		client_send_error(&s->client, m->has_id, m->id, PERR_BAD_STATE,
+				  "'%s' is not a message a client sends", msg_type_name(m->type));
 		goto out;
 	}
 	if (!(h->states & (1u << s->state))) {
-		session_send_error(s, m->has_id, m->id, PERR_BAD_STATE, "'%s' is not allowed %s",
-				   msg_type_name(m->type),
-				   s->state == SESSION_NEW ? "before hello" : "after hello");
+		client_send_error(&s->client, m->has_id, m->id, PERR_BAD_STATE, "'%s' is not allowed %s",
+				  msg_type_name(m->type),
+				  s->state == SESSION_NEW ? "before hello" : "after hello");
 		goto out;
 	}
 	if (h->new_id && m->has_id && id_in_use(s, m->id)) {
 		refuse_reused_id(s, m);
 		goto out;
 	}
-	rc = h->fn(s, m);
+	rc = h->fn(&s->client, m);
 out:
 	depth--;
 	if (m != &msg)
@@ -455,7 +494,7 @@ static void read_frames(struct session *s)
 	int rc;
 
 	s->dispatching = true;
-	while (s->w.fd >= 0 && s->state != SESSION_CLOSING && !session_backlogged(s) &&
+	while (s->w.fd >= 0 && s->state != SESSION_CLOSING && !backlogged(s) &&
 	       (rc = frame_reader_next(&s->rd, &p, &len)) != 0) {
 		if (rc < 0) {
 			char text[160];
@@ -489,7 +528,7 @@ static void on_client(struct watch *w, uint32_t events)
 		return;
 	}
 	if (s->w.fd < 0 || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ||
-	    s->state == SESSION_CLOSING || (session_backlogged(s) && !(events & EPOLLHUP)))
+	    s->state == SESSION_CLOSING || (backlogged(s) && !(events & EPOLLHUP)))
 		return;
 	n = frame_reader_fill(&s->rd, w->fd);
 	if (n == -EAGAIN)
@@ -501,7 +540,7 @@ static void on_client(struct watch *w, uint32_t events)
 	if (n <= 0) {
 		if (n == 0 && frame_reader_partial(&s->rd))
 			log_info("uid=%u session=%" PRIu64 " closed mid-frame",
-				 (unsigned)s->peer.uid, s->sid);
+				 (unsigned)s->client.peer.uid, s->sid);
 		/* EOF without EPOLLHUP: the peer shut its sending side only
 		 * (a full close sets both); its runs go on. */
 		else if (n == 0 && s->state == SESSION_READY && !(events & (EPOLLHUP | EPOLLERR))) {
@@ -533,7 +572,7 @@ static unsigned sessions_of_uid(struct broker *b, uid_t uid)
 	unsigned n = 0;
 
 	TAILQ_FOREACH(s, &b->sessions, link)
-		n += s->peer.uid == uid;
+		n += s->client.peer.uid == uid;
 	return n;
 }
 
@@ -545,11 +584,12 @@ static struct session *session_new(struct broker *b, int fd, const struct ucred 
 		return NULL;
 	s->b = b;
 	s->sid = ++b->next_sid;
-	s->peer = *cr;
+	s->client.peer = *cr;
 	s->state = SESSION_NEW;
 	s->opened_ms = now_ms();
 	TAILQ_INIT(&s->outq);
-	TAILQ_INIT(&s->runs);
+	s->client.ops = &link_ops;
+	TAILQ_INIT(&s->client.runs);
 	frame_reader_init(&s->rd, b->cfg.frame_max);
 	if (loop_add(&s->w, fd, EPOLLIN, on_client, s) < 0) {
 		free(s);
@@ -674,6 +714,14 @@ void session_accept(struct watch *w, uint32_t events)
 	log_debug("uid=%u pid=%d connected", (unsigned)cr.uid, (int)cr.pid);
 }
 
+void sessions_close_all(struct broker *b)
+{
+	struct session *s, *tmp;
+
+	TAILQ_FOREACH_SAFE(s, &b->sessions, link, tmp)
+		session_close(s);
+}
+
 /* ---- deadlines ------------------------------------------------------------ */
 
 /* When this connection's time is up: [quota] hello_timeout from connecting
@@ -688,7 +736,7 @@ static uint64_t session_deadline(struct session *s, uint64_t now)
 
 	if (s->state == SESSION_CLOSING)
 		return s->frame_start_ms + c->frame_timeout_ms;
-	if (session_backlogged(s)) {
+	if (backlogged(s)) {
 		s->stalled = true;
 		return at;
 	}
@@ -718,16 +766,16 @@ static void time_out(struct session *s, uint64_t now)
 		session_close(s);
 		return;
 	}
-	log_warn("uid=%u pid=%d session=%" PRIu64 " closed: %s", (unsigned)s->peer.uid,
-		 (int)s->peer.pid, s->sid, hello ? "no hello in time" : "a frame took too long");
+	log_warn("uid=%u pid=%d session=%" PRIu64 " closed: %s", (unsigned)s->client.peer.uid,
+		 (int)s->client.peer.pid, s->sid, hello ? "no hello in time" : "a frame took too long");
 	if (hello)
-		session_send_error(s, false, 0, PERR_TOO_SLOW,
-				   "no hello within %" PRIu64 " ms of connecting ([quota] "
-				   "hello_timeout); closing", c->hello_timeout_ms);
+		client_send_error(&s->client, false, 0, PERR_TOO_SLOW,
+				  "no hello within %" PRIu64 " ms of connecting ([quota] "
+				  "hello_timeout); closing", c->hello_timeout_ms);
 	else
-		session_send_error(s, false, 0, PERR_TOO_SLOW,
-				   "a frame was not finished within %" PRIu64 " ms of its first "
-				   "byte ([quota] frame_timeout); closing", c->frame_timeout_ms);
+		client_send_error(&s->client, false, 0, PERR_TOO_SLOW,
+				  "a frame was not finished within %" PRIu64 " ms of its first "
+				  "byte ([quota] frame_timeout); closing", c->frame_timeout_ms);
 	session_close(s);
 }
 

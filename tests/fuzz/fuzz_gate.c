@@ -18,7 +18,7 @@
  *               c: once, always, deny, or a word the protocol does not know
  *   05 k i      cancel id i
  *   06 f        gate_tick() now, or (f & 1) past every card's expiry
- *   07 k h      end connection k's first run: finished, setup failed, lost
+ *   07 k h      end the k-th live run's worker: finished, setup failed, lost
  *   08 k w      grants, revoke, audit tail, audit verify
  *   09 k        shutdown(SHUT_RD) on the client side: the broker's sends fail
  *   0a k n ...  n bytes sent as one frame's payload
@@ -55,7 +55,8 @@
 
 struct conn {
 	int fd;
-	uint64_t sid;        /* the broker's session for it */
+	uint64_t serial;     /* this connection's own, never reused */
+	bool closed;         /* the broker closed it: read EOF or a reset */
 	bool shut_rd;        /* we no longer read: the broker's sends fail */
 	bool said_hello;     /* before it, every answer is bad-state */
 	bool unframed;       /* raw bytes went out: where a frame starts is unknown */
@@ -65,7 +66,7 @@ struct conn {
 
 struct card_seen {
 	char id[40];
-	uint64_t sid, exec_id;
+	uint64_t serial, exec_id; /* the connection it was shown on */
 	bool open;
 };
 
@@ -74,6 +75,7 @@ static struct sockaddr_un addr;
 static char state_dir[64];
 static struct conn conns[MAX_CONNS];
 static size_t nconns;
+static uint64_t next_serial;
 static struct card_seen cards[MAX_CARDS];
 static size_t ncards;
 static unsigned long inputs;
@@ -209,10 +211,18 @@ static void fake_end(struct fake_worker *w)
 	memset(w, 0, sizeof(*w));
 }
 
-static struct fake_worker *fake_of(const struct run *r)
+/* The k-th live worker, k taken modulo their number; NULL: none. */
+static struct fake_worker *fake_pick(uint8_t k)
 {
+	size_t live = 0;
+
 	for (size_t i = 0; i < sizeof(fakes) / sizeof(fakes[0]); i++)
-		if (fakes[i].pid && fakes[i].pid == r->worker)
+		live += fakes[i].pid != 0;
+	if (!live)
+		return NULL;
+	k %= live;
+	for (size_t i = 0; i < sizeof(fakes) / sizeof(fakes[0]); i++)
+		if (fakes[i].pid && k-- == 0)
 			return &fakes[i];
 	return NULL;
 }
@@ -236,8 +246,9 @@ static void fake_says(struct fake_worker *w, struct frame *f, int rc)
 	frame_free(f);
 }
 
-/* how % 3: 0 ready and finished, 1 a failed sandbox step, 2 lost. */
-static void fake_finish(struct fake_worker *w, const struct run *r, int how)
+/* how % 3: 0 ready and finished, 1 a failed sandbox step, 2 lost.  A
+ * worker says nothing before this, so ready comes first. */
+static void fake_finish(struct fake_worker *w, int how)
 {
 	struct msg_ready rd = { .pid = 1, .landlock_abi = 7 };
 	struct msg_finished fin = { .r = { .exited = true, .limit = "" } };
@@ -246,8 +257,7 @@ static void fake_finish(struct fake_worker *w, const struct run *r, int how)
 	struct frame f;
 
 	if (how % 3 == 0) {
-		if (!r->ready)
-			fake_says(w, &f, enc_ready(&f, &rd));
+		fake_says(w, &f, enc_ready(&f, &rd));
 		fake_says(w, &f, enc_finished(&f, &fin));
 	} else if (how % 3 == 1) {
 		fake_says(w, &f, enc_setup_error(&f, &se));
@@ -256,16 +266,6 @@ static void fake_finish(struct fake_worker *w, const struct run *r, int how)
 }
 
 /* ---- the broker's side ---------------------------------------------------- */
-
-static struct session *session_of(const struct conn *c)
-{
-	struct session *s;
-
-	TAILQ_FOREACH(s, &b.sessions, link)
-		if (s->sid == c->sid)
-			return s;
-	return NULL;
-}
 
 static void take_frame(struct conn *c, const uint8_t *p, size_t n)
 {
@@ -284,7 +284,7 @@ static void take_frame(struct conn *c, const uint8_t *p, size_t n)
 		FUZZ_ASSERT(m.u.card.card.len < sizeof(cs->id));
 		memcpy(cs->id, m.u.card.card.ptr, m.u.card.card.len);
 		cs->id[m.u.card.card.len] = '\0';
-		cs->sid = c->sid;
+		cs->serial = c->serial;
 		cs->exec_id = m.u.card.id;
 		cs->open = true;
 	}
@@ -294,7 +294,7 @@ static void take_frame(struct conn *c, const uint8_t *p, size_t n)
 	    (pstr_eq(m.u.error.code, PERR_DENIED) || pstr_eq(m.u.error.code, PERR_EXPIRED) ||
 	     pstr_eq(m.u.error.code, PERR_CANCELLED)))
 		for (size_t i = 0; i < ncards; i++)
-			if (cards[i].sid == c->sid && cards[i].exec_id == m.u.error.id)
+			if (cards[i].serial == c->serial && cards[i].exec_id == m.u.error.id)
 				cards[i].open = false;
 }
 
@@ -311,6 +311,8 @@ static void drain(struct conn *c)
 		while (frame_reader_next(&c->rd, &p, &n) == 1)
 			take_frame(c, p, n);
 	} while (got > 0);
+	if (got != -EAGAIN)
+		c->closed = true;
 }
 
 /* Lets the broker handle everything sent so far, reading its answers. */
@@ -330,7 +332,6 @@ static void pump(void)
 static void open_conn(void)
 {
 	struct conn *c;
-	struct session *s, *last = NULL;
 	int fd;
 
 	if (nconns == MAX_CONNS)
@@ -342,13 +343,9 @@ static void open_conn(void)
 	c = &conns[nconns++];
 	memset(c, 0, sizeof(*c));
 	c->fd = fd;
+	c->serial = ++next_serial;
 	frame_reader_init(&c->rd, 8u << 20);
 	pump();
-	/* Sessions are kept in accept order: ours is the newest. */
-	TAILQ_FOREACH(s, &b.sessions, link)
-		last = s;
-	FUZZ_ASSERT(last);
-	c->sid = last->sid;
 }
 
 static void close_conn(size_t k)
@@ -356,7 +353,7 @@ static void close_conn(size_t k)
 	close(conns[k].fd);
 	frame_reader_free(&conns[k].rd);
 	for (size_t i = 0; i < ncards; i++)
-		if (cards[i].sid == conns[k].sid)
+		if (cards[i].serial == conns[k].serial)
 			cards[i].open = false;
 	conns[k] = conns[--nconns];
 	pump();
@@ -422,11 +419,11 @@ static void op_answer(struct conn *c, struct prog *g)
 	struct card_seen *cs = ncards ? &cards[which % ncards] : NULL;
 	struct msg_answer a = { .card = pstr_c(cs ? cs->id : "c-0000000000000000"),
 				.choice = choices[choice % 4] };
-	bool alive = session_of(c) != NULL, expect;
+	bool alive = !c->closed, expect;
 	struct frame f;
 
 	/* The encoder writes any choice; the decoder refuses the fourth. */
-	expect = cs && cs->open && cs->sid == c->sid && alive;
+	expect = cs && cs->open && cs->serial == c->serial && alive;
 	if (!c->said_hello)
 		alive = false; /* bad-state, not no-such-card */
 	c->got_no_such_card = false;
@@ -434,11 +431,11 @@ static void op_answer(struct conn *c, struct prog *g)
 	pump();
 	/* After unframed bytes the answer may be read as part of some other
 	 * frame (a header announcing more than was sent): no answer to check. */
-	if (!alive || c->shut_rd || c->unframed || choice % 4 == 3 || !session_of(c))
+	if (!alive || c->shut_rd || c->unframed || choice % 4 == 3 || c->closed)
 		return;
 	if (expect == c->got_no_such_card)
-		fprintf(stderr, "answer %s on session %llu: expected %s\n", a.card.ptr,
-			(unsigned long long)c->sid, expect ? "accepted" : "no-such-card");
+		fprintf(stderr, "answer %s on connection %llu: expected %s\n", a.card.ptr,
+			(unsigned long long)c->serial, expect ? "accepted" : "no-such-card");
 	FUZZ_ASSERT(expect != c->got_no_such_card);
 	if (expect)
 		cs->open = false;
@@ -474,16 +471,13 @@ static void op_tick(struct prog *g)
 			cards[i].open = false;
 }
 
-static void op_run_end(struct conn *c, struct prog *g)
+static void op_run_end(struct prog *g)
 {
-	struct session *s = session_of(c);
+	struct fake_worker *w = fake_pick(next(g));
 	uint8_t how = next(g);
 
-	struct run *r = s ? TAILQ_FIRST(&s->runs) : NULL;
-	struct fake_worker *w = r ? fake_of(r) : NULL;
-
 	if (w)
-		fake_finish(w, r, how);
+		fake_finish(w, how);
 }
 
 static void op_raw(struct conn *c, struct prog *g, bool framed)
@@ -505,10 +499,11 @@ static void op_raw(struct conn *c, struct prog *g, bool framed)
 static void step(struct prog *g)
 {
 	uint8_t op = next(g) % 12;
-	struct conn *c = op == 0 || op == 6 ? NULL : pick(g);
+	bool on_a_conn = op != 0 && op != 6 && op != 7;
+	struct conn *c = on_a_conn ? pick(g) : NULL;
 	struct frame f;
 
-	if (op != 0 && op != 6 && !c)
+	if (on_a_conn && !c)
 		return;
 	switch (op) {
 	case 0: open_conn(); break;
@@ -530,7 +525,7 @@ static void step(struct prog *g)
 		break;
 	}
 	case 6: op_tick(g); break;
-	case 7: op_run_end(c, g); break;
+	case 7: op_run_end(g); break;
 	case 8: op_admin(c, g); break;
 	case 9:
 		shutdown(c->fd, SHUT_RD);

@@ -108,9 +108,9 @@ static bool has_prefix(const struct job_argv *a, const char *want)
 	return false;
 }
 
-static struct run ended(bool clean)
+static struct run_info ended(bool clean)
 {
-	struct run r = { .end = END_FINISHED };
+	struct run_info r = { .end = END_FINISHED };
 
 	r.result.exited = true;
 	r.result.code = 0;
@@ -121,7 +121,7 @@ static struct run ended(bool clean)
 /* Ends ct's run with a timeout: the table drops it, and frees it. */
 static void finish(struct container *ct)
 {
-	struct run r = ended(false);
+	struct run_info r = ended(false);
 
 	container_release(&b, ct, &r);
 }
@@ -248,7 +248,7 @@ static void test_warm_reuse_and_replacement(void **state UNUSED)
 {
 	static struct engine_job j;
 	struct container *a, *a2, *other, *a3;
-	struct run clean = ended(true), late = ended(false);
+	struct run_info clean = ended(true), late = ended(false);
 	char err[200], name[64];
 
 	configure(podman, "unix:///e.sock", "");
@@ -289,7 +289,7 @@ static void test_exit_statuses_that_replace(void **state UNUSED)
 
 	configure(podman, "unix:///e.sock", "");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct run r = ended(true);
+		struct run_info r = ended(true);
 
 		r.result.exited = cases[i].exited;
 		r.result.code = cases[i].code;
@@ -307,23 +307,23 @@ static void test_exit_statuses_that_replace(void **state UNUSED)
 static void test_setup_failures(void **state UNUSED)
 {
 	struct container *ct;
-	struct run r = { .end = END_SETUP };
+	struct run_info r = { .end = END_SETUP };
 	char err[200];
 
 	configure(podman, "unix:///e.sock", "");
 	/* No engine or no image: nothing was created, nothing to stop. */
 	assert_int_equal(container_claim(&b, 1000, &ada, "/y", &ct, err, sizeof(err)), 0);
-	snprintf(r.setup_step, sizeof(r.setup_step), "image");
+	r.setup_step = "image";
 	container_release(&b, ct, &r);
 	assert_int_equal(n_stopped, 0);
 	/* The worker never got the job: nothing was started either. */
 	assert_int_equal(container_claim(&b, 1000, &ada, "/y", &ct, err, sizeof(err)), 0);
-	snprintf(r.setup_step, sizeof(r.setup_step), "worker");
+	r.setup_step = "worker";
 	container_release(&b, ct, &r);
 	assert_int_equal(n_stopped, 0);
 	/* A failed start may leave a created container: remove it. */
 	assert_int_equal(container_claim(&b, 1000, &ada, "/y", &ct, err, sizeof(err)), 0);
-	snprintf(r.setup_step, sizeof(r.setup_step), "container");
+	r.setup_step = "container";
 	container_release(&b, ct, &r);
 	assert_int_equal(n_stopped, 1);
 }
@@ -361,7 +361,7 @@ static void test_refusals(void **state UNUSED)
 static void test_idle_stop(void **state UNUSED)
 {
 	struct container *ct;
-	struct run clean = ended(true);
+	struct run_info clean = ended(true);
 	char err[200];
 
 	configure(podman, "unix:///e.sock", "");

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,12 +22,12 @@
 
 #define UNUSED __attribute__((unused))
 
-/* The client's side: the frames the run sends its session. */
+/* The client's side: the frames the run sends through its client link. */
 static enum msg_type sent[16];
 static size_t n_sent;
 static char sent_code[16][32];
 
-int session_send(struct session *s UNUSED, struct frame *f)
+static int client_takes(struct client_link *cl UNUSED, struct frame *f)
 {
 	struct proto_error err;
 	struct msg m;
@@ -44,23 +43,24 @@ int session_send(struct session *s UNUSED, struct frame *f)
 	return 0;
 }
 
-void session_send_error(struct session *s, bool has_id, uint64_t id, const char *code,
-			const char *fmt, ...)
-{
-	struct frame f;
-
-	assert_int_equal(enc_error_simple(&f, has_id, id, code, "%s", "-"), 0);
-	session_send(s, &f);
-}
-
-bool session_backlogged(const struct session *s UNUSED)
+static bool client_never(const struct client_link *cl UNUSED)
 {
 	return false;
 }
 
-void session_run_gone(struct session *s UNUSED)
+static int n_gone;
+
+static void client_run_left(struct client_link *cl UNUSED)
 {
+	n_gone++;
 }
+
+static const struct client_link_ops client_ops = {
+	.send = client_takes,
+	.backlogged = client_never,
+	.closed = client_never,
+	.run_gone = client_run_left,
+};
 
 /* The worker's stand-in and its ends of the run's fds. */
 static pid_t worker;
@@ -89,17 +89,17 @@ static int n_ended;
 static int ended_how;
 static struct run_result ended_result;
 
-static void ended(const struct run *r, void *ctx)
+static void ended(const struct run_info *ri, void *ctx)
 {
 	n_ended++;
-	ended_how = r->end;
-	ended_result = r->result;
+	ended_how = ri->end;
+	ended_result = ri->result;
 	assert_ptr_equal(ctx, &n_ended);
 }
 
 static const struct run_ops ops = { .ended = ended };
 static struct broker b;
-static struct session s;
+static struct client_link cl;
 
 static int setup(void **state UNUSED)
 {
@@ -107,12 +107,12 @@ static int setup(void **state UNUSED)
 	config_defaults(&b.cfg);
 	TAILQ_INIT(&b.runs);
 	TAILQ_INIT(&b.sessions);
-	memset(&s, 0, sizeof(s));
-	s.b = &b;
-	TAILQ_INIT(&s.runs);
-	TAILQ_INIT(&s.outq);
+	memset(&cl, 0, sizeof(cl));
+	cl.ops = &client_ops;
+	TAILQ_INIT(&cl.runs);
 	n_sent = 0;
 	n_ended = 0;
+	n_gone = 0;
 	run_set_worker_starter(fake_start);
 	return loop_init();
 }
@@ -131,7 +131,7 @@ static int start(uint64_t id)
 				  .peer_pid = getpid(), .ops = &ops, .ctx = &n_ended };
 	char err[300] = "";
 
-	return run_start(&b, &s, &rq, err, sizeof(err));
+	return run_start(&b, &cl, &rq, err, sizeof(err));
 }
 
 static void worker_says(int (*enc)(struct frame *, const void *), const void *m)
@@ -201,7 +201,7 @@ static void test_ready_then_finished(void **state UNUSED)
 
 	assert_int_equal(start(1), 0);
 	assert_int_equal(b.nruns, 1);
-	assert_int_equal(s.nruns, 1);
+	assert_int_equal(cl.nruns, 1);
 	n = frame_read_blocking(link_fd, PROTO_FRAME_MAX_DEFAULT, &job);
 	assert_true(n > 0);
 	assert_int_equal(proto_decode(job, (size_t)n, PROTO_SNIPPET_MAX_DEFAULT, &m, &err), MSG_JOB);
@@ -217,7 +217,8 @@ static void test_ready_then_finished(void **state UNUSED)
 	assert_int_equal(ended_result.code, 3);
 	assert_int_equal(n_sent, 2);
 	assert_int_equal(sent[1], MSG_EXIT);
-	assert_int_equal(s.nruns, 0);
+	assert_int_equal(cl.nruns, 0);
+	assert_int_equal(n_gone, 1);
 	reap();
 }
 
