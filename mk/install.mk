@@ -82,7 +82,7 @@ install: all install-files
 # install-files copies what is built (and builds what is missing).  Kept
 # apart so the staged-install test can call it without re-running the
 # dependency check.
-install-files: $(BINS) install-client
+install-files: $(BINS) $(RECEIPT_PY) install-client
 	install -d -m 0755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba $(DESTDIR)$(SYSTEMDUNITDIR) \
 		$(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
