@@ -66,7 +66,17 @@ BINS := $(BUILD)/kotoba-brokerd $(BUILD)/kotoba-worker $(BUILD)/kotoba
 .DEFAULT_GOAL := all
 CHECK_EXTRA :=
 -include $(sort $(wildcard mk/*.mk))
-all: $(BINS)
+# The receipt's wrappers (worker/receipt.c), beside the worker, with their
+# bytecode cached for the interpreter snippets run under by default: a
+# snippet's start reads it rather than compiling the source.
+RECEIPT_PY := $(BUILD)/kotoba_receipt.py
+RECEIPT_PYTHON ?= /usr/bin/python3
+all: $(BINS) $(RECEIPT_PY)
+
+$(RECEIPT_PY): worker/python/kotoba_receipt.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+	$(RECEIPT_PYTHON) -c 'import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)' $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

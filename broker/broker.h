@@ -48,6 +48,7 @@ struct run_info {
 	enum run_end end; /* END_NONE while it runs */
 	bool cancelled;
 	struct run_result result;
+	const struct receipt *blocked; /* what the sandbox refused (finished) */
 	const char *setup_step, *setup_msg;
 };
 

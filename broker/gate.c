@@ -191,6 +191,24 @@ static int audit_grant_expired(struct client_link *cl, const struct msg_exec *e)
 	return 0;
 }
 
+/* The run's receipt for its exit row (AUDIT.md, `blocked`): the map
+ * without the frame's header.  None when nothing was refused; a receipt
+ * that cannot be encoded (out of memory) is logged, and the row goes
+ * without it rather than not at all. */
+static void audit_receipt(const struct run_info *ri, struct frame *f, struct audit_row *row)
+{
+	if (!ri->blocked || !ri->blocked->total)
+		return;
+	if (enc_receipt(f, ri->blocked) < 0) {
+		log_err("uid=%u run=%" PRIu64 " the receipt of %" PRIu64 " refusals is not in "
+			"the audit trail: out of memory", (unsigned)ri->uid, ri->run_id,
+			ri->blocked->total);
+		return;
+	}
+	row->blocked = f->data + PROTO_HEADER_LEN;
+	row->blocked_len = f->len - PROTO_HEADER_LEN;
+}
+
 /* A run the gate started has ended: its `exit` row, and its slot is free. */
 static void run_ended(const struct run_info *ri, void *ctx)
 {
@@ -199,6 +217,7 @@ static void run_ended(const struct run_info *ri, void *ctx)
 				 .mode = sandbox_mode_name(gb->cfg.sandbox),
 				 .approver = approver_name(ri->approver),
 				 .profile = profile_name(ri->profile) };
+	struct frame receipt = { 0 };
 	char labels[256] = "";
 	size_t off = 0;
 
@@ -214,6 +233,7 @@ static void run_ended(const struct run_info *ri, void *ctx)
 		row.signal = ri->result.exited ? 0 : ri->result.signal;
 		row.timed_out = ri->result.timed_out;
 		row.duration_ms = (int64_t)(ri->result.duration_us / 1000);
+		audit_receipt(ri, &receipt, &row);
 	} else {
 		row.decision = decision_name(ri->cancelled ? DECISION_CANCELLED : DECISION_FAILED);
 	}
@@ -222,6 +242,7 @@ static void run_ended(const struct run_info *ri, void *ctx)
 	if (store_audit_append(store, &row) < 0)
 		log_err("uid=%u run=%" PRIu64 " audit write of the exit failed: %s",
 			(unsigned)ri->uid, ri->run_id, store_last_error(store));
+	frame_free(&receipt);
 }
 
 /* The run's approver and profile say which snippet tried; labels say why
@@ -1265,6 +1286,7 @@ struct tail_ctx {
 	struct msg_audit_rows *out;
 	char (*sha)[65];
 	char (*labels)[256];
+	bool list; /* show: the receipt's list too */
 };
 
 static const char *canonical(const char *word, const char *const *set)
@@ -1282,6 +1304,23 @@ static int named(const struct proto_names *t, const char *word, int dflt)
 	int v = word ? names_find(t, word, strlen(word)) : -1;
 
 	return v < 0 ? dflt : v;
+}
+
+/* An exit row's receipt: its count for every row, its list for the one
+ * row `show` asked for.  A receipt the broker cannot read back (a
+ * database someone edited: verify says so) counts as none. */
+static void take_receipt(const struct audit_row *row, struct audit_info *a, struct tail_ctx *t)
+{
+	static struct receipt b;
+
+	if (!row->blocked_len || !row->has_exit ||
+	    dec_receipt_map(row->blocked, row->blocked_len, &b) < 0)
+		return;
+	a->blocked_total = b.total;
+	if (t->list && !t->out->blocked.total) {
+		t->out->blocked = b;
+		a->has_blocked = true;
+	}
 }
 
 static int take_row(const struct audit_row *row, void *arg)
@@ -1309,20 +1348,29 @@ static int take_row(const struct audit_row *row, void *arg)
 				  .has_exit = row->has_exit, .exit_code = row->exit_code,
 				  .signal = row->signal, .timed_out = row->timed_out,
 				  .duration_ms = row->duration_ms };
+	take_receipt(row, a, t);
 	return 0;
 }
 
-static int audit_tail(struct client_link *cl, uint64_t id, uint64_t max)
+/* tail: the newest `max` rows; show: row `seq` with its receipt's list,
+ * when it is the caller's. */
+static int audit_tail(struct client_link *cl, uint64_t id, uint64_t max, bool show, uint64_t seq)
 {
 	static struct msg_audit_rows out;
 	static char sha[PROTO_ROWS_MAX][65], labels[PROTO_ROWS_MAX][256];
-	struct tail_ctx t = { &out, sha, labels };
+	struct tail_ctx t = { &out, sha, labels, show };
 	struct frame f;
+	int rc;
 
 	memset(&out, 0, sizeof(out));
 	out.id = id;
-	if (store_audit_tail(store, cl->peer.uid, max > PROTO_ROWS_MAX ? PROTO_ROWS_MAX : max,
-			     take_row, &t) < 0) {
+	if (!show)
+		rc = store_audit_tail(store, cl->peer.uid,
+				      max > PROTO_ROWS_MAX ? PROTO_ROWS_MAX : max, take_row, &t);
+	else
+		rc = store_audit_row(store, cl->peer.uid, seq > INT64_MAX ? INT64_MAX : (int64_t)seq,
+				     take_row, &t);
+	if (rc < 0) {
 		client_send_error(cl, true, id, PERR_AUDIT, "cannot read the audit trail: %s",
 				  store_last_error(store));
 		return 0;
@@ -1365,5 +1413,5 @@ int gate_on_audit(struct client_link *cl, const struct msg *m)
 
 	if (!strcmp(a->op, "verify"))
 		return audit_verify(cl, a->id);
-	return audit_tail(cl, a->id, a->max);
+	return audit_tail(cl, a->id, a->max, !strcmp(a->op, "show"), a->seq);
 }

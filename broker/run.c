@@ -64,6 +64,7 @@ struct run {
 	/* how it ended */
 	enum run_end end;
 	struct run_result result;
+	struct receipt blocked;     /* what the sandbox refused (finished) */
 	char setup_step[32];
 	int64_t setup_errno;
 	char setup_msg[384];
@@ -94,7 +95,7 @@ void run_describe(const struct run *r, struct run_info *out)
 				  .approver = r->approver, .n_labels = r->n_labels,
 				  .labels = r->labels, .sha256 = r->sha256, .end = r->end,
 				  .cancelled = r->cancelled, .result = r->result,
-				  .setup_step = r->setup_step, .setup_msg = r->setup_msg };
+				  .blocked = &r->blocked, .setup_step = r->setup_step, .setup_msg = r->setup_msg };
 }
 
 static int seal_code(const char *code, size_t len)
@@ -619,7 +620,8 @@ static void report_exit(struct run *r)
 	struct msg_exit m = { .id = r->id, .r = r->result, .truncated = r->truncated,
 			      .profile = r->profile, .decision = DECISION_RAN, .approver = r->approver,
 			      .n_labels = r->n_labels, .where = "host",
-			      .secrets = secrets_state(r->b, r->profile) };
+			      .secrets = secrets_state(r->b, r->profile),
+			      .blocked = r->blocked };
 	struct frame f;
 
 	memcpy(m.labels, r->labels, sizeof(m.labels));
@@ -718,6 +720,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		r->end = END_FINISHED;
 		r->t_finished = now_us();
 		r->result = m->u.finished.r;
+		r->blocked = m->u.finished.blocked;
 	} else if (m->type == MSG_SETUP_ERROR && r->end != END_NONE &&
 		   pstr_eq(m->u.setup_error.step, step_name(STEP_CLEANUP))) {
 		/* After the result: the run's scratch directory could not be

@@ -14,6 +14,8 @@
  *     'i' + 8-byte big-endian two's-complement integer
  *     's' + 8-byte big-endian byte length + the bytes
  *     'n'                    (NULL, only code can be NULL)
+ *   and a 19th, `blocked` as 's', only when it is not empty (a run's
+ *   receipt, schema version 5), so that every other row hashes as before
  * Fixed order, type tags and length prefixes make the encoding injective.
  * AUDIT.md gives it byte by byte, with the seals (broker/seal.h) and a
  * procedure that checks a copy with sqlite3 and openssl alone.
@@ -52,7 +54,12 @@ struct store {
 	char err[768];
 	char dir[PATH_MAX]; /* the state directory: the sealing key's */
 	bool copy;          /* store_open_copy: read only, never sealed */
+	bool has_blocked;   /* the audit table has `blocked` (version 5 on) */
 };
+
+/* The receipt column as a read selects it: a copy from before version 5
+ * has none, which reads as the empty receipt it hashes as. */
+#define AUDIT_BLOCKED_COL(s) ((s)->has_blocked ? "a.blocked" : "X''")
 
 /* ---- schema ------------------------------------------------------------ */
 
@@ -126,11 +133,20 @@ static const char *const migrations[] = {
 	"ALTER TABLE grants ADD COLUMN expires_ms INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE grants ADD COLUMN scope TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE grants ADD COLUMN expiry_recorded INTEGER NOT NULL DEFAULT 0;",
+
+	/* An exit row's receipt: what the sandbox refused in the run, the
+	 * `blocked` and `blocked_total` of PROTOCOL.md's exit as one msgpack
+	 * map (proto: enc_receipt); empty for every other row.  Hashed only
+	 * when not empty: the rows before it, and those without one, keep
+	 * their hashes. */
+	"ALTER TABLE audit ADD COLUMN blocked BLOB NOT NULL DEFAULT X'';",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
-/* The first version whose audit tables are today's (later steps changed
- * grants only): a copy from it can be verified as it is. */
+/* The first version whose audit tables hash as today's (version 4 changed
+ * grants only; 5 added `blocked`, which a copy of 3 or 4 reads as empty):
+ * a copy from it can be verified as it is. */
 #define AUDIT_SCHEMA_SINCE 3
+#define AUDIT_BLOCKED_SINCE 5
 
 /* The 18 hashed fields, in hash order, then the two stored hashes. */
 #define AUDIT_COLS "seq, time_ms, uid, pid, run_id, event, code, sha256, " \
@@ -150,7 +166,10 @@ static const char *const migrations[] = {
 enum {
 	C_SEQ, C_TIME, C_UID, C_PID, C_RUN, C_EVENT, C_CODE, C_SHA, C_LABELS,
 	C_MODE, C_DECISION, C_APPROVER, C_PROFILE, C_HAS_EXIT, C_EXIT_CODE,
-	C_SIGNAL, C_TIMED_OUT, C_DURATION, C_NFIELDS, C_PREV = C_NFIELDS, C_HASH
+	C_SIGNAL, C_TIMED_OUT, C_DURATION, C_NFIELDS, C_PREV = C_NFIELDS, C_HASH,
+	/* What a read adds after AUDIT_READ_COLS: the seal (or NULLs), then
+	 * the receipt (AUDIT_BLOCKED_COL). */
+	C_KEY_INDEX, C_MAC, C_BLOCKED
 };
 
 /* ---- errors ------------------------------------------------------------ */
@@ -544,6 +563,7 @@ static int migrate_locked(struct store *s)
 			return rc;
 	}
 	snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
+	s->has_blocked = true;
 	return exec(s, sql, what);
 }
 
@@ -629,6 +649,7 @@ static int open_copy(struct store *s, const char *path)
 	sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
 	sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
 	rc = read_int(s, "PRAGMA user_version", &v, "cannot read the database (not a database?)");
+	s->has_blocked = v >= AUDIT_BLOCKED_SINCE;
 	if (!rc && (v < AUDIT_SCHEMA_SINCE || v > SCHEMA_VERSION))
 		rc = set_err(s, -EPROTO, "%s has schema version %lld, not %d to %d: verify it "
 			     "with the kotoba that wrote it, or let this broker open the original "
@@ -925,7 +946,8 @@ static void update_field(struct sha256_ctx *ctx, const struct field *f)
 }
 
 /* Nettle's SHA-256: small, and it cannot fail, so neither can this. */
-static int row_hash(struct store *s, const char *prev, const struct field *f, char out[65])
+static int row_hash(struct store *s, const char *prev, const struct field *f,
+		    const struct field *blocked, char out[65])
 {
 	unsigned char md[SHA256_DIGEST_SIZE];
 	struct sha256_ctx ctx;
@@ -936,6 +958,9 @@ static int row_hash(struct store *s, const char *prev, const struct field *f, ch
 	sha256_update(&ctx, sizeof(HASH_DOMAIN), (const uint8_t *)HASH_DOMAIN);
 	for (i = 0; i < C_NFIELDS; i++)
 		update_field(&ctx, &f[i]);
+	/* Only a receipt that is there: see the top of this file. */
+	if (blocked->len)
+		update_field(&ctx, blocked);
 	sha256_digest(&ctx, sizeof(md), md);
 	hex(md, out);
 	return 0;
@@ -1041,10 +1066,11 @@ static void row_fields(const struct audit_row *r, int64_t seq, struct field f[C_
 	f[C_CODE] = (struct field){ .type = r->code ? 's' : 'n', .p = r->code, .len = r->code_len };
 }
 
-/* Binds fields as ?1..?18, prev as ?19, hash as ?20 and code_ref as ?21;
- * by reference, the code itself is NULL here (it is in audit_code). */
+/* Binds fields as ?1..?18, prev as ?19, hash as ?20, code_ref as ?21 and
+ * the receipt as ?22; by reference, the code itself is NULL here (it is in
+ * audit_code). */
 static int bind_row(sqlite3_stmt *st, const struct field *f, const char *prev, const char *hash,
-		    bool code_ref)
+		    bool code_ref, const struct field *blocked)
 {
 	int i, rc = SQLITE_OK;
 
@@ -1067,6 +1093,10 @@ static int bind_row(sqlite3_stmt *st, const struct field *f, const char *prev, c
 		rc = sqlite3_bind_text(st, C_HASH + 1, hash, 64, SQLITE_STATIC);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int(st, C_HASH + 2, code_ref);
+	if (rc == SQLITE_OK)
+		rc = blocked->len ? sqlite3_bind_blob64(st, C_HASH + 3, blocked->p, blocked->len,
+							SQLITE_STATIC)
+				  : sqlite3_bind_zeroblob(st, C_HASH + 3, 0);
 	return rc;
 }
 
@@ -1093,18 +1123,19 @@ static int read_head(struct store *s, int64_t *seq, char hash[65], const char *w
 	return rc;
 }
 
-static int insert_row(struct store *s, const struct field *f, int64_t seq,
-		      const char *prev, const char *hash, bool code_ref, const char *what)
+static int insert_row(struct store *s, const struct field *f, int64_t seq, const char *prev,
+		      const char *hash, bool code_ref, const struct field *blocked,
+		      const char *what)
 {
 	sqlite3_stmt *st;
 	int rc;
 
-	rc = prep(s, "INSERT INTO audit (" AUDIT_COLS ", code_ref) VALUES (?1, ?2, ?3, ?4,"
-		  " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,"
-		  " ?21)", &st, what);
+	rc = prep(s, "INSERT INTO audit (" AUDIT_COLS ", code_ref, blocked) VALUES (?1, ?2, ?3,"
+		  " ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,"
+		  " ?21, ?22)", &st, what);
 	if (rc)
 		return rc;
-	if (bind_row(st, f, prev, hash, code_ref) != SQLITE_OK) {
+	if (bind_row(st, f, prev, hash, code_ref, blocked) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
 		sqlite3_finalize(st);
 		return rc;
@@ -1250,13 +1281,14 @@ static int store_text_and_charge(struct store *s, const struct audit_row *r, boo
 	if (*code_ref)
 		rc = store_code(s, r, &added, what);
 	if (!rc)
-		rc = charge(s, r, ROW_COST + added, what);
+		rc = charge(s, r, ROW_COST + added + r->blocked_len, what);
 	return rc;
 }
 
 static int append_locked(struct store *s, struct audit_row *row, const char *what)
 {
 	struct field f[C_NFIELDS];
+	struct field blocked = { .type = 's', .p = row->blocked, .len = row->blocked_len };
 	char prev[65], hash[65];
 	bool code_ref;
 	int64_t seq;
@@ -1269,9 +1301,9 @@ static int append_locked(struct store *s, struct audit_row *row, const char *wha
 		return rc;
 	seq++;
 	row_fields(row, seq, f);
-	rc = row_hash(s, prev, f, hash);
+	rc = row_hash(s, prev, f, &blocked, hash);
 	if (!rc)
-		rc = insert_row(s, f, seq, prev, hash, code_ref, what);
+		rc = insert_row(s, f, seq, prev, hash, code_ref, &blocked, what);
 	if (rc)
 		return rc;
 	row->seq = seq;
@@ -1578,6 +1610,8 @@ static int col_row(struct store *s, sqlite3_stmt *st, struct audit_row *r)
 	r->signal = sqlite3_column_int64(st, C_SIGNAL);
 	r->timed_out = sqlite3_column_int64(st, C_TIMED_OUT) != 0;
 	r->duration_ms = sqlite3_column_int64(st, C_DURATION);
+	r->blocked = sqlite3_column_blob(st, C_BLOCKED);
+	r->blocked_len = (size_t)sqlite3_column_bytes(st, C_BLOCKED);
 	rc = copy_col(s, st, C_SHA, r->sha256, sizeof(r->sha256));
 	if (!rc)
 		rc = copy_col(s, st, C_PREV, r->prev_hash, sizeof(r->prev_hash));
@@ -1586,21 +1620,20 @@ static int col_row(struct store *s, sqlite3_stmt *st, struct audit_row *r)
 	return rc;
 }
 
-int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, void *arg)
+/* Steps a read of audit rows bound to ?1 and ?2, handing each to cb. */
+static int read_rows(struct store *s, const char *sql, int64_t a1, int64_t a2, audit_cb cb,
+		     void *arg)
 {
 	const char *what = "cannot read the audit trail";
 	struct audit_row r;
 	sqlite3_stmt *st;
 	int rc;
 
-	/* The broker's own epoch rows are no client's decisions. */
-	rc = prep(s, "SELECT " AUDIT_READ_COLS " FROM (SELECT * FROM audit WHERE uid = ?1"
-		  " AND event != '" AUDIT_EPOCH "' ORDER BY seq DESC LIMIT ?2) a ORDER BY a.seq",
-		  &st, what);
+	rc = prep(s, sql, &st, what);
 	if (rc)
 		return rc;
-	if (sqlite3_bind_int64(st, 1, uid) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 2, max > INT64_MAX ? INT64_MAX : (int64_t)max) != SQLITE_OK) {
+	if (sqlite3_bind_int64(st, 1, a1) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 2, a2) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
 		sqlite3_finalize(st);
 		return rc;
@@ -1620,6 +1653,27 @@ int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, voi
 	}
 	sqlite3_finalize(st);
 	return rc;
+}
+
+int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, void *arg)
+{
+	char sql[1024];
+
+	/* The broker's own epoch rows are no client's decisions. */
+	snprintf(sql, sizeof(sql), "SELECT " AUDIT_READ_COLS ", NULL, NULL, %s FROM (SELECT * "
+		 "FROM audit WHERE uid = ?1 AND event != '" AUDIT_EPOCH "' ORDER BY seq DESC "
+		 "LIMIT ?2) a ORDER BY a.seq", AUDIT_BLOCKED_COL(s));
+	return read_rows(s, sql, uid, max > INT64_MAX ? INT64_MAX : (int64_t)max, cb, arg);
+}
+
+int store_audit_row(struct store *s, uint32_t uid, int64_t seq, audit_cb cb, void *arg)
+{
+	char sql[1024];
+
+	snprintf(sql, sizeof(sql), "SELECT " AUDIT_READ_COLS ", NULL, NULL, %s FROM audit a "
+		 "WHERE a.uid = ?1 AND a.seq = ?2 AND a.event != '" AUDIT_EPOCH "'",
+		 AUDIT_BLOCKED_COL(s));
+	return read_rows(s, sql, uid, seq, cb, arg);
 }
 
 /* ---- audit: verify ----------------------------------------------------- */
@@ -1694,8 +1748,8 @@ static void check_seal(struct walk *w, sqlite3_stmt *st, int64_t seq, const char
 		       bool is_start)
 {
 	struct audit_report *rep = w->rep;
-	int64_t index = sqlite3_column_int64(st, C_HASH + 1);
-	const unsigned char *mac = sqlite3_column_text(st, C_HASH + 2);
+	int64_t index = sqlite3_column_int64(st, C_KEY_INDEX);
+	const unsigned char *mac = sqlite3_column_text(st, C_MAC);
 	char want[65];
 
 	if (!w->seal_start && !(is_start && index == 0)) {
@@ -1720,7 +1774,7 @@ static void check_seal(struct walk *w, sqlite3_stmt *st, int64_t seq, const char
 	while (w->key.index < (uint64_t)index)
 		seal_key_evolve(&w->key);
 	seal_mac(&w->key, calc, want);
-	if (!mac || sqlite3_column_bytes(st, C_HASH + 2) != 64 ||
+	if (!mac || sqlite3_column_bytes(st, C_MAC) != 64 ||
 	    !memeql_sec(mac, want, 64))
 		add_problem(rep, AUDIT_SEAL, seq, "its seal does not verify under key %lld (the "
 			    "row or its seal was written without that key)", (long long)index);
@@ -1730,13 +1784,13 @@ static void check_sealing(struct walk *w, sqlite3_stmt *st, int64_t seq, const c
 			  bool is_start)
 {
 	struct audit_report *rep = w->rep;
-	bool sealed = sqlite3_column_type(st, C_HASH + 1) != SQLITE_NULL;
+	bool sealed = sqlite3_column_type(st, C_KEY_INDEX) != SQLITE_NULL;
 
 	if (sealed) {
 		rep->sealed++;
 		if (!rep->first_sealed)
 			rep->first_sealed = seq;
-		rep->last_key_index = sqlite3_column_int64(st, C_HASH + 1);
+		rep->last_key_index = sqlite3_column_int64(st, C_KEY_INDEX);
 	}
 	if (!w->have_key)
 		return;
@@ -1769,7 +1823,7 @@ static void check_anchors_at(struct walk *w, int64_t seq, const char *stored)
 
 static int check_row(struct walk *w, sqlite3_stmt *st)
 {
-	struct field f[C_NFIELDS];
+	struct field f[C_NFIELDS], blocked = { .type = 's' };
 	char prev[65] = "", stored[65] = "", calc[65];
 	int64_t seq = sqlite3_column_int64(st, C_SEQ);
 	bool epoch = !strcmp(col_str(st, C_EVENT), AUDIT_EPOCH);
@@ -1782,7 +1836,9 @@ static int check_row(struct walk *w, sqlite3_stmt *st)
 	if (ok)
 		check_link(w, seq, prev);
 	col_fields(st, f);
-	row_hash(w->s, prev[0] ? prev : ZERO_HASH, f, calc);
+	blocked.p = sqlite3_column_blob(st, C_BLOCKED);
+	blocked.len = (size_t)sqlite3_column_bytes(st, C_BLOCKED);
+	row_hash(w->s, prev[0] ? prev : ZERO_HASH, f, &blocked, calc);
 	if (ok && strcmp(calc, stored)) {
 		add_problem(w->rep, AUDIT_CHAIN, seq, "its contents do not match its hash (the row "
 			    "was edited)");
@@ -1805,10 +1861,13 @@ static int walk_rows(struct walk *w, int64_t from, const char *what)
 {
 	struct store *s = w->s;
 	sqlite3_stmt *st;
+	char sql[1024];
 	int rc;
 
-	rc = prep(s, "SELECT " AUDIT_READ_COLS ", x.key_index, x.mac FROM audit a LEFT JOIN "
-		  "audit_seal x ON x.seq = a.seq WHERE a.seq >= ?1 ORDER BY a.seq", &st, what);
+	snprintf(sql, sizeof(sql), "SELECT " AUDIT_READ_COLS ", x.key_index, x.mac, %s FROM "
+		 "audit a LEFT JOIN audit_seal x ON x.seq = a.seq WHERE a.seq >= ?1 ORDER BY "
+		 "a.seq", AUDIT_BLOCKED_COL(s));
+	rc = prep(s, sql, &st, what);
 	if (rc)
 		return rc;
 	if (sqlite3_bind_int64(st, 1, from) != SQLITE_OK) {

@@ -91,6 +91,10 @@ struct audit_row {
 	int64_t signal;
 	bool timed_out;
 	int64_t duration_ms;
+	/* An exit row's receipt, as proto's enc_receipt() writes it; len 0:
+	 * none (every other row).  Read back, it points into the statement. */
+	const void *blocked;
+	size_t blocked_len;
 	/* Closes something already recorded (how a card or a queued exec
 	 * ended, a run's exit): counted against the quota, never refused. */
 	bool follows;
@@ -123,6 +127,8 @@ int store_audit_append(struct store *s, struct audit_row *row);
  * value stops the walk and store_audit_tail returns it. */
 typedef int (*audit_cb)(const struct audit_row *row, void *arg);
 int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, void *arg);
+/* Row seq when it is uid's (and no epoch row): cb once, or not at all. */
+int store_audit_row(struct store *s, uint32_t uid, int64_t seq, audit_cb cb, void *arg);
 
 /* Epoch rows: written by the broker itself, uid = its own, event "epoch".
  * decision "sealed": sealing began here (this row is sealed under key 0);

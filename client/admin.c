@@ -181,6 +181,8 @@ static void print_row(const struct kotoba_audit_row *a)
 		else
 			printf(" exit %" PRId64, a->exit_code);
 		printf(" %" PRId64 " ms%s", a->duration_ms, a->timed_out ? " timed out" : "");
+		if (a->blocked_total)
+			printf(" blocked %" PRIu64, a->blocked_total);
 	}
 	putchar('\n');
 }
@@ -208,6 +210,44 @@ static int audit_tail(struct kotoba_client *c, uint64_t max)
 	return rc;
 }
 
+/* One row and, for a run's exit, what the sandbox refused in it: one line
+ * per entry, every string the broker's or the snippet's shown safely. */
+static int audit_show(struct kotoba_client *c, const char *word)
+{
+	struct kotoba_audit_row row = { .size = sizeof(row) };
+	struct kotoba_blocked blocked[KOTOBA_BLOCKED_MAX];
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
+	uint64_t listed = 0;
+	bool found;
+	size_t n;
+	char *end;
+	uint64_t seq = strtoull(word, &end, 10);
+
+	if (!*word || *end || word[0] == '-') {
+		cli_error("audit show: give a row number, as audit tail shows it (#N)");
+		return KOTOBA_EXIT_USAGE;
+	}
+	if (kotoba_audit_show(c, seq, &row, &found, blocked, KOTOBA_BLOCKED_MAX, &n, &err))
+		return failed(&err);
+	if (!found) {
+		cli_error("audit show: you have no row %" PRIu64, seq);
+		return 1;
+	}
+	print_row(&row);
+	for (size_t i = 0; i < n; i++) {
+		printf("  %-12s ", blocked[i].kind);
+		kotoba_show(stdout, blocked[i].target, strnlen(blocked[i].target,
+								sizeof(blocked[i].target)), 0);
+		printf("  x%" PRIu64 "  by %s, seen by %s%s\n", blocked[i].count, blocked[i].by,
+		       blocked[i].seen_by, blocked[i].inferred ? " (inferred)" : "");
+		listed += blocked[i].count;
+	}
+	if (listed < row.blocked_total)
+		printf("  and %" PRIu64 " more refusals past the receipt's %d entries\n",
+		       row.blocked_total - listed, KOTOBA_BLOCKED_MAX);
+	return 0;
+}
+
 static int audit_verify(struct kotoba_client *c)
 {
 	char message[KOTOBA_MESSAGE_MAX + 1];
@@ -230,9 +270,12 @@ int cmd_audit(int argc, char **argv)
 	/* A copy of the database, offline: its own options, no broker. */
 	if (audit_verify_offline(argc, argv))
 		return cmd_audit_verify_copy(argc, argv);
-	if (parse_admin(argc, argv, &o) < 0 || o.n_words != 1 ||
-	    (strcmp(o.words[0], "tail") && strcmp(o.words[0], "verify"))) {
+	if (parse_admin(argc, argv, &o) < 0 || o.n_words < 1 ||
+	    o.n_words != (strcmp(o.words[0], "show") ? 1u : 2u) ||
+	    (strcmp(o.words[0], "tail") && strcmp(o.words[0], "verify") &&
+	     strcmp(o.words[0], "show"))) {
 		fputs("usage: kotoba audit tail [-n N] [--socket PATH]\n"
+		      "       kotoba audit show N [--socket PATH]\n"
 		      "       kotoba audit verify [--socket PATH]\n"
 		      "       kotoba audit verify --db FILE [--key KEY | --key-file FILE|-]"
 		      " [--anchors FILE]\n", stderr);
@@ -240,7 +283,10 @@ int cmd_audit(int argc, char **argv)
 	}
 	if ((rc = cli_open(&c, o.socket, false)) != 0)
 		return rc;
-	rc = !strcmp(o.words[0], "tail") ? audit_tail(c, o.max) : audit_verify(c);
+	if (!strcmp(o.words[0], "show"))
+		rc = audit_show(c, o.words[1]);
+	else
+		rc = !strcmp(o.words[0], "tail") ? audit_tail(c, o.max) : audit_verify(c);
 	kotoba_close(c);
 	return rc;
 }

@@ -296,6 +296,21 @@ struct kotoba_exec_opts {
 	void *arg;                  /* passed to the callbacks */
 };
 
+/* One operation the sandbox refused in a run (the `exit` message's
+ * `blocked`; PROTOCOL.md says what each field may hold).  Every string is
+ * the broker's, and the target is the snippet's choice: show them with
+ * kotoba_show(), never raw. */
+#define KOTOBA_BLOCKED_MAX 16
+struct kotoba_blocked {
+	char kind[16];        /* "write", "create", "delete", "rename", "exec", "secret-read",
+			       * "connect-unix", "bind", "listen", "signal", "syscall" */
+	char target[256];     /* a path, a program, an address, a pid, a call's name */
+	uint64_t count;       /* how many times, >= 1 */
+	char by[16];          /* "landlock", "seccomp", "exec gate", "mount mask" */
+	char seen_by[16];     /* "worker" (a fact), "python" (the snippet's own report) */
+	bool inferred;        /* `by` follows from the profile, not the kernel's word */
+};
+
 /* How a snippet that ran ended (the `exit` message). */
 struct kotoba_result {
 	size_t size;          /* set by the caller: sizeof(struct kotoba_result) */
@@ -316,6 +331,13 @@ struct kotoba_result {
 	char labels[KOTOBA_LABELS_MAX][16];
 	char where[16];       /* "host", or "container" (sandbox mode docker) */
 	char container[256];  /* with "container": the container's name; else "" */
+	/* The receipt: what the sandbox refused, the first KOTOBA_BLOCKED_MAX
+	 * kinds and targets, and how many refusals in all (0: none).  Added
+	 * after `container`: a caller built against an older header, whose
+	 * size ends there, gets the rest of the result without it. */
+	size_t n_blocked;
+	uint64_t blocked_total;
+	struct kotoba_blocked blocked[KOTOBA_BLOCKED_MAX];
 };
 
 #define KOTOBA_RESULT_INIT { .size = sizeof(struct kotoba_result) }
@@ -418,6 +440,16 @@ enum kotoba_code kotoba_cancel(struct kotoba_client *c, struct kotoba_error *err
 size_t kotoba_show(FILE *out, const char *s, size_t len, unsigned flags);
 
 /*
+ * kotoba_show_receipt: writes one line saying what the sandbox refused,
+ * e.g. `kotoba: the sandbox stopped 3 operations: create /w/notes.md
+ * (landlock), exec /bin/sh (exec gate), read /home/ada/.ssh/id_ed25519
+ * (secret)`, every string made safe by kotoba_show(), `and more` when
+ * the receipt was capped.  Nothing when nothing was refused.  Returns
+ * the number of refusals (blocked_total).
+ */
+uint64_t kotoba_show_receipt(FILE *out, const struct kotoba_result *res, unsigned flags);
+
+/*
  * kotoba_card_text: the whole card as text for a terminal @width columns
  * wide (0: never wrap): why it is asked, the labels, the working directory,
  * time limit, limits and kept environment, a note counting the characters
@@ -491,6 +523,9 @@ struct kotoba_audit_row {
 	bool has_exit;        /* the fields below are valid */
 	int64_t exit_code, signal, duration_ms;
 	bool timed_out;
+	/* Added after timed_out: an exit row's receipt, how many refusals
+	 * (0: none); kotoba_audit_show() gives the list. */
+	uint64_t blocked_total;
 };
 
 /*
@@ -501,6 +536,20 @@ struct kotoba_audit_row {
  */
 enum kotoba_code kotoba_audit_tail(struct kotoba_client *c, struct kotoba_audit_row *rows,
 				   size_t max, size_t *n, struct kotoba_error *err);
+
+/*
+ * kotoba_audit_show: the caller's audit row number @seq (as kotoba_audit_tail
+ * shows it) and, for an exit row, its receipt: what the sandbox refused.
+ * @row: filled when the row is the caller's (row->size set by the caller).
+ * @found: false when there is no such row of the caller's.
+ * @blocked, @max: room for the receipt's entries (at most KOTOBA_BLOCKED_MAX
+ *	are kept); @n receives how many were written.  row->blocked_total
+ *	says how many refusals in all.
+ */
+enum kotoba_code kotoba_audit_show(struct kotoba_client *c, uint64_t seq,
+				   struct kotoba_audit_row *row, bool *found,
+				   struct kotoba_blocked *blocked, size_t max, size_t *n,
+				   struct kotoba_error *err);
 
 /*
  * kotoba_audit_verify: walks the whole hash chain of the audit trail.

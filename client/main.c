@@ -14,7 +14,7 @@ static void usage(FILE *f)
 	      "                  [--for DURATION] [--scope DIR]\n"
 	      "       kotoba scan FILE|-\n"
 	      "       kotoba approvals ls|rm execute_code [--socket PATH]\n"
-	      "       kotoba audit tail|verify [--socket PATH]\n"
+	      "       kotoba audit tail|verify|show N [--socket PATH]\n"
 	      "       kotoba audit verify --db FILE [--key KEY|--key-file FILE] [--anchors FILE]\n"
 	      "\n"
 	      "Exit status: the snippet's own; 124 timed out; 125 broker unreachable;\n"

@@ -302,6 +302,22 @@ static int exit_status(const struct outcome *oc)
 	return r->exit_code & 0xff;
 }
 
+/* Always present, empty when nothing was refused.  Targets are the
+ * snippet's: escaped like output. */
+static void print_receipt_json(const struct kotoba_result *x)
+{
+	printf(",\"blocked_total\":%" PRIu64 ",\"blocked\":[", x->blocked_total);
+	for (size_t i = 0; i < x->n_blocked && i < KOTOBA_BLOCKED_MAX; i++) {
+		const struct kotoba_blocked *b = &x->blocked[i];
+
+		printf("%s{\"kind\":\"%s\",\"target\":", i ? "," : "", b->kind);
+		json_string(stdout, b->target, strnlen(b->target, sizeof(b->target)));
+		printf(",\"count\":%" PRIu64 ",\"by\":\"%s\",\"seen_by\":\"%s\",\"inferred\":%s}",
+		       b->count, b->by, b->seen_by, b->inferred ? "true" : "false");
+	}
+	printf("]");
+}
+
 static void print_exit_json(const struct kotoba_result *x)
 {
 	if (x->exited)
@@ -321,6 +337,7 @@ static void print_exit_json(const struct kotoba_result *x)
 		printf(",\"container\":");
 		json_string(stdout, x->container, strlen(x->container));
 	}
+	print_receipt_json(x);
 }
 
 static void print_error_json(const struct kotoba_error *e)
@@ -407,6 +424,11 @@ int cmd_run(int argc, char **argv)
 			print_json(&oc, status);
 		else
 			report_plain(&oc);
+		/* After the output, so that it is the last thing said. */
+		if (oc.have_exit) {
+			fflush(stdout);
+			kotoba_show_receipt(stderr, &oc.exit, 0);
+		}
 	}
 	free(code.p);
 	free(o.scope);

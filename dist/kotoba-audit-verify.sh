@@ -38,10 +38,13 @@ trap 'rm -rf "$tmp"' EXIT
 q() { sqlite3 -batch -readonly -noheader -list "$db" "$@"; }
 ZERO=0000000000000000000000000000000000000000000000000000000000000000
 
-# Versions 3 and 4 have the same audit tables (4 added grant terms).
+# Versions 3 and 4 have the same audit tables (4 added grant terms); 5
+# added the receipt column `blocked`, which a row hashes only when it is
+# not empty, so a copy of 3 or 4 reads it as empty.
 case "$(q 'PRAGMA user_version')" in
-3|4) ;;
-*) echo "$0: $db is not a version 3 or 4 kotoba audit database" >&2; exit 2 ;;
+3|4) blocked="X''" ;;
+5) blocked="a.blocked" ;;
+*) echo "$0: $db is not a version 3 to 5 kotoba audit database" >&2; exit 2 ;;
 esac
 
 # 1. The hashed bytes of every row (AUDIT.md, "Row hash"), as hex: a
@@ -57,11 +60,13 @@ for f in seq time_ms uid pid run_id event code sha256 labels mode decision appro
 	 profile has_exit exit_code signal timed_out duration_ms; do
 	fields="$fields || $(enc "r.$f")"
 done
+fields="$fields || CASE WHEN length(r.blocked) > 0 THEN $(enc r.blocked) ELSE '' END"
 rows="SELECT a.seq, a.time_ms, a.uid, a.pid, a.run_id, a.event,
 	CASE WHEN NOT a.code_ref THEN a.code WHEN a.code IS NULL THEN
 	  (SELECT c.code FROM audit_code c WHERE c.sha256 = a.sha256) END AS code,
 	a.sha256, a.labels, a.mode, a.decision, a.approver, a.profile, a.has_exit,
-	a.exit_code, a.signal, a.timed_out, a.duration_ms, a.prev_hash, a.hash
+	a.exit_code, a.signal, a.timed_out, a.duration_ms, a.prev_hash, a.hash,
+	$blocked AS blocked
 	FROM audit a"
 q "SELECT 'SELECT writefile(''$tmp/h' || r.seq || ''', X''' ||
 	hex(r.prev_hash) || hex('kotoba-audit-v1') || '00' $fields || ''');'

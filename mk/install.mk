@@ -82,7 +82,7 @@ install: all install-files
 # install-files copies what is built (and builds what is missing).  Kept
 # apart so the staged-install test can call it without re-running the
 # dependency check.
-install-files: $(BINS) install-client
+install-files: $(BINS) $(RECEIPT_PY) install-client
 	install -d -m 0755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba $(DESTDIR)$(SYSTEMDUNITDIR) \
 		$(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
@@ -91,6 +91,9 @@ install-files: $(BINS) install-client
 	install -m 0755 $(BUILD)/kotoba $(DESTDIR)$(BINDIR)/kotoba
 	install -m 0755 $(BUILD)/kotoba-brokerd $(DESTDIR)$(SBINDIR)/kotoba-brokerd
 	install -m 0755 $(BUILD)/kotoba-worker $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-worker
+	install -m 0644 $(RECEIPT_PY) $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba_receipt.py
+	$(RECEIPT_PYTHON) -c 'import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)' \
+		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba_receipt.py
 	for u in kotoba-brokerd.service kotoba-brokerd.socket; do \
 		sed $(UNIT_SED) dist/systemd/$$u > $(DESTDIR)$(SYSTEMDUNITDIR)/$$u.tmp && \
 		chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$u.tmp && \
@@ -163,6 +166,7 @@ uninstall-client:
 uninstall: uninstall-client
 	rm -f $(DESTDIR)$(BINDIR)/kotoba $(DESTDIR)$(SBINDIR)/kotoba-brokerd \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-worker \
+		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba_receipt.py \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kotoba-brokerd.service \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kotoba-brokerd.socket \
 		$(DESTDIR)$(SYSUSERSDIR)/kotoba.conf $(DESTDIR)$(TMPFILESDIR)/kotoba.conf \
@@ -170,6 +174,7 @@ uninstall: uninstall-client
 		$(DESTDIR)$(MANDIR)/man8/kotoba-brokerd.8 \
 		$(addprefix $(DESTDIR)$(DATADIR)/kotoba/selinux/,$(notdir $(INSTALL_SELINUX))) \
 		$(DESTDIR)$(SYSCONFDIR)/kotoba/broker.conf.example
+	rm -rf $(DESTDIR)$(LIBEXECDIR)/kotoba/__pycache__
 	-rmdir $(DESTDIR)$(LIBEXECDIR)/kotoba $(DESTDIR)$(DATADIR)/kotoba/selinux \
 		$(DESTDIR)$(DATADIR)/kotoba 2>/dev/null
 

@@ -180,13 +180,55 @@ static void put_result(struct enc *e, const struct run_result *r)
 	put_uint(e, "max_rss_kb", r->max_rss_kb);
 }
 
+/* A receipt: two fields, only when something was refused (a receiver
+ * takes their absence as an empty receipt). */
+#define RECEIPT_FIELDS(b) ((b)->total ? 2 : 0)
+#define BLOCKED_OP_FIELDS 6
+static void put_blocked_list(struct enc *e, const struct receipt *b);
+
+static void put_receipt(struct enc *e, const struct receipt *b)
+{
+	if (!b->total)
+		return;
+	put_key(e, "blocked");
+	put_blocked_list(e, b);
+	put_uint(e, "blocked_total", b->total);
+}
+
+/* The array alone: its key is the caller's (a frame's field, or a row's). */
+static void put_blocked_list(struct enc *e, const struct receipt *b)
+{
+	raw_array(e, b->n);
+	for (size_t i = 0; i < b->n; i++) {
+		const struct blocked_op *o = &b->op[i];
+
+		raw_map(e, BLOCKED_OP_FIELDS);
+		raw_str(e, "kind", 4);
+		raw_str(e, block_kind_name(o->kind), strlen(block_kind_name(o->kind)));
+		raw_str(e, "target", 6);
+		raw_str(e, o->target, strnlen(o->target, PROTO_BLOCKED_TARGET_MAX));
+		raw_str(e, "count", 5);
+		raw_uint(e, o->count);
+		raw_str(e, "by", 2);
+		raw_str(e, blocker_name(o->by), strlen(blocker_name(o->by)));
+		raw_str(e, "seen_by", 7);
+		raw_str(e, witness_name(o->seen_by), strlen(witness_name(o->seen_by)));
+		raw_str(e, "inferred", 8);
+		raw_bool(e, o->inferred);
+	}
+}
+
 int enc_exit(struct frame *f, const struct msg_exit *m)
 {
 	const char *where = m->where ? m->where : "host";
 	bool in_container = !strcmp(where, "container");
 	struct enc e;
 
-	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container + (m->secrets != NULL));
+	/* An encoder never reads past the fixed arrays. */
+	if (m->n_labels > PROTO_LABELS_MAX || m->blocked.n > PROTO_BLOCKED_MAX)
+		return -E2BIG;
+	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container + (m->secrets != NULL) +
+				      RECEIPT_FIELDS(&m->blocked));
 	put_uint(&e, "id", m->id);
 	put_result(&e, &m->r);
 	put_bool(&e, "truncated", m->truncated);
@@ -202,6 +244,7 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 		put_pstr(&e, "container", m->container);
 	if (m->secrets)
 		put_str(&e, "secrets", m->secrets);
+	put_receipt(&e, &m->blocked);
 	return enc_end(&e, f);
 }
 
@@ -360,8 +403,11 @@ int enc_finished(struct frame *f, const struct msg_finished *m)
 {
 	struct enc e;
 
-	enc_begin(&e, "finished", RESULT_FIELDS);
+	if (m->blocked.n > PROTO_BLOCKED_MAX)
+		return -E2BIG;
+	enc_begin(&e, "finished", RESULT_FIELDS + RECEIPT_FIELDS(&m->blocked));
 	put_result(&e, &m->r);
+	put_receipt(&e, &m->blocked);
 	return enc_end(&e, f);
 }
 
@@ -508,17 +554,23 @@ int enc_audit(struct frame *f, const struct msg_audit *m)
 {
 	struct enc e;
 
-	enc_begin(&e, "audit", 3);
+	bool show = !strcmp(m->op, "show");
+
+	enc_begin(&e, "audit", 3 + show);
 	put_uint(&e, "id", m->id);
 	put_str(&e, "op", m->op);
 	put_uint(&e, "max", m->max);
+	if (show)
+		put_uint(&e, "seq", m->seq);
 	return enc_end(&e, f);
 }
 
 #define AUDIT_ROW_FIELDS 12
-static void put_audit_row(struct enc *e, const struct audit_info *a)
+static void put_audit_row(struct enc *e, const struct audit_info *a, const struct receipt *b)
 {
-	raw_map(e, AUDIT_ROW_FIELDS + (a->has_exit ? 4 : 0));
+	bool total = a->has_exit && a->blocked_total, list = total && a->has_blocked && b->total;
+
+	raw_map(e, AUDIT_ROW_FIELDS + (a->has_exit ? 4 : 0) + total + list);
 	raw_str(e, "seq", 3);
 	raw_uint(e, a->seq);
 	raw_str(e, "time_ms", 7);
@@ -550,18 +602,28 @@ static void put_audit_row(struct enc *e, const struct audit_info *a)
 		raw_str(e, "duration_ms", 11);
 		raw_int(e, a->duration_ms);
 	}
+	if (total) {
+		raw_str(e, "blocked_total", 13);
+		raw_uint(e, a->blocked_total);
+	}
+	if (list) {
+		raw_str(e, "blocked", 7);
+		put_blocked_list(e, b);
+	}
 }
 
 int enc_audit_rows(struct frame *f, const struct msg_audit_rows *m)
 {
 	struct enc e;
 
+	if (m->n > PROTO_ROWS_MAX || m->blocked.n > PROTO_BLOCKED_MAX)
+		return -E2BIG;
 	enc_begin(&e, "audit_rows", 2);
 	put_uint(&e, "id", m->id);
 	put_key(&e, "rows");
 	raw_array(&e, m->n);
 	for (size_t i = 0; i < m->n; i++)
-		put_audit_row(&e, &m->rows[i]);
+		put_audit_row(&e, &m->rows[i], &m->blocked);
 	return enc_end(&e, f);
 }
 
@@ -787,6 +849,63 @@ static int dec_where(struct dec *d, struct msg_exit *m)
 	return 0;
 }
 
+static int dec_array(struct dec *d, const char *key, size_t max, const msgpack_object_array **a);
+
+static int dec_blocked_op(struct dec *d, const msgpack_object *o, struct blocked_op *b)
+{
+	struct dec sub = { .err = d->err, .type = "blocked" };
+	struct pstr target;
+	int rc, kind, by, seen_by;
+
+	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
+	    (rc = dec_name(&sub, "kind", true, &proto_block_kinds, (1u << BLOCK_KIND_COUNT) - 1,
+			   &kind)) < 0 ||
+	    (rc = dec_str(&sub, "target", true, PROTO_BLOCKED_TARGET_MAX, &target)) < 0 ||
+	    (rc = dec_uint(&sub, "count", true, &b->count)) < 0 ||
+	    (rc = dec_name(&sub, "by", true, &proto_blockers, (1u << BLOCKER_COUNT) - 1, &by)) < 0 ||
+	    (rc = dec_name(&sub, "seen_by", true, &proto_witnesses, (1u << WITNESS_COUNT) - 1,
+			   &seen_by)) < 0 ||
+	    (rc = dec_bool(&sub, "inferred", true, &b->inferred)) < 0)
+		return rc;
+	if (b->count == 0)
+		return dec_fail(d, PERR_BAD_FIELD, "a 'blocked' entry must count at least 1");
+	b->kind = (enum proto_block_kind)kind;
+	b->by = (enum proto_blocker)by;
+	b->seen_by = (enum proto_witness)seen_by;
+	memcpy(b->target, target.ptr, target.len);
+	b->target[target.len] = '\0';
+	return 0;
+}
+
+/* `blocked` and `blocked_total` came after version 1 was out: absent, the
+ * receipt is empty.  Either without the other is malformed. */
+static int dec_receipt(struct dec *d, struct receipt *b)
+{
+	const msgpack_object_array *a = NULL;
+	uint64_t counted = 0;
+	int rc;
+
+	b->total = 0;
+	b->n = 0;
+	if (!dec_find(d, "blocked") && !dec_find(d, "blocked_total"))
+		return 0;
+	if ((rc = dec_array(d, "blocked", PROTO_BLOCKED_MAX, &a)) < 0 ||
+	    (rc = dec_uint(d, "blocked_total", true, &b->total)) < 0)
+		return rc;
+	for (uint32_t i = 0; i < a->size; i++) {
+		if ((rc = dec_blocked_op(d, &a->ptr[i], &b->op[i])) < 0)
+			return rc;
+		if (b->op[i].count > b->total - counted)
+			break;
+		counted += b->op[i].count;
+		b->n++;
+	}
+	if (b->total == 0 || b->n < a->size)
+		return dec_fail(d, PERR_BAD_FIELD,
+				"field 'blocked_total' must be at least the entries' counts, and 1");
+	return 0;
+}
+
 static int dec_exit(struct dec *d, struct msg_exit *m)
 {
 	int rc, profile, decision, approver;
@@ -802,9 +921,53 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 	m->decision = (enum proto_decision)decision;
 	m->approver = (enum proto_approver)approver;
 	m->secrets = NULL;
-	if ((rc = dec_enum(d, "secrets", false, secret_states, &m->secrets)) < 0)
+	if ((rc = dec_enum(d, "secrets", false, secret_states, &m->secrets)) < 0 ||
+	    (rc = dec_receipt(d, &m->blocked)) < 0)
 		return rc;
 	return dec_where(d, m);
+}
+
+/* ---- the receipt alone (the audit trail's `blocked` column) --------------- */
+
+int enc_receipt(struct frame *f, const struct receipt *b)
+{
+	struct enc e;
+
+	if (b->n > PROTO_BLOCKED_MAX)
+		return -E2BIG;
+	enc_begin(&e, "receipt", RECEIPT_FIELDS(b));
+	put_receipt(&e, b);
+	return enc_end(&e, f);
+}
+
+int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out)
+{
+	struct proto_error err = { 0 };
+	struct dec d = { .err = &err, .type = "receipt" };
+	msgpack_unpacked up;
+	size_t off = 0;
+	int rc = -EPROTO;
+
+	out->total = 0;
+	out->n = 0;
+	if (!p || !len || len > PROTO_FRAME_MAX_DEFAULT)
+		return len ? -EMSGSIZE : 0;
+	/* Depth and UTF-8 first, as for any frame. */
+	if (proto_check(p, len, &err) < 0)
+		return -EPROTO;
+	msgpack_unpacked_init(&up);
+	if (msgpack_unpack_next(&up, (const char *)p, len, &off) == MSGPACK_UNPACK_SUCCESS &&
+	    off == len && dec_map(&d, &up.data, MAP_FIELDS_MAX) == 0 && dec_receipt(&d, out) == 0)
+		rc = 0;
+	msgpack_unpacked_destroy(&up);
+	return rc;
+}
+
+static int dec_finished(struct dec *d, struct msg_finished *m)
+{
+	int rc = dec_result(d, &m->r);
+
+	return rc < 0 ? rc : dec_receipt(d, &m->blocked);
 }
 
 static int dec_error(struct dec *d, struct msg_error *m)
@@ -1069,7 +1232,7 @@ static int dec_setup_error(struct dec *d, struct msg_setup_error *m)
 }
 
 static const char *const choices[] = { "once", "always", "deny", NULL };
-static const char *const audit_ops[] = { "tail", "verify", NULL };
+static const char *const audit_ops[] = { "tail", "verify", "show", NULL };
 
 /* Decodes element i of array field `key` as a map into *sub. */
 static int dec_array(struct dec *d, const char *key, size_t max, const msgpack_object_array **a)
@@ -1237,9 +1400,11 @@ static int dec_audit(struct dec *d, struct msg_audit *m)
 	int rc;
 
 	m->max = 20;
+	m->seq = 0;
 	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
 	    (rc = dec_enum(d, "op", true, audit_ops, &m->op)) < 0 ||
-	    (rc = dec_uint(d, "max", false, &m->max)) < 0)
+	    (rc = dec_uint(d, "max", false, &m->max)) < 0 ||
+	    (rc = dec_uint(d, "seq", !strcmp(m->op, "show"), &m->seq)) < 0)
 		return rc;
 	return 0;
 }
@@ -1258,7 +1423,25 @@ static int dec_audit_exit(struct dec *d, struct audit_info *a)
 	return 0;
 }
 
-static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_info *a)
+/* An exit row's receipt: its count, and on one row at most its list. */
+static int dec_audit_receipt(struct dec *sub, struct audit_info *a, struct msg_audit_rows *m)
+{
+	int rc;
+
+	a->blocked_total = 0;
+	a->has_blocked = dec_find(sub, "blocked") != NULL;
+	if (!a->has_blocked)
+		return dec_uint(sub, "blocked_total", false, &a->blocked_total);
+	if (!a->has_exit || m->blocked.total)
+		return dec_fail(sub, PERR_BAD_FIELD, "field 'blocked' is for one exit row only");
+	if ((rc = dec_receipt(sub, &m->blocked)) < 0)
+		return rc;
+	a->blocked_total = m->blocked.total;
+	return 0;
+}
+
+static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_info *a,
+			 struct msg_audit_rows *m)
 {
 	struct dec sub = { .err = d->err, .type = "audit_rows.rows" };
 	int rc, event, decision, approver, profile;
@@ -1281,7 +1464,9 @@ static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_in
 	a->decision = (enum proto_decision)decision;
 	a->approver = (enum proto_approver)approver;
 	a->profile = (enum proto_profile)profile;
-	return dec_audit_exit(&sub, a);
+	if ((rc = dec_audit_exit(&sub, a)) < 0)
+		return rc;
+	return dec_audit_receipt(&sub, a, m);
 }
 
 static int dec_audit_rows(struct dec *d, struct msg_audit_rows *m)
@@ -1289,11 +1474,13 @@ static int dec_audit_rows(struct dec *d, struct msg_audit_rows *m)
 	const msgpack_object_array *a = NULL;
 	int rc;
 
+	m->blocked.total = 0;
+	m->blocked.n = 0;
 	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
 	    (rc = dec_array(d, "rows", PROTO_ROWS_MAX, &a)) < 0)
 		return rc;
 	for (uint32_t i = 0; i < a->size; i++)
-		if ((rc = dec_audit_row(d, &a->ptr[i], &m->rows[i])) < 0)
+		if ((rc = dec_audit_row(d, &a->ptr[i], &m->rows[i], m)) < 0)
 			return rc;
 	m->n = a->size;
 	return 0;
@@ -1332,7 +1519,7 @@ static int dec_body(struct dec *d, struct msg *out, size_t max_snippet)
 	case MSG_JOB: return dec_job(d, &out->u.job);
 	case MSG_READY: return dec_ready(d, &out->u.ready);
 	case MSG_SETUP_ERROR: return dec_setup_error(d, &out->u.setup_error);
-	case MSG_FINISHED: return dec_result(d, &out->u.finished.r);
+	case MSG_FINISHED: return dec_finished(d, &out->u.finished);
 	case MSG_MASKS: return dec_masks(d, &out->u.masks);
 	case MSG_CARD: return dec_card(d, &out->u.card, max_snippet);
 	case MSG_ANSWER: return dec_answer(d, &out->u.answer);

@@ -11,6 +11,9 @@ static const char *const approver_v[] = { PROTO_APPROVERS(NAME_STR) };
 static const char *const decision_v[] = { PROTO_DECISIONS(NAME_STR) };
 static const char *const event_v[] = { PROTO_EVENTS(NAME_STR) };
 static const char *const step_v[] = { PROTO_STEPS(NAME_STR) };
+static const char *const block_kind_v[] = { PROTO_BLOCK_KINDS(NAME_STR) };
+static const char *const blocker_v[] = { PROTO_BLOCKERS(NAME_STR) };
+static const char *const witness_v[] = { PROTO_WITNESSES(NAME_STR) };
 static const char *const errcode_v[] = { PROTO_ERRORS(ERROR_STR) };
 
 const struct proto_names proto_profiles = { "profile", profile_v, PROFILE_COUNT };
@@ -18,6 +21,9 @@ const struct proto_names proto_approvers = { "approver", approver_v, APPROVER_CO
 const struct proto_names proto_decisions = { "decision", decision_v, DECISION_COUNT };
 const struct proto_names proto_events = { "event", event_v, EVENT_COUNT };
 const struct proto_names proto_steps = { "setup step", step_v, STEP_COUNT };
+const struct proto_names proto_block_kinds = { "blocked kind", block_kind_v, BLOCK_KIND_COUNT };
+const struct proto_names proto_blockers = { "blocker", blocker_v, BLOCKER_COUNT };
+const struct proto_names proto_witnesses = { "witness", witness_v, WITNESS_COUNT };
 const struct proto_names proto_errcodes = { "error code", errcode_v, PE_COUNT };
 
 const char *names_get(const struct proto_names *t, unsigned v)

@@ -46,6 +46,33 @@
 	X(EVENT_CONNECT, "connect")                                                                \
 	X(EVENT_GRANT, "grant")
 
+/* A receipt's entries (PROTOCOL.md, "exit", `blocked`): what kind of
+ * operation the sandbox refused, which layer refused it, and who saw it
+ * refused: the worker itself (the exec gate it answers), or the snippet's
+ * own interpreter (a report the snippet can forge or suppress). */
+#define PROTO_BLOCK_KINDS(X)                                                                       \
+	X(BLOCK_WRITE, "write")                                                                    \
+	X(BLOCK_CREATE, "create")                                                                  \
+	X(BLOCK_DELETE, "delete")                                                                  \
+	X(BLOCK_RENAME, "rename")                                                                  \
+	X(BLOCK_EXEC, "exec")                                                                      \
+	X(BLOCK_SECRET_READ, "secret-read")                                                        \
+	X(BLOCK_CONNECT_UNIX, "connect-unix")                                                      \
+	X(BLOCK_BIND, "bind")                                                                      \
+	X(BLOCK_LISTEN, "listen")                                                                  \
+	X(BLOCK_SIGNAL, "signal")                                                                  \
+	X(BLOCK_SYSCALL, "syscall")
+
+#define PROTO_BLOCKERS(X)                                                                          \
+	X(BY_LANDLOCK, "landlock")                                                                 \
+	X(BY_SECCOMP, "seccomp")                                                                   \
+	X(BY_EXEC_GATE, "exec gate")                                                               \
+	X(BY_MOUNT_MASK, "mount mask")
+
+#define PROTO_WITNESSES(X)                                                                         \
+	X(SEEN_BY_WORKER, "worker")                                                                \
+	X(SEEN_BY_PYTHON, "python")
+
 /* The setup steps a `setup_error` names (PROTOCOL.md, "setup_error"): the
  * broker's fork, the worker's and the snippet's steps in the order they
  * run, then the supervisor's, and last the names the broker gives the
@@ -119,6 +146,9 @@ enum proto_approver { PROTO_APPROVERS(PROTO_NAME_ENUM) APPROVER_COUNT };
 enum proto_decision { PROTO_DECISIONS(PROTO_NAME_ENUM) DECISION_COUNT };
 enum proto_event { PROTO_EVENTS(PROTO_NAME_ENUM) EVENT_COUNT };
 enum proto_step { PROTO_STEPS(PROTO_NAME_ENUM) STEP_COUNT };
+enum proto_block_kind { PROTO_BLOCK_KINDS(PROTO_NAME_ENUM) BLOCK_KIND_COUNT };
+enum proto_blocker { PROTO_BLOCKERS(PROTO_NAME_ENUM) BLOCKER_COUNT };
+enum proto_witness { PROTO_WITNESSES(PROTO_NAME_ENUM) WITNESS_COUNT };
 enum proto_errcode { PROTO_ERRORS(PROTO_ERROR_ENUM) PE_COUNT };
 #undef PROTO_NAME_ENUM
 #undef PROTO_ERROR_ENUM
@@ -130,7 +160,7 @@ struct proto_names {
 	unsigned n;
 };
 extern const struct proto_names proto_profiles, proto_approvers, proto_decisions, proto_events,
-    proto_steps, proto_errcodes;
+    proto_steps, proto_errcodes, proto_block_kinds, proto_blockers, proto_witnesses;
 
 /* The name of value v; "?" for a value outside the table (a bug). */
 const char *names_get(const struct proto_names *t, unsigned v);
@@ -154,6 +184,18 @@ static inline const char *event_name(enum proto_event e)
 	return names_get(&proto_events, e);
 }
 static inline const char *step_name(enum proto_step st) { return names_get(&proto_steps, st); }
+static inline const char *block_kind_name(enum proto_block_kind k)
+{
+	return names_get(&proto_block_kinds, k);
+}
+static inline const char *blocker_name(enum proto_blocker b)
+{
+	return names_get(&proto_blockers, b);
+}
+static inline const char *witness_name(enum proto_witness w)
+{
+	return names_get(&proto_witnesses, w);
+}
 static inline const char *perr_name(enum proto_errcode e) { return names_get(&proto_errcodes, e); }
 
 /* Bit masks of the profiles each message allows. */

@@ -32,6 +32,8 @@
 #define PROTO_SECRETS_MAX 64                 /* entries of job.secrets */
 #define PROTO_MASKS_KEY_LEN 32               /* job.masks, masks.key: a SHA-256 */
 #define PROTO_MOUNTS_MAX (1u << 20)          /* job.mounts: the mount table's text */
+#define PROTO_BLOCKED_MAX 16                 /* entries of a receipt (exit.blocked) */
+#define PROTO_BLOCKED_TARGET_MAX 255         /* bytes of one entry's target */
 /* An engine step's argument the worker replaces with one mask argument
  * per secret of the working directory (PROTOCOL.md, "job"). */
 #define PROTO_SECRET_MASKS_ARG "{secret-masks}"
@@ -234,9 +236,29 @@ struct run_result {
 	uint64_t max_rss_kb;
 };
 
+/* One kind of refused operation on one target (PROTOCOL.md, "exit").
+ * The target is owned here, so a receipt is copied as a whole. */
+struct blocked_op {
+	enum proto_block_kind kind;
+	enum proto_blocker by;
+	enum proto_witness seen_by;
+	bool inferred;  /* `by` follows from the profile, not from the kernel's word */
+	uint64_t count; /* >= 1 */
+	char target[PROTO_BLOCKED_TARGET_MAX + 1]; /* UTF-8, no NUL, NUL-terminated */
+};
+
+/* What the sandbox refused in one run: the first PROTO_BLOCKED_MAX
+ * operations in the order first seen, and how many refusals in all. */
+struct receipt {
+	uint64_t total; /* every refusal counted, past the cap too; 0: none */
+	size_t n;
+	struct blocked_op op[PROTO_BLOCKED_MAX];
+};
+
 struct msg_exit {
 	uint64_t id;
 	struct run_result r;
+	struct receipt blocked;
 	bool truncated;          /* either stream was capped */
 	enum proto_profile profile;   /* one of PROFILES_RAN */
 	enum proto_decision decision; /* DECISION_RAN */
@@ -355,8 +377,9 @@ struct msg_revoke {
 
 struct msg_audit {
 	uint64_t id;
-	const char *op; /* "tail" | "verify" */
+	const char *op; /* "tail" | "verify" | "show" */
 	uint64_t max;   /* rows for tail */
+	uint64_t seq;   /* the row for show */
 };
 
 struct audit_info {
@@ -374,12 +397,16 @@ struct audit_info {
 	bool has_exit;
 	int64_t exit_code, signal, duration_ms;
 	bool timed_out;
+	uint64_t blocked_total;  /* an exit row's receipt: refusals in all; 0: none */
+	bool has_blocked;        /* this row carries the list: msg_audit_rows.blocked */
 };
 
 struct msg_audit_rows {
 	uint64_t id;
 	size_t n;
 	struct audit_info rows[PROTO_ROWS_MAX];
+	/* The receipt's list, on at most one row (the answer to `show`). */
+	struct receipt blocked;
 };
 
 struct msg_ok {
@@ -434,7 +461,8 @@ struct job_engine {
  * nothing there runs unasked: its .pth files and usercustomize.py are not
  * processed (site never sees it as a site directory), sitecustomize was
  * looked for before it was on the path, and being last it can shadow
- * neither the standard library nor the system's packages. */
+ * neither the standard library nor the system's packages.  With the
+ * receipt's arguments (below) it first runs the receipt's wrappers. */
 #define PYTHON_SNIPPET_MAIN                                                              \
 	"import os, site, sys\n"                                                         \
 	"d = site.getusersitepackages()\n"                                               \
@@ -444,12 +472,27 @@ struct job_engine {
 	"    tb = tb.tb_next if tb is not None else None\n"                             \
 	"    hook(t, v.with_traceback(tb), tb)\n"                                        \
 	"sys.excepthook = h\n"                                                           \
+	"if sys.argv[2:]:\n"                                                             \
+	"    try:\n"                                                                     \
+	"        exec(sys.modules['_frozen_importlib_external'].SourceFileLoader(\n"      \
+	"            'kotoba_receipt', sys.argv[2]).get_code('kotoba_receipt'),\n"        \
+	"            {'fd': int(sys.argv[1])})\n"                                         \
+	"    except Exception:\n"                                                        \
+	"        pass\n"                                                                 \
 	"sys.argv[:] = ['-']\n"                                                          \
 	"__file__, __cached__ = '<stdin>', None\n"                                       \
 	"c = compile(sys.stdin.buffer.read(), '<stdin>', 'exec', dont_inherit=True)\n"   \
 	"del os, site, sys, d, h\n"                                                      \
 	"exec(globals().pop('c'))\n"
 #define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-c", PYTHON_SNIPPET_MAIN
+/* In an unattended run the worker adds two arguments, the receipt pipe's fd and
+ * the path of kotoba_receipt.py beside the worker (worker/receipt.c):
+ * MAIN runs that file (its cached bytecode, made at build time: compiling
+ * it at every start would cost more than the receipt may) before the
+ * snippet.  A container's python3 gets neither, and runs no receipt. */
+#define PYTHON_RECEIPT_FD 4
+#define PYTHON_RECEIPT_FD_ARG "4"
+#define PYTHON_RECEIPT_FILE "kotoba_receipt.py"
 
 struct msg_job {
 	enum proto_profile profile; /* one of PROFILES_JOB */
@@ -490,6 +533,7 @@ struct msg_setup_error {
 
 struct msg_finished {
 	struct run_result r;
+	struct receipt blocked;
 };
 
 /* The masks' mount namespace, as SCM_RIGHTS with the frame, and its key. */
@@ -558,6 +602,11 @@ int enc_ready(struct frame *f, const struct msg_ready *m);
 int enc_setup_error(struct frame *f, const struct msg_setup_error *m);
 int enc_masks(struct frame *f, const struct msg_masks *m);
 int enc_finished(struct frame *f, const struct msg_finished *m);
+/* A receipt alone, as the audit trail keeps it: one msgpack map
+ * {type: "receipt", blocked, blocked_total} (the frame's payload, after
+ * its 4-byte header), and back; len 0 is the empty receipt. */
+int enc_receipt(struct frame *f, const struct receipt *b);
+int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out);
 
 /* Convenience for the many places that answer with an error frame. */
 int enc_error_simple(struct frame *f, bool has_id, uint64_t id, const char *code,

@@ -290,6 +290,7 @@ static bool start(struct plan *p, struct child *ch)
 	ch->pid = fork();
 	if (ch->pid == 0) {
 		struct sandbox_exec x = { .path = c->argv[0], .argv = c->argv, .envp = p->envp,
+					  .receipt_fd = -1,
 					  .report_fd = report_w,
 					  .stdio = { null_fd, out[1], out[1] } };
 

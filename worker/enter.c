@@ -86,8 +86,9 @@ static void tie_to_supervisor(const struct plan *p)
 		die_step(step_name(STEP_PDEATHSIG), ESRCH, "the supervisor exited during setup");
 }
 
-/* The kept masks' namespace C is to join (fd 4 once close_other_fds() has
- * run, until the secrets step closes it); -1: none. */
+/* The kept masks' namespace C is to join (fd 4, or 5 beside the receipt
+ * pipe, once close_other_fds() has run, until the secrets step closes
+ * it); -1: none. */
 static int kept_fd = -1;
 
 /* The namespace the masks live in, for S with the exec gate (worker.h,
@@ -136,21 +137,31 @@ static void take_stdio(const struct sandbox_exec *x)
 				 fd);
 }
 
-static void close_other_fds(const struct plan *p)
+static void close_other_fds(const struct plan *p, const struct sandbox_exec *x)
 {
 	unsigned int first_closed = FD_BROKER + 1;
+	bool receipt = x->receipt_fd >= 0;
 
 	/* fd 3 is the broker's socket: the snippet must never hold it.  The
 	 * report channel takes its place (still CLOEXEC) and the rest goes,
-	 * but for a kept namespace to join, which moves to fd 4. */
+	 * but for the receipt pipe's write end, which python3 keeps at
+	 * PYTHON_RECEIPT_FD (4), and a kept namespace to join, which moves
+	 * to the next fd.  The namespace first: it may sit at 4, the pipe
+	 * never does (S made it above 15). */
 	if (dup3(report_fd, FD_BROKER, O_CLOEXEC) < 0)
 		die_step(step_name(STEP_FDS), errno, "moving the report channel to fd 3");
 	report_fd = FD_BROKER;
+	if (receipt)
+		first_closed++;
 	if (p->join_kept) {
 		kept_fd = (int)first_closed++;
 		if (p->kept_masks != kept_fd && dup3(p->kept_masks, kept_fd, O_CLOEXEC) < 0)
-			die_step(step_name(STEP_FDS), errno, "moving the kept masks' namespace to fd 4");
+			die_step(step_name(STEP_FDS), errno,
+				 "moving the kept masks' namespace to fd %d", kept_fd);
 	}
+	if (receipt && dup2(x->receipt_fd, PYTHON_RECEIPT_FD) < 0)
+		die_step(step_name(STEP_FDS), errno, "moving the receipt pipe to fd %d",
+			 PYTHON_RECEIPT_FD);
 	if (close_range(first_closed, ~0U, 0) < 0)
 		die_step(step_name(STEP_FDS), errno, "close_range");
 }
@@ -411,7 +422,7 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	 * command swaps in /dev/null and S's pipe for the first three.
 	 * Before the secrets step, which makes C attachable for a moment. */
 	take_stdio(x);
-	close_other_fds(p);
+	close_other_fds(p, x);
 	/* Unattended: a user and mount namespace with the secret set
 	 * masked.  The worker already runs as the snippet's user (the
 	 * broker's fork child switched before exec), so the namespace

@@ -18,7 +18,9 @@
  * exec.  Needs Linux 5.5 (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/seccomp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -43,12 +45,13 @@ static int notif_sizes(size_t *req, size_t *resp)
 	return 0;
 }
 
-int exec_gate_open(struct exec_gate *g, int fd, pid_t child)
+int exec_gate_open(struct exec_gate *g, int fd, pid_t child, struct receipt *blocked)
 {
 	int rc;
 
 	g->fd = fd;
 	g->child = child;
+	g->blocked = blocked;
 	g->spent = false;
 	rc = notif_sizes(&g->req_len, &g->resp_len);
 	if (rc < 0)
@@ -79,6 +82,62 @@ static void answer(struct exec_gate *g, uint64_t id, bool let_through)
 	}
 }
 
+/* A NUL-terminated string of at most len - 1 bytes at addr in the
+ * caller's memory; "" when it cannot be read. */
+static void read_string(int mem, uint64_t addr, char *out, size_t len)
+{
+	ssize_t n = addr ? pread(mem, out, len - 1, (off_t)addr) : -1;
+
+	out[n > 0 ? n : 0] = '\0';
+}
+
+/* The program a refused exec named, and its argv[0] when that says
+ * something else, read from the caller's memory while it waits for our
+ * answer: execve's path and argv, execveat's (an empty path with
+ * AT_EMPTY_PATH is fexecve: the descriptor).  Read before the answer and
+ * believed only if the notification is still pending after it; another
+ * thread of the caller may still have changed the bytes meanwhile, which
+ * makes the target that thread's choice, not a way past the gate (the
+ * answer is EPERM whatever they say). */
+static void refused_program(const struct exec_gate *g, const struct seccomp_notif *req,
+			    char *out, size_t len)
+{
+	bool at = req->data.nr == __NR_execveat;
+	uint64_t path = at ? req->data.args[1] : req->data.args[0];
+	uint64_t argv = at ? req->data.args[2] : req->data.args[1], argv0 = 0;
+	char mem[32], prog[PROTO_BLOCKED_TARGET_MAX + 1], name[64];
+	int fd;
+
+	snprintf(out, len, "?");
+	snprintf(mem, sizeof(mem), "/proc/%u/mem", req->pid);
+	fd = open(mem, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	read_string(fd, path, prog, sizeof(prog));
+	if (!argv || pread(fd, &argv0, sizeof(argv0), (off_t)argv) != (ssize_t)sizeof(argv0))
+		argv0 = 0;
+	read_string(fd, argv0, name, sizeof(name));
+	close(fd);
+	if (ioctl(g->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0)
+		return;
+	if (prog[0] == '\0' && at)
+		snprintf(prog, sizeof(prog), "fd %d", (int)req->data.args[0]);
+	if (name[0] && strcmp(name, prog))
+		snprintf(out, len, "%s (argv[0] %s)", prog, name);
+	else
+		snprintf(out, len, "%s", prog[0] ? prog : "?");
+}
+
+static void record_refusal(const struct exec_gate *g, const struct seccomp_notif *req)
+{
+	char program[PROTO_BLOCKED_TARGET_MAX + 96]; /* cut to a target by receipt_add() */
+
+	if (!g->blocked)
+		return;
+	refused_program(g, req, program, sizeof(program));
+	receipt_add(g->blocked, BLOCK_EXEC, program, BY_EXEC_GATE, SEEN_BY_WORKER, false);
+}
+
 /* Answers one pending notification.  Returns false when the listener is
  * finished (no process uses the filter any more, or it failed). */
 bool exec_gate_serve(struct exec_gate *g)
@@ -94,6 +153,8 @@ bool exec_gate_serve(struct exec_gate *g)
 	first = !g->spent && (pid_t)req->pid == g->child;
 	if (first)
 		g->spent = true;
+	else
+		record_refusal(g, req);
 	answer(g, req->id, first);
 	return true;
 }

@@ -156,6 +156,23 @@ static void prepare(struct plan *p)
 		p->join_kept = false;
 }
 
+/* The interpreter's reports of what was refused (receipt.c), unattended
+ * only: the approved profile refuses none of what they cover (a refusal
+ * there is the user's own permissions), and the engine profile runs no
+ * python3 here. */
+static void open_receipt_pipe(struct plan *p, struct receipt_log *log)
+{
+	int rc;
+
+	log->fd = -1;
+	if (p->profile != PROFILE_UNATTENDED ||
+	    !receipt_find_program(p->receipt_py, sizeof(p->receipt_py)))
+		return;
+	rc = receipt_open_pipe(log, &p->receipt_w);
+	if (rc < 0)
+		fail_setup(p, step_name(STEP_PIPE), -rc, "creating the receipt pipe");
+}
+
 static void open_report_channel(struct plan *p)
 {
 	int rc = open_report_pair(&p->err_r, &p->err_w);
@@ -185,13 +202,17 @@ static void run_engine_steps(struct plan *p, int sigfd)
  * PYTHON_SNIPPET_ARGV says why python3 is started isolated. */
 __attribute__((noreturn)) static void enter_snippet_child(struct plan *p)
 {
-	static char *python_argv[] = { (char *)"python3", PYTHON_SNIPPET_ARGV, NULL };
+	static char *python_argv[] = { (char *)"python3", PYTHON_SNIPPET_ARGV, NULL, NULL, NULL };
 	struct sandbox_exec x = { .path = p->python, .argv = python_argv, .envp = p->envp,
-				  .report_fd = p->err_w, .stdio = { -1, -1, -1 } };
+				  .report_fd = p->err_w, .receipt_fd = p->receipt_w,
+				  .stdio = { -1, -1, -1 } };
 
 	if (p->engine.run) {
 		x.path = p->engine.run[0];
 		x.argv = p->engine.run;
+	} else if (p->receipt_w >= 0) {
+		python_argv[sizeof(python_argv) / sizeof(*python_argv) - 3] = (char *)PYTHON_RECEIPT_FD_ARG;
+		python_argv[sizeof(python_argv) / sizeof(*python_argv) - 2] = p->receipt_py;
 	}
 	enter_sandbox(p, &x);
 }
@@ -248,7 +269,8 @@ static int usage(void)
 
 int main(int argc, char **argv)
 {
-	static struct plan plan = { .err_r = -1, .err_w = -1, .kept_masks = -1 };
+	static struct plan plan = { .err_r = -1, .err_w = -1, .kept_masks = -1, .receipt_w = -1 };
+	static struct receipt_log log;
 	pid_t pid;
 	int sigfd, rc;
 
@@ -264,6 +286,7 @@ int main(int argc, char **argv)
 	read_job(&plan);
 	prepare(&plan);
 	open_report_channel(&plan);
+	open_receipt_pipe(&plan, &log);
 	sigfd = open_signalfd(&plan);
 	plan.supervisor = getpid();
 	if (plan.engine.run)
@@ -280,8 +303,11 @@ int main(int argc, char **argv)
 		enter_snippet_child(&plan);
 	close(plan.err_w);
 	plan.err_w = -1;
+	if (plan.receipt_w >= 0)
+		close(plan.receipt_w);
+	plan.receipt_w = -1;
 	release_std_streams();
-	rc = supervise(&plan, pid, sigfd);
+	rc = supervise(&plan, pid, sigfd, &log);
 	close(sigfd);
 	plan_free(&plan);
 	free(job_frame);

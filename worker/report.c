@@ -45,9 +45,9 @@ bool report_setup_error(const char *step, int err, const char *msg)
 	return true;
 }
 
-bool report_finished(const struct run_result *r)
+bool report_finished(const struct run_result *r, const struct receipt *blocked)
 {
-	struct msg_finished m = { .r = *r };
+	struct msg_finished m = { .r = *r, .blocked = *blocked };
 	struct frame f = { 0 };
 
 	return send_frame(&f, enc_finished(&f, &m), "finished");

@@ -27,6 +27,7 @@ struct supervision {
 	pid_t child;
 	int sigfd;
 	struct exec_gate gate;      /* unattended: answers the snippet's execs */
+	struct receipt_log *log;    /* what the sandbox refused */
 	uint64_t t_fork, t_end;    /* monotonic, microseconds */
 	uint64_t deadline;          /* 0: no wall-clock limit */
 	uint64_t kill_at;           /* after the timeout; 0: at once */
@@ -153,7 +154,7 @@ static void take_gate(struct supervision *r, int fd)
 		child_protocol_error(r, EPROTO, "unexpected exec gate from the child");
 		return;
 	}
-	rc = exec_gate_open(&r->gate, fd, r->child);
+	rc = exec_gate_open(&r->gate, fd, r->child, &r->log->blocked);
 	if (rc < 0)
 		child_protocol_error(r, -rc, "cannot serve the exec gate");
 }
@@ -272,13 +273,14 @@ static void watch(struct supervision *r)
 	while (!r->reaped && !r->failed && !r->broker_gone) {
 		/* A negative fd is skipped by poll(): no report channel once
 		 * C has exec'd, no gate in the approved profile. */
-		struct pollfd pfd[4] = {
+		struct pollfd pfd[5] = {
 			{ .fd = FD_BROKER, .events = POLLIN },
 			{ .fd = r->sigfd, .events = POLLIN },
 			{ .fd = r->plan->err_r, .events = POLLIN },
 			{ .fd = r->gate.fd, .events = POLLIN },
+			{ .fd = receipt_wants_bytes(r->log) ? r->log->fd : -1, .events = POLLIN },
 		};
-		int n = poll(pfd, 4, poll_timeout(r));
+		int n = poll(pfd, 5, poll_timeout(r));
 
 		if (n < 0 && errno != EINTR) {
 			r->broker_gone = true; /* cannot watch: do not run unwatched */
@@ -296,6 +298,9 @@ static void watch(struct supervision *r)
 			check_broker(r, pfd[0].revents);
 		if (n > 0 && pfd[1].revents)
 			drain_signals(r);
+		/* Read as it comes, so that a full pipe drops no report. */
+		if (n > 0 && pfd[4].fd >= 0 && pfd[4].revents)
+			receipt_read(r->log);
 		check_clock(r);
 	}
 }
@@ -360,7 +365,8 @@ static int report_end(struct supervision *r)
 	if (!r->ready && !report_ready(r->child, r->plan->landlock_abi))
 		return WORKER_EXIT_FAIL;
 	fill_result(r, &res);
-	return report_finished(&res) ? WORKER_EXIT_OK : WORKER_EXIT_FAIL;
+	receipt_conclude(r->log, r->plan);
+	return report_finished(&res, &r->log->blocked) ? WORKER_EXIT_OK : WORKER_EXIT_FAIL;
 }
 
 /* The result, then the scratch directory goes: what cannot be removed is
@@ -399,10 +405,10 @@ static void engine_after(struct supervision *r)
 		engine_kill(r->plan, r->sigfd);
 }
 
-int supervise(struct plan *p, pid_t child, int sigfd)
+int supervise(struct plan *p, pid_t child, int sigfd, struct receipt_log *log)
 {
 	struct supervision r = { .plan = p, .child = child, .sigfd = sigfd,
-				 .gate = { .fd = -1 }, .mounts = -1 };
+				 .gate = { .fd = -1 }, .log = log, .mounts = -1 };
 	int rc;
 
 	r.t_fork = monotonic_us();

@@ -86,6 +86,7 @@ struct sandbox_exec {
 	char *const *argv;      /* NULL-terminated */
 	char *const *envp;
 	int report_fd;          /* the child's end of its report channel */
+	int receipt_fd;         /* moved to PYTHON_RECEIPT_FD; -1: none */
 	int stdio[3];           /* moved onto fds 0-2 first; -1: keep that fd */
 };
 
@@ -123,6 +124,35 @@ struct plan {
 	 * listener; EOF means C exec'd (or died).  Each engine command gets
 	 * a channel of its own (engine.c). */
 	int err_r, err_w;
+	/* The write end of the interpreter's receipt pipe (receipt.c), for
+	 * C; -1: none (the engine profile, which runs no python3 here). */
+	int receipt_w;
+	char receipt_py[PATH_MAX]; /* PYTHON_RECEIPT_FILE beside the worker */
+};
+
+/* What the snippet's interpreter reported refused, not yet judged
+ * (receipt.c): one distinct kind and target, and how often. */
+struct receipt_report {
+	char kind[16];
+	char target[PROTO_BLOCKED_TARGET_MAX + 1];
+	uint64_t count;
+};
+
+#define RECEIPT_REPORTS_MAX 64           /* distinct reports S judges */
+#define RECEIPT_BYTES_MAX (256u << 10)   /* of reports S reads in all */
+#define RECEIPT_LINE_MAX 1024            /* one report, newline included */
+#define RECEIPT_READ_ROUND (64u << 10)   /* of reports S reads per poll round */
+
+/* The run's receipt as S builds it, and the interpreter's pipe. */
+struct receipt_log {
+	struct receipt blocked;   /* what `finished` carries */
+	int fd;                   /* read end of the reports; -1: none */
+	size_t bytes;             /* read so far */
+	char line[RECEIPT_LINE_MAX];
+	size_t line_len;
+	bool line_too_long;
+	size_t n_reports;
+	struct receipt_report reports[RECEIPT_REPORTS_MAX];
 };
 
 /* S's side of the exec gate (execgate.c). */
@@ -132,6 +162,7 @@ struct exec_gate {
 	bool spent;         /* C's exec has been let through */
 	void *req, *resp;   /* struct seccomp_notif(_resp), as the kernel sizes them */
 	size_t req_len, resp_len;
+	struct receipt *blocked; /* where each refused exec is written */
 };
 
 /* main.c: S gives up, reporting a setup failure (never returns). */
@@ -193,19 +224,28 @@ void engine_kill(struct plan *p, int sigfd);
 
 
 /* execgate.c: S answers the unattended profile's exec notifications. */
-int exec_gate_open(struct exec_gate *g, int fd, pid_t child);
+int exec_gate_open(struct exec_gate *g, int fd, pid_t child, struct receipt *blocked);
 bool exec_gate_serve(struct exec_gate *g);
 void exec_gate_close(struct exec_gate *g);
 
+/* receipt.c: what the sandbox refused in this run. */
+void receipt_add(struct receipt *b, enum proto_block_kind kind, const char *target,
+		 enum proto_blocker by, enum proto_witness seen_by, bool inferred);
+bool receipt_find_program(char *path, size_t len);
+int receipt_open_pipe(struct receipt_log *l, int *write_end);
+void receipt_read(struct receipt_log *l);
+bool receipt_wants_bytes(const struct receipt_log *l);
+void receipt_conclude(struct receipt_log *l, const struct plan *p);
+
 /* supervise.c: S's life after the fork; returns the exit status. */
-int supervise(struct plan *p, pid_t child, int sigfd);
+int supervise(struct plan *p, pid_t child, int sigfd, struct receipt_log *log);
 /* tree.c: every process below S (it is their subreaper). */
 void signal_descendants(int sig);
 
 /* report.c: frames to the broker; false when fd 3 is unusable. */
 bool report_ready(pid_t pid, uint64_t landlock_abi);
 bool report_setup_error(const char *step, int err, const char *msg);
-bool report_finished(const struct run_result *r);
+bool report_finished(const struct run_result *r, const struct receipt *blocked);
 bool report_masks(int mounts, const uint8_t key[PROTO_MASKS_KEY_LEN]);
 
 #endif

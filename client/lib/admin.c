@@ -124,14 +124,15 @@ static void take_row(void *out, const struct audit_info *a)
 		r->duration_ms = a->duration_ms;
 		r->timed_out = a->timed_out;
 	}
+	r->blocked_total = a->blocked_total;
 	kc_put_sized(out, r, sizeof(*r));
 }
 
-/* `max` is sent with verify too, as the broker ignores it there. */
-static enum kotoba_code audit(struct kotoba_client *c, const char *op, uint64_t max,
-			      enum msg_type want, struct kotoba_error *err)
+/* `max` is sent with verify and show too, as the broker ignores it there. */
+static enum kotoba_code audit_seq(struct kotoba_client *c, const char *op, uint64_t max,
+				  uint64_t seq, enum msg_type want, struct kotoba_error *err)
 {
-	struct msg_audit q = { .op = op, .max = max };
+	struct msg_audit q = { .op = op, .max = max, .seq = seq };
 	struct frame f = { 0 };
 	enum kotoba_code rc;
 
@@ -141,6 +142,12 @@ static enum kotoba_code audit(struct kotoba_client *c, const char *op, uint64_t 
 	if ((rc = kc_encoded(enc_audit(&f, &q), err)))
 		return rc;
 	return ask(c, &f, q.id, want, err);
+}
+
+static enum kotoba_code audit(struct kotoba_client *c, const char *op, uint64_t max,
+			      enum msg_type want, struct kotoba_error *err)
+{
+	return audit_seq(c, op, max, 0, want, err);
 }
 
 enum kotoba_code kotoba_audit_tail(struct kotoba_client *c, struct kotoba_audit_row *rows,
@@ -169,5 +176,40 @@ enum kotoba_code kotoba_audit_verify(struct kotoba_client *c, char *message, siz
 	if (rc)
 		return rc;
 	copy_ok(&c->msg->u.ok, message, message_len);
+	return KOTOBA_OK;
+}
+
+static void take_blocked(struct kotoba_blocked *k, const struct blocked_op *o)
+{
+	memset(k, 0, sizeof(*k));
+	COPY_STR(k->kind, block_kind_name(o->kind));
+	COPY_STR(k->target, o->target);
+	k->count = o->count;
+	COPY_STR(k->by, blocker_name(o->by));
+	COPY_STR(k->seen_by, witness_name(o->seen_by));
+	k->inferred = o->inferred;
+}
+
+enum kotoba_code kotoba_audit_show(struct kotoba_client *c, uint64_t seq,
+				   struct kotoba_audit_row *row, bool *found,
+				   struct kotoba_blocked *blocked, size_t max, size_t *n,
+				   struct kotoba_error *err)
+{
+	const struct msg_audit_rows *l = &c->msg->u.audit_rows;
+	enum kotoba_code rc;
+
+	*found = false;
+	*n = 0;
+	if (!blocked)
+		max = 0;
+	if ((rc = check_rows(row, 1, KC_AUDIT_ROW_SIZE, err)) ||
+	    (rc = audit_seq(c, "show", 1, seq, MSG_AUDIT_ROWS, err)))
+		return rc;
+	if (l->n != 1 || l->rows[0].seq != seq)
+		return KOTOBA_OK;
+	*found = true;
+	take_row(row, &l->rows[0]);
+	for (size_t i = 0; l->rows[0].has_blocked && i < l->blocked.n && i < max; i++)
+		take_blocked(&blocked[(*n)++], &l->blocked.op[i]);
 	return KOTOBA_OK;
 }

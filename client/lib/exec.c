@@ -184,6 +184,24 @@ out:
 	return rc;
 }
 
+#define COPY_NAME(dst, name) kc_copy((dst), sizeof(dst), (name), strlen(name))
+
+static void take_receipt(struct kotoba_result *res, const struct receipt *b)
+{
+	res->blocked_total = b->total;
+	for (size_t i = 0; i < b->n && i < KOTOBA_BLOCKED_MAX; i++) {
+		const struct blocked_op *o = &b->op[i];
+		struct kotoba_blocked *k = &res->blocked[res->n_blocked++];
+
+		COPY_NAME(k->kind, block_kind_name(o->kind));
+		COPY_NAME(k->target, o->target);
+		k->count = o->count;
+		COPY_NAME(k->by, blocker_name(o->by));
+		COPY_NAME(k->seen_by, witness_name(o->seen_by));
+		k->inferred = o->inferred;
+	}
+}
+
 static void take_exit(struct kotoba_result *out, const struct msg_exit *x)
 {
 	struct kotoba_result r = { .size = sizeof(r) }, *res = &r;
@@ -207,6 +225,7 @@ static void take_exit(struct kotoba_result *out, const struct msg_exit *x)
 			strlen(x->labels[i]));
 	kc_copy(res->where, sizeof(res->where), x->where, strlen(x->where));
 	kc_copy(res->container, sizeof(res->container), x->container.ptr, x->container.len);
+	take_receipt(res, &x->blocked);
 	kc_put_sized(out, res, sizeof(*res));
 }
 

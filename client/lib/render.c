@@ -500,3 +500,44 @@ void kotoba_duration_text(uint64_t ms, char *out, size_t len)
 {
 	duration_text(ms, out, len);
 }
+
+/* ---- the receipt ------------------------------------------------------------ */
+
+static void show_blocked(FILE *out, const struct kotoba_blocked *b, unsigned flags)
+{
+	bool secret = !strcmp(b->kind, "secret-read");
+	const char *kind = secret ? "read" : b->kind;
+	const char *by = secret && !strcmp(b->by, "mount mask") ? "secret" : b->by;
+
+	kotoba_show(out, kind, strnlen(kind, sizeof(b->kind)), flags);
+	fputc(' ', out);
+	kotoba_show(out, b->target, strnlen(b->target, sizeof(b->target)), flags);
+	if (b->count > 1)
+		fprintf(out, " x%" PRIu64, b->count);
+	fputs(" (", out);
+	kotoba_show(out, by, strnlen(by, sizeof(b->by)), flags);
+	fputc(')', out);
+}
+
+uint64_t kotoba_show_receipt(FILE *out, const struct kotoba_result *res, unsigned flags)
+{
+	uint64_t listed = 0;
+	size_t n;
+
+	if (!res || res->size < KC_SIZE_THROUGH(kotoba_result, blocked) ||
+	    !res->blocked_total)
+		return 0;
+	n = res->n_blocked < KOTOBA_BLOCKED_MAX ? res->n_blocked : KOTOBA_BLOCKED_MAX;
+	fprintf(out, "kotoba: the sandbox stopped %" PRIu64 " operation%s: ", res->blocked_total,
+		res->blocked_total == 1 ? "" : "s");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fputs(", ", out);
+		show_blocked(out, &res->blocked[i], flags & ~KOTOBA_SHOW_LINES);
+		listed += res->blocked[i].count;
+	}
+	if (listed < res->blocked_total)
+		fputs(n ? " and more" : "more than it can list", out);
+	fputc('\n', out);
+	return res->blocked_total;
+}

@@ -23,6 +23,12 @@ output is also written to --out (build/bench.txt).
      project's .env: 6 masks; target: the p50 difference at most 0.5 ms),
      18 masks, and the developer's set made anew on every run (a new
      .env.N each time: the kept namespace never fits)
+  8. the receipt: an unattended `pass` with the receipt (the worker's pipe,
+     python3 running kotoba_receipt.py's wrappers) against the same worker
+     without it (a copy alone in its directory, where it finds no
+     kotoba_receipt.py), brokers interleaved (target: the p50 difference at
+     most 0.3 ms); and, for reference, a snippet that is refused an exec
+     and a write, with and without
 """
 import argparse
 import glob
@@ -816,6 +822,82 @@ def secret_masks(args, build, work):
             say(text + "   (reference)")
 
 
+# Refused an exec (the gate's entry) and a write (the interpreter's),
+# names built at run time to pass the pre-screen.
+REFUSED = ("import builtins\n"
+           "o = builtins.__dict__['op' + 'en']\n"
+           "sp = builtins.__dict__['__imp' + 'ort__']('sub' + 'process')\n"
+           "try:\n    sp.run(['/bin/true'])\nexcept OSError:\n    pass\n"
+           "try:\n    o('notes.md', 'w' + 't')\nexcept OSError:\n    pass\n")
+
+
+def receipt_brokers(build, work):
+    """{"on": broker, "off": broker}: the same worker binary, beside its
+    kotoba_receipt.py or alone in a directory of its own."""
+    alone = os.path.join(work, "worker-alone")
+    os.makedirs(alone)
+    shutil.copy2(os.path.join(build, "kotoba-worker"), alone)
+    subprocess.run(["chmod", "-R", "a+rX", alone], check=True)
+    out = {}
+    for name, conf in (("on", ""), ("off", "worker = %s\n" % os.path.join(alone, "kotoba-worker"))):
+        d = os.path.join(work, "receipt-" + name)
+        os.makedirs(os.path.join(d, "project"))
+        os.chmod(d, 0o755)
+        # the snippet's user may write there: only the sandbox refuses it
+        os.chmod(os.path.join(d, "project"), 0o777)
+        b = Broker(build, d, "[broker]\n" + conf)
+        b.start()
+        out[name] = b
+    return out
+
+
+def receipts(args, build, work):
+    say("== 8. the receipt: %d unattended runs of `pass` per broker, with the receipt and "
+        "without, interleaved" % args.receipt_runs)
+    brokers = receipt_brokers(build, work)
+    try:
+        clients = {m: Client(b.socket, os.path.join(b.dir, "project")) for m, b in brokers.items()}
+        for c in clients.values():
+            c.hello()
+        times = {(m, code): [] for m in clients for code in ("pass", "refused")}
+        cpu = {m: [] for m in clients}
+        for i in range(args.receipt_runs + 5):
+            for k, m in enumerate(("on", "off") if i % 2 else ("off", "on")):
+                for code, text in (("pass", "pass"), ("refused", REFUSED)):
+                    if code == "refused" and i % 4:
+                        continue  # the reference needs fewer rounds
+                    t0, _, t1, _, end = clients[m].exec_timed(text, 2 * i + 1 + k)
+                    want = 2 if code == "refused" and m == "on" else (
+                        1 if code == "refused" else 0)
+                    if end.get("type") != "exit" or end.get("blocked_total", 0) != want:
+                        sys.exit("bench: receipt %s, %s: %r" % (m, code, end))
+                    if i >= 5:
+                        times[(m, code)].append((t1 - t0) / 1e6)
+                        if code == "pass":
+                            cpu[m].append(end.get("cpu_us", 0) / 1e3)
+        for c in clients.values():
+            c.close()
+    finally:
+        for b in brokers.values():
+            b.stop()
+    say("exec -> exit ms, p50 (p90): " + ", ".join(
+        "%s %s %.2f (%.2f)" % (code, m, statistics.median(t), pct(t, 90))
+        for (m, code), t in times.items()))
+    on, off = times[("on", "pass")], times[("off", "pass")]
+    diff = statistics.median(on) - statistics.median(off)
+    target_line("receipt: p50 added per run %.3f ms (median of paired differences %.3f ms, "
+                "n=%d)" % (diff, statistics.median(a - b for a, b in zip(on, off)), len(on)),
+                "<= 0.3 ms", diff <= 0.3, name="receipt per run")
+    # python3's own CPU (the exit frame's cpu_us): what the wrappers cost
+    # the snippet's process, far less noisy than wall time
+    say("receipt: python3's CPU p50 added per run %.3f ms (on %.2f, off %.2f)   (reference)"
+        % (statistics.median(cpu["on"]) - statistics.median(cpu["off"]),
+           statistics.median(cpu["on"]), statistics.median(cpu["off"])))
+    ron, roff = times[("on", "refused")], times[("off", "refused")]
+    say("receipt of a refused exec and write: p50 added %.3f ms (n=%d)   (reference)"
+        % (statistics.median(ron) - statistics.median(roff), len(ron)))
+
+
 def main():
     global OUT_FILE
     ap = argparse.ArgumentParser()
@@ -829,7 +911,8 @@ def main():
     ap.add_argument("--idle-conns", type=int, default=1000)
     ap.add_argument("--docker-rounds", type=int, default=10)
     ap.add_argument("--mask-runs", type=int, default=200)
-    ap.add_argument("--only", default="1234567", help="phases to run, e.g. 14")
+    ap.add_argument("--receipt-runs", type=int, default=300)
+    ap.add_argument("--only", default="12345678", help="phases to run, e.g. 14")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     OUT_FILE = args.out
@@ -888,6 +971,8 @@ def main():
             docker_mode(args, build, work)
         if "7" in args.only:
             secret_masks(args, build, work)
+        if "8" in args.only:
+            receipts(args, build, work)
     finally:
         broker.stop()
         log = broker.read_log()

@@ -91,6 +91,9 @@ has "broker -> worker allowed under no_new_privs" -A -s kotoba_broker_t -t kotob
 has "worker -> snippet allowed under no_new_privs" -A -s kotoba_worker_t -t kotoba_snippet_t -c process2 -p nnp_transition
 has "the snippet keeps its rlimits and TMPDIR (rlimitinh, noatsecure)" -A -s kotoba_worker_t -t kotoba_snippet_t -c process -p rlimitinh,noatsecure
 has "the worker can kill every process of its snippet" -A -s kotoba_worker_t -t kotoba_snippet_t -c process -p sigkill
+has "the worker reads a refused exec's program from its snippet's memory" -A -s kotoba_worker_t -t kotoba_snippet_t -c process -p ptrace
+has "snippets read the receipt's wrappers (usr_t)" -A -s kotoba_snippet_t -t usr_t -c file -p read
+none "snippets cannot read their worker's memory" -A -s kotoba_snippet_t -t kotoba_worker_t -c process -p ptrace
 has "user domains can connect to the broker" -A -s staff_t -t kotoba_broker_t -c unix_stream_socket -p connectto
 has "the broker writes its state" -A -s kotoba_broker_t -t kotoba_var_lib_t -c file -p write
 has "snippets write the user's home (tunable on)" -A -s kotoba_snippet_t -t user_home_t -c file -p write
@@ -123,6 +126,8 @@ for prefix in ("/usr/local", "/usr"):
         prefix + "/sbin/kotoba-brokerd": "kotoba_broker_exec_t",
         prefix + "/libexec/kotoba/kotoba-worker": "kotoba_worker_exec_t",
         prefix + "/lib/kotoba/kotoba-worker": "kotoba_worker_exec_t",
+        prefix + "/libexec/kotoba/kotoba_receipt.py": "usr_t",
+        prefix + "/libexec/kotoba/__pycache__/kotoba_receipt.cpython-311.pyc": "usr_t",
         prefix + "/lib/systemd/system/kotoba-brokerd.service": "kotoba_unit_t",
         prefix + "/lib/systemd/system/kotoba-brokerd.socket": "kotoba_unit_t",
     })

@@ -124,10 +124,14 @@ def test_denied_syscalls_fail_with_eperm(broker):
 
 
 def test_only_standard_fds(broker):
-    r = broker.run_json("import os\nprint(sorted(int(f) for f in os.listdir('/proc/self/fd')))")
-    fds = eval(r["stdout"])
-    # 0-2 plus the directory fd listdir itself holds open
-    assert fds[:3] == [0, 1, 2] and len(fds) == 4, fds
+    r = broker.run_json("import os, stat\n"
+                        "print(sorted(int(f) for f in os.listdir('/proc/self/fd')))\n"
+                        "print(stat.S_ISFIFO(os.fstat(4).st_mode), os.get_blocking(4))")
+    fds = eval(r["stdout"].splitlines()[0])
+    # 0-2, the receipt pipe's write end at 4 (PYTHON_RECEIPT_FD), non-blocking,
+    # plus the directory fd listdir itself holds open
+    assert fds[:3] == [0, 1, 2] and 4 in fds and len(fds) == 5, fds
+    assert r["stdout"].splitlines()[1] == "True False", r["stdout"]
 
 
 def test_code_not_in_argv(broker):
@@ -139,7 +143,9 @@ def test_code_not_in_argv(broker):
     argv = r["stdout"].split("\0")
     assert argv[:5] == ["python3", "-I", "-B", "-u", "-c"], argv
     assert argv[5].startswith("import os, site, sys\n"), argv
-    assert argv[5].endswith("exec(globals().pop('c'))\n") and argv[6:] == ["\n"], argv
+    assert argv[5].endswith("exec(globals().pop('c'))\n"), argv
+    # then the receipt's fd and program (PYTHON_RECEIPT_FD, beside the worker)
+    assert argv[6] == "4" and argv[7].endswith("/kotoba_receipt.py") and argv[8:] == ["\n"], argv
 
 
 # Each process reports with one write(2), so lines from several processes

@@ -269,6 +269,15 @@ def test_without_landlock_no_namespace_is_kept(make_broker, tmpdir_k):
     the secret stays masked."""
     token, _ = plant(tmpdir_k)
     b = make_broker(config=config(tmpdir_k) + "landlock = no\n").start()
-    assert mount_ns(b, tmpdir_k) != mount_ns(b, tmpdir_k)
+    mount_ns(b, tmpdir_k)  # would be kept, if any were
+    # Both alive at once: a namespace's number is free for reuse once it
+    # is gone.
+    first = b.client(channel=False)
+    first.exec(NS + "import time\ntime.sleep(1)\n", cwd=tmpdir_k)
+    time.sleep(0.3)
+    second = mount_ns(b, tmpdir_k)
+    out = first.until_end()
+    first.sock.close()
+    assert out["stdout"].decode().strip() != second, (out, second)
     out, end = run(b, READ, token, False, tmpdir_k)
     assert out == "PermissionError 13\n", (out, end)

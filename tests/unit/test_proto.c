@@ -597,6 +597,47 @@ static void test_exit_without_where_is_host(void **state)
 	frame_free(&f);
 }
 
+static void test_receipt_is_checked(void **state)
+{
+	static struct msg m, back;
+	static struct receipt r;
+	struct frame f;
+
+	vector_msg("exit (blocked)", &m);
+	assert_int_equal(m.u.exit.blocked.n, 3);
+	assert_int_equal(m.u.exit.blocked.total, 4);
+	assert_string_equal(m.u.exit.blocked.op[1].target, "/bin/sh");
+	assert_int_equal(m.u.exit.blocked.op[1].by, BY_EXEC_GATE);
+	m.u.exit.blocked.op[0].count = 0;
+	expect_bad_field(&m, "at least 1");
+	/* a total short of the entries' counts */
+	vector_msg("exit (blocked)", &m);
+	m.u.exit.blocked.total = 3;
+	expect_bad_field(&m, "'blocked_total'");
+	vector_msg("exit (blocked)", &m);
+	m.u.exit.blocked.n = PROTO_BLOCKED_MAX + 1;
+	assert_int_equal(enc_exit(&f, &m.u.exit), -E2BIG);
+	/* nothing refused: no fields, read back as the empty receipt */
+	vector_msg("exit (blocked)", &m);
+	m.u.exit.blocked.total = 0;
+	round_trip(&m, &back, &f);
+	assert_int_equal(back.u.exit.blocked.total, 0);
+	assert_int_equal(back.u.exit.blocked.n, 0);
+	frame_free(&f);
+	/* the audit trail's form, and what is not one */
+	vector_msg("exit (blocked)", &m);
+	assert_int_equal(enc_receipt(&f, &m.u.exit.blocked), 0);
+	assert_int_equal(dec_receipt_map(f.data + 4, f.len - 4, &r), 0);
+	assert_int_equal(r.total, 4);
+	assert_int_equal(r.n, 3);
+	assert_string_equal(r.op[2].target, "/home/ada/.ssh/id_ed25519");
+	assert_true(r.op[2].inferred && r.op[2].seen_by == SEEN_BY_PYTHON);
+	assert_int_equal(dec_receipt_map(f.data + 4, f.len - 5, &r), -EPROTO);
+	assert_int_equal(dec_receipt_map(f.data + 4, 0, &r), 0);
+	assert_int_equal(r.total, 0);
+	frame_free(&f);
+}
+
 static void test_card_settings_are_checked(void **state)
 {
 	static const uint8_t cwd_key[] = { 0xa3, 'c', 'w', 'd' };
@@ -717,6 +758,7 @@ int main(void)
 		cmocka_unit_test(test_exit_without_where_is_host),
 		cmocka_unit_test(test_card_settings_are_checked),
 		cmocka_unit_test(test_a_datagram_hands_over_one_descriptor_and_closes_more),
+		cmocka_unit_test(test_receipt_is_checked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -212,6 +212,29 @@ static void test_card_wraps_long_lines_and_counts_escapes(void **state)
 	free(text);
 }
 
+static void test_receipt_line(void **state)
+{
+	static struct kotoba_result r = KOTOBA_RESULT_INIT;
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	assert_int_equal(kotoba_show_receipt(f, &r, 0), 0); /* nothing refused: no line */
+	r.blocked_total = 5;
+	r.n_blocked = 2;
+	r.blocked[0] = (struct kotoba_blocked){ "exec", "/bin/sh", 2, "exec gate", "worker", false };
+	r.blocked[1] = (struct kotoba_blocked){ "secret-read", "/h/.ssh/k\x1b[2J\n", 1,
+						"mount mask", "python", true };
+	assert_int_equal(kotoba_show_receipt(f, &r, 0), 5);
+	/* an older caller's result, without the receipt's fields */
+	r.size = offsetof(struct kotoba_result, n_blocked);
+	assert_int_equal(kotoba_show_receipt(f, &r, 0), 0);
+	fclose(f);
+	assert_string_equal(buf, "kotoba: the sandbox stopped 5 operations: exec /bin/sh x2 "
+				 "(exec gate), read /h/.ssh/k\\x1b[2J\\x0a (secret) and more\n");
+	free(buf);
+}
+
 static void test_card_of_an_empty_snippet(void **state)
 {
 	struct kotoba_card c = card_of("");
@@ -226,6 +249,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plain_text_is_unchanged),
+		cmocka_unit_test(test_receipt_line),
 		cmocka_unit_test(test_controls_are_shown),
 		cmocka_unit_test(test_invisible_code_points_are_shown),
 		cmocka_unit_test(test_bytes_that_are_not_utf8_are_shown),

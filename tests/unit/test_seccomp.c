@@ -1,4 +1,4 @@
-// link: worker/seccomp.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/landlock.c proto/names.c
+// link: worker/seccomp.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/receipt.c worker/landlock.c proto/names.c proto/check.c
 /* SPDX-License-Identifier: MIT
  * The seccomp filters against the real kernel, in the manner of
  * systemd's test-seccomp and bubblewrap's try-syscall: in a forked child,
@@ -823,7 +823,7 @@ static int serve_until_exit(int sock, pid_t c)
 	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1 || !CMSG_FIRSTHDR(&mh))
 		child_fail("no exec gate from the child");
 	memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
-	if (exec_gate_open(&gate, fd, c) < 0)
+	if (exec_gate_open(&gate, fd, c, NULL) < 0)
 		child_fail("exec_gate_open: %s", strerror(errno));
 	while (waitpid(c, &status, WNOHANG) == 0) {
 		struct pollfd pfd = { .fd = gate.fd, .events = POLLIN };

@@ -126,6 +126,11 @@ static void fill_row(struct audit_row *r, int i)
 		r->signal = i % 7 == 0 ? 9 : 0;
 		r->timed_out = i % 7 == 0;
 		r->duration_ms = 10 * i;
+		/* Some with a receipt, which the store keeps as bytes. */
+		if (i % 6 == 5) {
+			r->blocked = "\x82\xa4type\xa7receipt";
+			r->blocked_len = 14;
+		}
 	} else {
 		r->event = "decision";
 		r->code = code;
@@ -332,7 +337,8 @@ static void test_grant_migration(void **state)
 
 	assert_int_equal(store_grant_save(s, 1000, FAMILY, "card-old", NULL), 0);
 	store_close(s);
-	assert_int_equal(raw_exec(f->db, "ALTER TABLE grants DROP COLUMN expiry_recorded;"
+	assert_int_equal(raw_exec(f->db, "ALTER TABLE audit DROP COLUMN blocked;"
+				  "ALTER TABLE grants DROP COLUMN expiry_recorded;"
 				  "ALTER TABLE grants DROP COLUMN scope;"
 				  "ALTER TABLE grants DROP COLUMN expires_ms;"
 				  "PRAGMA user_version=3"), SQLITE_OK);
@@ -655,6 +661,9 @@ static void test_audit_tamper(void **state)
 	/* Edited fields of every kind. */
 	tamper(f, "UPDATE audit SET labels = 'fs-write' WHERE seq = 17", 17);
 	tamper(f, "UPDATE audit SET exit_code = 7 WHERE seq = 3", 3);
+	/* A receipt taken away, or given to a row that had none. */
+	tamper(f, "UPDATE audit SET blocked = X'' WHERE seq = 6", 6);
+	tamper(f, "UPDATE audit SET blocked = X'00' WHERE seq = 3", 3);
 	tamper(f, "UPDATE audit SET code = CAST('print(1)' AS BLOB) WHERE seq = 29", 29);
 	/* The text, stored once for every row that names it: the first of
 	 * them breaks. */
@@ -679,12 +688,13 @@ static void test_audit_tamper(void **state)
 	/* An inserted row copied from another, at the end and in a gap. */
 	tamper(f, "INSERT INTO audit SELECT 51, time_ms, uid, pid, run_id, event, code, sha256,"
 		  " labels, mode, decision, approver, profile, has_exit, exit_code, signal,"
-		  " timed_out, duration_ms, prev_hash, hash, code_ref FROM audit WHERE seq = 50",
+		  " timed_out, duration_ms, prev_hash, hash, code_ref, blocked FROM audit"
+		  " WHERE seq = 50",
 	       51);
 	tamper(f, "DELETE FROM audit WHERE seq = 20; INSERT INTO audit SELECT 20, time_ms,"
 		  " uid, pid, run_id, event, code, sha256, labels, mode, decision, approver,"
 		  " profile, has_exit, exit_code, signal, timed_out, duration_ms, prev_hash,"
-		  " hash, code_ref FROM audit WHERE seq = 22", 20);
+		  " hash, code_ref, blocked FROM audit WHERE seq = 22", 20);
 	/* The head itself. */
 	tamper(f, "UPDATE audit_head SET hash = (SELECT hash FROM audit WHERE seq = 49)", 50);
 	tamper(f, "DELETE FROM audit_head", 51);

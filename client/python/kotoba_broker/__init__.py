@@ -16,14 +16,16 @@ from .errors import (AuditBroken, AuditUnavailable, BadCwd, BadRequest, BrokerUn
                      Busy, Cancelled, ConnectionLost, Denied, DidNotRun, Expired,
                      InternalError, KotobaError, NoSuchCard, NoSuchRun, NotOffered,
                      ProtocolError, Refused, SetupFailed, SnippetTooLarge, WorkerLost)
-from .render import card_text, show
-from .types import ALWAYS, DEFER, DENY, ONCE, AuditRow, Card, Grant, Label, Result, Welcome
+from .render import card_text, receipt_text, show
+from .types import (ALWAYS, DEFER, DENY, ONCE, AuditRow, Blocked, Card, Grant, Label, Result,
+                    Welcome)
 from ._version import __version__
 from .wire import default_socket_path
 
 __all__ = [
-    "Broker", "AsyncBroker", "Result", "Card", "Label", "Grant", "AuditRow", "Welcome",
+    "Broker", "AsyncBroker", "Result", "Blocked", "Card", "Label", "Grant", "AuditRow", "Welcome",
     "ONCE", "ALWAYS", "DENY", "DEFER", "default_socket_path", "show", "card_text",
+    "receipt_text",
     "KotobaError", "BrokerUnavailable", "ConnectionLost", "ProtocolError", "DidNotRun",
     "Denied", "Expired", "Refused", "NotOffered", "Cancelled", "SnippetTooLarge",
     "SetupFailed", "BadCwd", "Busy", "WorkerLost", "AuditUnavailable", "AuditBroken",

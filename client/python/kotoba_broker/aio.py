@@ -307,6 +307,11 @@ class AsyncBroker:
                                  "max": 20 if count is None else int(count)})
         return [AuditRow.from_frame(r) for r in m["rows"]]
 
+    async def audit_show(self, seq: int) -> Optional[AuditRow]:
+        m = await self._request({"type": "audit", "op": "show", "max": 1, "seq": int(seq)})
+        rows = [AuditRow.from_frame(r) for r in m["rows"]]
+        return rows[0] if rows else None
+
     async def audit_verify(self) -> str:
         return str((await self._request({"type": "audit", "op": "verify"}))["message"])
 

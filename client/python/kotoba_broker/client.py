@@ -294,6 +294,14 @@ class Broker:
                            "max": 20 if count is None else int(count)})
         return [AuditRow.from_frame(r) for r in m["rows"]]
 
+    def audit_show(self, seq: int) -> Optional[AuditRow]:
+        """The caller's audit row `seq` (as audit_tail gives it) with, for a
+        run's exit, its receipt listed in `blocked`; None when there is no
+        such row of the caller's."""
+        m = self._request({"type": "audit", "op": "show", "max": 1, "seq": int(seq)})
+        rows = [AuditRow.from_frame(r) for r in m["rows"]]
+        return rows[0] if rows else None
+
     def audit_verify(self) -> str:
         """Walks the audit hash chain; returns the broker's sentence, or
         raises AuditBroken naming the first bad row."""

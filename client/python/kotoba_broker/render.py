@@ -14,9 +14,9 @@ kotoba_card_text() (client/lib/render.c), and the card reads the same.
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 if TYPE_CHECKING:
-    from .types import Card
+    from .types import Card, Result
 
-__all__ = ["show", "card_text"]
+__all__ = ["show", "card_text", "receipt_text"]
 
 # Text to show: str, or bytes that may not be UTF-8.
 Text = Union[str, bytes, bytearray]
@@ -158,6 +158,27 @@ def show(text: Text, lines: bool = False, colour: bool = False) -> str:
     p = _Pen(colour=colour)
     p.text(text, lines)
     return p.value()
+
+
+def receipt_text(result: "Result") -> str:
+    """One line saying what the sandbox refused in `result`, as the CLI
+    prints it (`kotoba: the sandbox stopped 2 operations: exec /bin/sh
+    (exec gate), read /home/ada/.ssh/id_ed25519 (secret)`), every string
+    made safe by show(); "" when nothing was refused."""
+    if not result.blocked_total:
+        return ""
+    parts, listed = [], 0
+    for b in result.blocked:
+        secret = b.kind == "secret-read"
+        by = "secret" if secret and b.by == "mount mask" else b.by
+        parts.append("%s %s%s (%s)" % ("read" if secret else show(b.kind), show(b.target),
+                                       " x%d" % b.count if b.count > 1 else "", show(by)))
+        listed += b.count
+    more = (" and more" if parts else "more than it can list") \
+        if listed < result.blocked_total else ""
+    n = result.blocked_total
+    return "kotoba: the sandbox stopped %d operation%s: %s%s" % (
+        n, "" if n == 1 else "s", ", ".join(parts), more)
 
 
 def _line_count(snippet: str) -> int:

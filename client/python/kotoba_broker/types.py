@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 # A decoded frame: a msgpack map, its values as msgpack gives them.
 Frame = Dict[str, Any]
 
-__all__ = ["Result", "Card", "Label", "Grant", "AuditRow", "Welcome", "ONCE", "ALWAYS",
+__all__ = ["Result", "Blocked", "Card", "Label", "Grant", "AuditRow", "Welcome", "ONCE", "ALWAYS",
            "DENY", "DEFER"]
 
 # A card's answers (the strings the protocol uses), and DEFER: returned by
@@ -20,6 +20,31 @@ def _time(ms: int) -> Optional[datetime.datetime]:
 
 
 @dataclasses.dataclass(frozen=True)
+class Blocked:
+    """One operation the sandbox refused in a run (PROTOCOL.md, "exit").
+
+    `kind` is "write", "create", "delete", "rename", "exec", "secret-read",
+    "connect-unix", "bind", "listen", "signal" or "syscall"; `target` the
+    path, program, address, pid or call (the snippet's choice: show it with
+    render.show()); `by` "landlock", "seccomp", "exec gate" or "mount mask".
+    `seen_by` is "worker" (the exec gate, a fact) or "python" (the snippet's
+    own interpreter reported it: the snippet can forge or hide such entries),
+    and `inferred` says that `by` follows from the profile rather than from
+    the kernel's word."""
+    kind: str
+    target: str
+    count: int
+    by: str
+    seen_by: str
+    inferred: bool
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any]) -> "Blocked":
+        return cls(kind=m["kind"], target=m["target"], count=m["count"], by=m["by"],
+                   seen_by=m["seen_by"], inferred=bool(m["inferred"]))
+
+
+@dataclasses.dataclass(frozen=True)
 class Result:
     """How a snippet that ran ended.  A snippet that did not run raises
     instead (Denied, Expired, Refused, SetupFailed...).
@@ -29,7 +54,9 @@ class Result:
     bytes decoded as UTF-8 with invalid sequences replaced (the raw bytes
     are in `stdout_bytes`/`stderr_bytes`).  `where` is "host" or
     "container" (sandbox mode docker), and then `container` is the
-    container's name; it is None on the host."""
+    container's name; it is None on the host.  `blocked` is the receipt:
+    what the sandbox refused (at most 16 entries), and `blocked_total` how
+    many refusals in all; empty and 0 when nothing was refused."""
     stdout: str
     stderr: str
     exit_code: Optional[int]
@@ -48,6 +75,8 @@ class Result:
     stderr_bytes: bytes = b""
     where: str = "host"
     container: Optional[str] = None
+    blocked: Tuple[Blocked, ...] = ()
+    blocked_total: int = 0
 
     @property
     def ok(self) -> bool:
@@ -69,7 +98,9 @@ class Result:
             profile=end.get("profile", ""), limit=end.get("limit", ""),
             cpu_time=end.get("cpu_us", 0) / 1e6, max_rss_kb=end.get("max_rss_kb", 0),
             stdout_bytes=out, stderr_bytes=err, where=where,
-            container=end.get("container") if where == "container" else None)
+            container=end.get("container") if where == "container" else None,
+            blocked=tuple(Blocked.from_wire(b) for b in end.get("blocked", ())),
+            blocked_total=end.get("blocked_total", 0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +216,9 @@ class Grant:
 @dataclasses.dataclass(frozen=True)
 class AuditRow:
     """One row of the caller's audit trail; the exit fields are None on
-    rows without an exit."""
+    rows without an exit.  `blocked_total` counts what the sandbox refused
+    in an exit row's run (0: nothing); `blocked` lists it on the row that
+    Broker.audit_show() asked for, and is empty on any other."""
     seq: int
     time_ms: int
     run: int
@@ -201,6 +234,8 @@ class AuditRow:
     signal: Optional[int] = None
     timed_out: Optional[bool] = None
     duration_ms: Optional[int] = None
+    blocked_total: int = 0
+    blocked: Tuple[Blocked, ...] = ()
 
     @property
     def time(self) -> Optional[datetime.datetime]:
@@ -216,7 +251,9 @@ class AuditRow:
             profile=r["profile"], exit_code=r.get("exit_code") if ex else None,
             signal=r.get("signal") if ex else None,
             timed_out=r.get("timed_out") if ex else None,
-            duration_ms=r.get("duration_ms") if ex else None)
+            duration_ms=r.get("duration_ms") if ex else None,
+            blocked_total=r.get("blocked_total", 0),
+            blocked=tuple(Blocked.from_wire(b) for b in r.get("blocked", ())))
 
 
 @dataclasses.dataclass(frozen=True)

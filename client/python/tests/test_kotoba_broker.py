@@ -473,3 +473,47 @@ def test_peer_not_allowed_gets_the_brokers_reason(make_broker):
             await AsyncBroker(socket_path=b.socket).open()
 
     asyncio.run(main())
+
+
+# ---- the receipt --------------------------------------------------------------
+
+def test_receipt_from_frames_and_its_line():
+    """No broker needed: `blocked` to a Result, and the line shown for it."""
+    end = {"type": "exit", "id": 1, "status": "exited", "code": 1,
+           "blocked_total": 4, "blocked": [
+               {"kind": "exec", "target": "/bin/sh", "count": 2, "by": "exec gate",
+                "seen_by": "worker", "inferred": False},
+               {"kind": "secret-read", "target": "/h/.ssh/id\x1b[2J", "count": 1,
+                "by": "mount mask", "seen_by": "python", "inferred": True}]}
+    r = kb.Result.from_frames(end, b"", b"")
+    assert r.blocked_total == 4 and len(r.blocked) == 2
+    assert r.blocked[0] == kb.Blocked("exec", "/bin/sh", 2, "exec gate", "worker", False)
+    line = kb.receipt_text(r)
+    assert "\x1b" not in line
+    assert line == ("kotoba: the sandbox stopped 4 operations: exec /bin/sh x2 (exec gate), "
+                    "read /h/.ssh/id\\x1b[2J (secret) and more"), line
+    assert kb.receipt_text(kb.Result.from_frames({"status": "exited", "code": 0}, b"", b"")) == ""
+
+
+def test_receipt_of_a_refused_exec(broker_proc):
+    code = ("import builtins\n"
+            "sp = builtins.__dict__['__imp' + 'ort__']('sub' + 'process')\n"
+            "try:\n"
+            "    sp.run(['/bin/sh', '-c', 'true'])\n"
+            "except PermissionError:\n"
+            "    print('refused')\n")
+    with connect(broker_proc, channel=False) as c:
+        r = c.run(code, cwd=broker_proc.dir)
+    assert r.stdout == "refused\n", r
+    assert r.blocked == (kb.Blocked("exec", "/bin/sh", 1, "exec gate", "worker", False),)
+    assert r.blocked_total == 1
+    with connect(broker_proc, channel=False) as c:
+        r = c.run("print(1)", cwd=broker_proc.dir)
+        rows = [x for x in c.audit_tail(4) if x.event == "exit"]
+        assert [x.blocked_total for x in rows] == [1, 0], rows
+        assert rows[0].blocked == ()
+        shown = c.audit_show(rows[0].seq)
+        assert shown is not None and shown.blocked_total == 1
+        assert shown.blocked == (kb.Blocked("exec", "/bin/sh", 1, "exec gate", "worker", False),)
+        assert c.audit_show(10 ** 9) is None
+    assert r.blocked == () and r.blocked_total == 0
