@@ -125,6 +125,7 @@ int receipt_open_pipe(struct receipt_log *l, int *write_end)
 
 static void note_report(struct receipt_log *l, const char *kind, const char *target)
 {
+	size_t len = strlen(kind);
 	struct receipt_report *r;
 
 	for (size_t i = 0; i < l->n_reports; i++) {
@@ -134,10 +135,10 @@ static void note_report(struct receipt_log *l, const char *kind, const char *tar
 			return;
 		}
 	}
-	if (l->n_reports == RECEIPT_REPORTS_MAX || strlen(kind) >= sizeof(r->kind))
+	if (l->n_reports == RECEIPT_REPORTS_MAX || len >= sizeof(r->kind))
 		return;
 	r = &l->reports[l->n_reports++];
-	snprintf(r->kind, sizeof(r->kind), "%s", kind);
+	memcpy(r->kind, kind, len + 1);
 	copy_target(r->target, target, strlen(target));
 	r->count = 1;
 }
