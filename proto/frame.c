@@ -4,6 +4,7 @@
  * payload memory is allocated, as OpenSSH's monitor does.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -316,25 +317,36 @@ void frame_free(struct frame *f)
 	f->len = 0;
 }
 
-int frame_send_fd(int sock, const struct frame *f, int fd)
+ssize_t send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(SEND_FDS_MAX * sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
-	struct iovec iov = { .iov_base = f->data, .iov_len = f->len };
+	struct iovec iov = { .iov_base = (void *)(uintptr_t)data, .iov_len = len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *cm;
+	ssize_t sent;
 
-	if (fd >= 0) {
+	if (n > SEND_FDS_MAX)
+		return -EINVAL;
+	if (n) {
 		memset(&ctl, 0, sizeof(ctl));
 		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
+		mh.msg_controllen = CMSG_SPACE(n * sizeof(int));
 		cm = CMSG_FIRSTHDR(&mh);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
 	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
+	sent = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	return sent < 0 ? -errno : sent;
+}
+
+int frame_send_fd(int sock, const struct frame *f, int fd)
+{
+	ssize_t sent = send_with_fds(sock, f->data, f->len, &fd, fd >= 0);
+
+	return sent < 0 ? (int)sent : 0;
 }

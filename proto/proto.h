@@ -126,8 +126,11 @@ struct frame {
 	size_t len;
 };
 void frame_free(struct frame *f);
-/* Sends one frame as one message on a socket (MSG_NOSIGNAL), with fd as
- * SCM_RIGHTS unless it is -1: 0 or -errno. */
+/* One message on a socket (MSG_NOSIGNAL) carrying fds[0..n) as
+ * SCM_RIGHTS (n at most SEND_FDS_MAX; 0: none): bytes sent or -errno. */
+#define SEND_FDS_MAX 4
+ssize_t send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n);
+/* One frame so, with fd unless it is -1: 0 or -errno. */
 int frame_send_fd(int sock, const struct frame *f, int fd);
 /* One datagram into buf (recvmsg with flags | MSG_TRUNC: the result is
  * its whole length) and the one descriptor that came with it into *passed:

@@ -289,26 +289,12 @@ static void set_rlimits(const struct plan *p)
  * byte of data: SCM_RIGHTS needs some. */
 static void hand_over_gate(int listener)
 {
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
 	int fds[2] = { listener, mounts_fd };
-	size_t n = mounts_fd >= 0 ? 2 : 1;
 	char tag = new_masks ? CHILD_MSG_GATE_NEW_MASKS : CHILD_MSG_GATE;
-	struct iovec iov = { .iov_base = &tag, .iov_len = 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
-	struct cmsghdr *cm;
+	ssize_t sent = send_with_fds(report_fd, &tag, 1, fds, mounts_fd >= 0 ? 2 : 1);
 
-	memset(&ctl, 0, sizeof(ctl));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
-	if (sendmsg(report_fd, &mh, MSG_NOSIGNAL) != 1)
-		die_step(step_name(STEP_EXEC_GATE), errno,
+	if (sent != 1)
+		die_step(step_name(STEP_EXEC_GATE), sent < 0 ? (int)-sent : EIO,
 			 "handing the exec gate to the supervisor");
 	close(listener);
 	if (mounts_fd >= 0)

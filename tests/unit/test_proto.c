@@ -696,23 +696,7 @@ static int open_fds(void)
 
 static void send_fds(int sock, const int *fds, size_t n)
 {
-	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	char byte = 'x';
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
-	struct cmsghdr *cm;
-
-	memset(&ctl, 0, sizeof(ctl));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
-	assert_int_equal(sendmsg(sock, &mh, 0), 1);
+	assert_int_equal(send_with_fds(sock, "x", 1, fds, n), 1);
 }
 
 static void test_a_datagram_hands_over_one_descriptor_and_closes_more(void **state)
