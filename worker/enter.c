@@ -106,7 +106,8 @@ static void secrets_step(const struct plan *p)
 		close(kept_fd);
 	if (rc < 0)
 		die_step(step_name(STEP_SECRETS), -rc, "%s", what);
-	if (rc == MASKS_NONE)
+	/* Joined: S holds the kept namespace already (p->kept_masks). */
+	if (rc == MASKS_NONE || rc == MASKS_JOINED)
 		return;
 	new_masks = rc == MASKS_NEW && p->landlock_abi > 0; /* main.c, prepare() */
 	mounts_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
