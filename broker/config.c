@@ -83,6 +83,7 @@ struct key {
 
 static const char *const sandbox_names[] = { "local", "docker", "none", NULL };
 static const char *const unattended_names[] = { "documented", "refuse", NULL };
+static const char *const escalate_names[] = { "ask", "never", NULL };
 
 #define FIELD(m) offsetof(struct config, m), sizeof(((struct config *)0)->m)
 #define STR(s, k, m, fl, d, h) \
@@ -183,6 +184,11 @@ static const struct key keys[] = {
 	     "An unlabelled snippet from a client with no approval channel:\n"
 	     "documented runs it under the unattended kernel profile, as the\n"
 	     "spec documents; refuse refuses it."),
+	ENUM("gate", "escalate", escalate, escalate_names, "ask",
+	     "A run under the execute_code grant that the sandbox stopped\n"
+	     "(its receipt is not empty): ask offers the client an escalation\n"
+	     "card, on which a person may run the snippet again under the\n"
+	     "approved profile; never does not.  Nothing reruns unasked."),
 
 	NUM("audit", "anchor_rows", KEY_COUNT, audit_anchor_rows, 0, 1000000, "100",
 	    "The broker logs the audit chain's head (audit-anchor seq=N\n"

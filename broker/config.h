@@ -26,6 +26,7 @@ enum sandbox_mode { SANDBOX_LOCAL, SANDBOX_DOCKER, SANDBOX_NONE };
 #define CONFIG_SECRET_PATHS_MAX 32
 #define CONFIG_SECRET_PATHS_MAX_TEXT "32"
 enum unattended_policy { UNATTENDED_DOCUMENTED, UNATTENDED_REFUSE };
+enum escalate_policy { ESCALATE_ASK, ESCALATE_NEVER };
 
 struct config {
 	enum sandbox_mode sandbox;     /* [broker] sandbox = local|docker|none */
@@ -58,6 +59,7 @@ struct config {
 	uint64_t card_timeout_ms;      /* [gate] card_timeout, default 300s */
 	uint64_t grant_ttl_ms;         /* [gate] grant_ttl, default 0: until revoked */
 	enum unattended_policy unattended; /* [gate] unattended = documented|refuse */
+	enum escalate_policy escalate;     /* [gate] escalate = ask|never */
 	uint64_t audit_anchor_rows;    /* [audit] anchor_rows, default 100; 0 = none by count */
 	uint64_t audit_anchor_ms;      /* [audit] anchor_interval, default 10m */
 	uint64_t audit_verify_rows;    /* [audit] verify_rows at start, default 100000 */

@@ -65,15 +65,32 @@ static uint64_t *job_limit(struct job_limits *l, size_t i)
 	return v[i];
 }
 
+/* An answer's choices: a run card's three, then an escalation card's two. */
+static const char *const choices[] = { "once", "always", "deny", "rerun", "leave", NULL };
+#define RUN_CHOICES 3
+
+bool card_choice_fits(const char *choice, bool escalate)
+{
+	for (size_t i = escalate ? RUN_CHOICES : 0; choices[i]; i++) {
+		if (!escalate && i == RUN_CHOICES)
+			break;
+		if (!strcmp(choice, choices[i]))
+			return true;
+	}
+	return false;
+}
+
 /* ---- encoders ------------------------------------------------------------ */
 
 int enc_hello(struct frame *f, const struct msg_hello *m)
 {
 	struct enc e;
 
-	enc_begin(&e, "hello", 3);
+	enc_begin(&e, "hello", 3 + m->escalate);
 	put_uint(&e, "version", m->version);
 	put_bool(&e, "channel", m->channel);
+	if (m->escalate)
+		put_bool(&e, "escalate", true);
 	put_pstr(&e, "client", m->client);
 	return enc_end(&e, f);
 }
@@ -228,7 +245,7 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	if (m->n_labels > PROTO_LABELS_MAX || m->blocked.n > PROTO_BLOCKED_MAX)
 		return -E2BIG;
 	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container + (m->secrets != NULL) +
-				      RECEIPT_FIELDS(&m->blocked));
+				      RECEIPT_FIELDS(&m->blocked) + m->escalate);
 	put_uint(&e, "id", m->id);
 	put_result(&e, &m->r);
 	put_bool(&e, "truncated", m->truncated);
@@ -245,6 +262,8 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	if (m->secrets)
 		put_str(&e, "secrets", m->secrets);
 	put_receipt(&e, &m->blocked);
+	if (m->escalate)
+		put_bool(&e, "escalate", true);
 	return enc_end(&e, f);
 }
 
@@ -424,18 +443,40 @@ const char *card_family_detail(uint64_t grant_ttl_ms, char *out, size_t len)
 	return out;
 }
 
+static void put_family(struct enc *e, uint64_t grant_ttl_ms)
+{
+	char detail[256];
+
+	put_str(e, "family", CARD_FAMILY);
+	put_key(e, "family_text");
+	raw_map(e, 2);
+	raw_str(e, "button", 6);
+	raw_str(e, CARD_FAMILY_BUTTON, strlen(CARD_FAMILY_BUTTON));
+	raw_str(e, "detail", 6);
+	card_family_detail(grant_ttl_ms, detail, sizeof(detail));
+	raw_str(e, detail, strlen(detail));
+}
+
+/* A run card offers the grant (family, family_text, grant_ttl_ms); an
+ * escalation card the first run's receipt and its audit row instead. */
 int enc_card(struct frame *f, const struct msg_card *m)
 {
-	static const char *const options[] = { "once", "always", "deny" };
-	char detail[256];
+	size_t first = m->escalate ? RUN_CHOICES : 0;
+	size_t n = m->escalate ? sizeof(choices) / sizeof(choices[0]) - 1 - RUN_CHOICES
+			       : RUN_CHOICES;
 	struct enc e;
 
 	/* An encoder never reads past the fixed arrays. */
 	if (m->n_labels > PROTO_LABELS_MAX || m->n_env > PROTO_ENV_MAX ||
-	    m->n_limits > PROTO_CARD_LIMITS_MAX)
+	    m->n_limits > PROTO_CARD_LIMITS_MAX || m->blocked.n > PROTO_BLOCKED_MAX)
 		return -E2BIG;
-	enc_begin(&e, "card", 13 + (m->grant_ttl_ms > 0));
+	if (m->escalate)
+		enc_begin(&e, "card", 12 + RECEIPT_FIELDS(&m->blocked) + 1);
+	else
+		enc_begin(&e, "card", 13 + (m->grant_ttl_ms > 0));
 	put_uint(&e, "id", m->id);
+	if (m->escalate)
+		put_str(&e, "kind", "escalate");
 	put_pstr(&e, "card", m->card);
 	put_pstr(&e, "snippet", m->snippet);
 	put_key(&e, "labels");
@@ -452,17 +493,11 @@ int enc_card(struct frame *f, const struct msg_card *m)
 		raw_uint(&e, m->labels[i].line);
 	}
 	put_key(&e, "options");
-	raw_array(&e, 3);
-	for (size_t i = 0; i < 3; i++)
-		raw_str(&e, options[i], strlen(options[i]));
-	put_str(&e, "family", CARD_FAMILY);
-	put_key(&e, "family_text");
-	raw_map(&e, 2);
-	raw_str(&e, "button", 6);
-	raw_str(&e, CARD_FAMILY_BUTTON, strlen(CARD_FAMILY_BUTTON));
-	raw_str(&e, "detail", 6);
-	card_family_detail(m->grant_ttl_ms, detail, sizeof(detail));
-	raw_str(&e, detail, strlen(detail));
+	raw_array(&e, n);
+	for (size_t i = first; i < first + n; i++)
+		raw_str(&e, choices[i], strlen(choices[i]));
+	if (!m->escalate)
+		put_family(&e, m->grant_ttl_ms);
 	put_uint(&e, "expires_ms", m->expires_ms);
 	put_pstr(&e, "reason", m->reason);
 	put_pstr(&e, "cwd", m->cwd);
@@ -474,8 +509,12 @@ int enc_card(struct frame *f, const struct msg_card *m)
 		raw_str(&e, m->limits[i].name.ptr, m->limits[i].name.len);
 		raw_uint(&e, m->limits[i].value);
 	}
-	if (m->grant_ttl_ms)
+	if (m->escalate) {
+		put_receipt(&e, &m->blocked);
+		put_uint(&e, "after_seq", m->after_seq);
+	} else if (m->grant_ttl_ms) {
 		put_uint(&e, "grant_ttl_ms", m->grant_ttl_ms);
+	}
 	return enc_end(&e, f);
 }
 
@@ -570,7 +609,7 @@ static void put_audit_row(struct enc *e, const struct audit_info *a, const struc
 {
 	bool total = a->has_exit && a->blocked_total, list = total && a->has_blocked && b->total;
 
-	raw_map(e, AUDIT_ROW_FIELDS + (a->has_exit ? 4 : 0) + total + list);
+	raw_map(e, AUDIT_ROW_FIELDS + (a->has_exit ? 4 : 0) + total + list + (a->after > 0));
 	raw_str(e, "seq", 3);
 	raw_uint(e, a->seq);
 	raw_str(e, "time_ms", 7);
@@ -610,6 +649,10 @@ static void put_audit_row(struct enc *e, const struct audit_info *a, const struc
 		raw_str(e, "blocked", 7);
 		put_blocked_list(e, b);
 	}
+	if (a->after) {
+		raw_str(e, "after", 5);
+		raw_uint(e, a->after);
+	}
 }
 
 int enc_audit_rows(struct frame *f, const struct msg_audit_rows *m)
@@ -645,6 +688,7 @@ static int dec_hello(struct dec *d, struct msg_hello *m)
 
 	if ((rc = dec_uint(d, "version", true, &m->version)) < 0 ||
 	    (rc = dec_bool(d, "channel", true, &m->channel)) < 0 ||
+	    (rc = dec_bool(d, "escalate", false, &m->escalate)) < 0 ||
 	    (rc = dec_str(d, "client", false, NAME_FIELD_MAX, &m->client)) < 0)
 		return rc;
 	return 0;
@@ -922,7 +966,8 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 	m->approver = (enum proto_approver)approver;
 	m->secrets = NULL;
 	if ((rc = dec_enum(d, "secrets", false, secret_states, &m->secrets)) < 0 ||
-	    (rc = dec_receipt(d, &m->blocked)) < 0)
+	    (rc = dec_receipt(d, &m->blocked)) < 0 ||
+	    (rc = dec_bool(d, "escalate", false, &m->escalate)) < 0)
 		return rc;
 	return dec_where(d, m);
 }
@@ -1231,7 +1276,7 @@ static int dec_setup_error(struct dec *d, struct msg_setup_error *m)
 	return 0;
 }
 
-static const char *const choices[] = { "once", "always", "deny", NULL };
+static const char *const card_kinds[] = { "escalate", NULL };
 static const char *const audit_ops[] = { "tail", "verify", "show", NULL };
 
 /* Decodes element i of array field `key` as a map into *sub. */
@@ -1286,6 +1331,32 @@ static int dec_card_limits(struct dec *d, struct msg_card *m)
 	return 0;
 }
 
+/* kind `escalate` carries the first run's receipt (not empty) and its
+ * audit row; a run card carries neither. */
+static int dec_card_kind(struct dec *d, struct msg_card *m)
+{
+	const char *kind = NULL;
+	int rc;
+
+	if ((rc = dec_enum(d, "kind", false, card_kinds, &kind)) < 0)
+		return rc;
+	m->escalate = kind != NULL;
+	m->after_seq = 0;
+	if (!m->escalate) {
+		m->blocked = (struct receipt){ 0 };
+		if (dec_find(d, "blocked") || dec_find(d, "after_seq"))
+			return dec_fail(d, PERR_BAD_FIELD,
+					"fields 'blocked' and 'after_seq' are for an escalation card");
+		return 0;
+	}
+	if ((rc = dec_receipt(d, &m->blocked)) < 0 ||
+	    (rc = dec_uint(d, "after_seq", true, &m->after_seq)) < 0)
+		return rc;
+	if (!m->blocked.total)
+		return dec_fail(d, PERR_BAD_FIELD, "an escalation card needs field 'blocked'");
+	return 0;
+}
+
 static int dec_card(struct dec *d, struct msg_card *m, size_t max_snippet)
 {
 	const msgpack_object_array *a = NULL;
@@ -1305,7 +1376,8 @@ static int dec_card(struct dec *d, struct msg_card *m, size_t max_snippet)
 	if ((rc = dec_str(d, "cwd", false, PATH_FIELD_MAX, &m->cwd)) < 0 ||
 	    (rc = dec_uint(d, "timeout_ms", false, &m->timeout_ms)) < 0 ||
 	    (rc = dec_env_map(d, "card.env", m->env, &m->n_env)) < 0 ||
-	    (rc = dec_uint(d, "grant_ttl_ms", false, &m->grant_ttl_ms)) < 0)
+	    (rc = dec_uint(d, "grant_ttl_ms", false, &m->grant_ttl_ms)) < 0 ||
+	    (rc = dec_card_kind(d, m)) < 0)
 		return rc;
 	return dec_card_limits(d, m);
 }
@@ -1464,7 +1536,9 @@ static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_in
 	a->decision = (enum proto_decision)decision;
 	a->approver = (enum proto_approver)approver;
 	a->profile = (enum proto_profile)profile;
-	if ((rc = dec_audit_exit(&sub, a)) < 0)
+	a->after = 0;
+	if ((rc = dec_audit_exit(&sub, a)) < 0 ||
+	    (rc = dec_uint(&sub, "after", false, &a->after)) < 0)
 		return rc;
 	return dec_audit_receipt(&sub, a, m);
 }

@@ -190,6 +190,7 @@ extern const char *const proto_labels[];
 struct msg_hello {
 	uint64_t version; /* highest version the client speaks */
 	bool channel;     /* the client can show approval cards */
+	bool escalate;    /* ... and escalation cards (optional; sent only when true) */
 	struct pstr client; /* free-form client name, may be empty */
 };
 
@@ -271,6 +272,7 @@ struct msg_exit {
 	const char *where;       /* "host" | "container" */
 	struct pstr container;   /* with "container": the container's name */
 	const char *secrets;     /* "masked" | "off" | "unmasked"; NULL: not said */
+	bool escalate;           /* an escalation card follows: the exec goes on */
 };
 
 struct msg_error {
@@ -307,6 +309,9 @@ struct msg_queued {
 #define CARD_FAMILY_DETAIL_TTL \
 	"Any code she writes then runs on this computer without asking, for %s at most, or " \
 	"until you revoke it in Settings."
+/* Whether an answer's choice is one a card of that kind offers: once,
+ * always, deny on a run card; rerun, leave on an escalation card. */
+bool card_choice_fits(const char *choice, bool escalate);
 /* The detail a card shows: CARD_FAMILY_DETAIL, or with a grant_ttl_ms the
  * sentence above.  Returns out. */
 const char *card_family_detail(uint64_t grant_ttl_ms, char *out, size_t len);
@@ -340,13 +345,18 @@ struct msg_card {
 	size_t n_limits;      /* the other limits: name ("memory_bytes"...) and value */
 	struct card_limit limits[PROTO_CARD_LIMITS_MAX];
 	uint64_t grant_ttl_ms; /* the longest an `always` grant lasts; 0: until revoked */
+	/* kind `escalate`: after a run under a grant that the sandbox stopped;
+	 * options rerun|leave, no family, and the first run's receipt. */
+	bool escalate;
+	struct receipt blocked;
+	uint64_t after_seq;    /* the first run's exit row in the audit trail */
 };
 
 struct msg_answer {
 	bool has_id;        /* optional: then the answer itself is answered */
 	uint64_t id;
 	struct pstr card;
-	const char *choice; /* "once" | "always" | "deny" */
+	const char *choice; /* "once" | "always" | "deny"; "rerun" | "leave" (escalation) */
 	/* With "always" only: the grant's terms. */
 	uint64_t for_ms;    /* it lasts this long (clamped to [gate] grant_ttl); 0: not given */
 	struct pstr scope;  /* it covers runs in this directory tree; len 0: not given */
@@ -402,6 +412,7 @@ struct audit_info {
 	bool timed_out;
 	uint64_t blocked_total;  /* an exit row's receipt: refusals in all; 0: none */
 	bool has_blocked;        /* this row carries the list: msg_audit_rows.blocked */
+	uint64_t after;          /* an escalation's row: the first run's exit row; 0: none */
 };
 
 struct msg_audit_rows {

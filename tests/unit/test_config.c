@@ -109,6 +109,7 @@ static void assert_config_equal(const struct config *a, const struct config *b)
 	EQ_NUM(card_timeout_ms);
 	EQ_NUM(grant_ttl_ms);
 	EQ_NUM(unattended);
+	EQ_NUM(escalate);
 	EQ_NUM(landlock);
 	EQ_STR(container_cli);
 	EQ_STR(container_image);
@@ -151,6 +152,7 @@ static void test_defaults(void **state UNUSED)
 	assert_true(c.card_timeout_ms == 300000);
 	assert_true(c.grant_ttl_ms == 0); /* until revoked, as the spec says */
 	assert_int_equal(c.unattended, UNATTENDED_DOCUMENTED);
+	assert_int_equal(c.escalate, ESCALATE_ASK);
 	assert_true(c.landlock);
 	assert_string_equal(c.container_cli, "docker");
 	assert_string_equal(c.container_image, "");
@@ -196,6 +198,7 @@ static const char full_file[] =
 	"card_timeout = 90\n"
 	"grant_ttl = 8h\n"
 	"unattended = refuse\n"
+	"escalate = never\n"
 	"[sandbox]\n"
 	"landlock = off\n"
 	"[docker]\n"
@@ -251,6 +254,7 @@ static void check_full(const struct config *c)
 	assert_true(c->card_timeout_ms == 90000);
 	assert_true(c->grant_ttl_ms == 8 * 3600000);
 	assert_int_equal(c->unattended, UNATTENDED_REFUSE);
+	assert_int_equal(c->escalate, ESCALATE_NEVER);
 	assert_false(c->landlock);
 	assert_string_equal(c->container_cli, "/usr/bin/podman");
 	assert_string_equal(c->container_image,
