@@ -50,6 +50,11 @@ struct run_info {
 	struct run_result result;
 	const struct receipt *blocked; /* what the sandbox refused (finished) */
 	const char *setup_step, *setup_msg;
+	int64_t after_seq;   /* a re-run's link: run_request's */
+	/* When it ended: the client still waiting for its frames (NULL: gone),
+	 * and whether its exit said an escalation card follows. */
+	struct client_link *cl;
+	bool escalating;
 };
 
 /* How a run tells whoever started it that it ended: once, after the
@@ -58,6 +63,9 @@ struct run_info {
  * no module above it: this and the client link are its ways up. */
 struct run_ops {
 	void (*ended)(const struct run_info *ri, void *ctx);
+	/* Asked as a finished run's exit is sent to cl: whether it says that
+	 * an escalation card follows (the exec goes on).  NULL: never. */
+	bool (*escalates)(struct client_link *cl, const struct run_info *ri, void *ctx);
 };
 
 /* Snippet code and what the gate decided, handed to run_start(). */
@@ -80,6 +88,7 @@ struct run_request {
 	const struct engine_job *engine; /* an engine command, not a snippet */
 	const struct run_ops *ops;       /* told when it ends; NULL: nobody */
 	void *ctx;                       /* handed back to ops */
+	int64_t after_seq; /* a re-run from an escalation card: the first run's exit row */
 };
 
 struct broker {

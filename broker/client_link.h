@@ -35,6 +35,8 @@ struct client_link {
 	const struct client_link_ops *ops;
 	struct ucred peer;      /* SO_PEERCRED */
 	bool channel;           /* its hello offered an approval channel */
+	bool escalate;          /* ... and escalation cards too */
+	bool shut;              /* it shut its sending side: nobody answers cards */
 	uint64_t frame_us;      /* when the frame being dispatched was read */
 	TAILQ_HEAD(, run) runs; /* run.c's: the runs whose frames it waits for */
 	unsigned nruns;

@@ -47,6 +47,12 @@ struct card {
 	enum proto_profile profile;
 	enum proto_approver approver;
 	uint64_t arrived_us;
+	/* An escalation card (PROTOCOL.md, "The escalation card"): the run
+	 * whose exit row is after_seq was stopped by the sandbox, as its
+	 * receipt says.  A run card has neither. */
+	bool escalate;
+	int64_t after_seq;
+	struct receipt *blocked;
 };
 
 static struct broker *gb;
@@ -85,6 +91,7 @@ static void card_free(struct card *c)
 	free(c->code);
 	free(c->cwd);
 	free(c->env_buf);
+	free(c->blocked);
 	free(c);
 }
 
@@ -146,7 +153,8 @@ static int append_or_refuse(struct client_link *cl, uint64_t id, struct audit_ro
  * the user's audit quota; a new exec is, and then nothing runs. */
 static int audit_decision(struct client_link *cl, uint64_t id, const char *code, size_t code_len,
 			  const struct scan_result *sr, enum proto_decision decision,
-			  const struct verdict *v, bool follows, char sha256_out[65])
+			  const struct verdict *v, bool follows, int64_t after_seq,
+			  char sha256_out[65])
 {
 	char labels[256];
 	struct audit_row row = { .uid = cl->peer.uid, .pid = cl->peer.pid, .run_id = id,
@@ -156,7 +164,7 @@ static int audit_decision(struct client_link *cl, uint64_t id, const char *code,
 				 .decision = decision_name(decision),
 				 .approver = approver_name(v ? v->approver : APPROVER_NONE),
 				 .profile = profile_name(v ? v->profile : PROFILE_NONE),
-				 .follows = follows };
+				 .follows = follows, .after_seq = after_seq };
 
 	labels_csv(sr, labels, sizeof(labels));
 	if (append_or_refuse(cl, id, &row) < 0)
@@ -209,14 +217,19 @@ static void audit_receipt(const struct run_info *ri, struct frame *f, struct aud
 	row->blocked_len = f->len - PROTO_HEADER_LEN;
 }
 
-/* A run the gate started has ended: its `exit` row, and its slot is free. */
+static void escalation_offer(struct card *c, const struct run_info *ri, int64_t exit_seq);
+static void card_free(struct card *c);
+
+/* A run the gate started has ended: its `exit` row, and its slot is free.
+ * ctx is the copy of its request kept for an escalation card: offered
+ * when its exit said so, freed otherwise. */
 static void run_ended(const struct run_info *ri, void *ctx)
 {
 	struct audit_row row = { .uid = ri->uid, .pid = ri->peer_pid, .run_id = ri->id,
 				 .event = event_name(EVENT_EXIT),
 				 .mode = sandbox_mode_name(gb->cfg.sandbox),
 				 .approver = approver_name(ri->approver),
-				 .profile = profile_name(ri->profile) };
+				 .profile = profile_name(ri->profile), .after_seq = ri->after_seq };
 	struct frame receipt = { 0 };
 	char labels[256] = "";
 	size_t off = 0;
@@ -239,10 +252,16 @@ static void run_ended(const struct run_info *ri, void *ctx)
 	}
 	row.follows = true;
 	queue_kick = true; /* its slot is free */
-	if (store_audit_append(store, &row) < 0)
+	if (store_audit_append(store, &row) < 0) {
 		log_err("uid=%u run=%" PRIu64 " audit write of the exit failed: %s",
 			(unsigned)ri->uid, ri->run_id, store_last_error(store));
+		row.seq = 0;
+	}
 	frame_free(&receipt);
+	if (ctx && ri->escalating)
+		escalation_offer(ctx, ri, row.seq);
+	else if (ctx)
+		card_free(ctx);
 }
 
 /* The run's approver and profile say which snippet tried; labels say why
@@ -403,18 +422,27 @@ static void fill_request(struct run_request *rq, const struct scan_result *sr,
 	memcpy(rq->sha256, sha256, 65);
 }
 
+static bool run_escalates(struct client_link *cl, const struct run_info *ri, void *ctx);
+static struct card *escalation_copy(struct client_link *cl, const struct run_request *rq,
+				    const struct scan_result *sr);
+
 /* Starts the run, or tells the client why not; except at a limit
  * (-EBUSY, nothing sent, the sentence in busy), where the caller queues it. */
-static int try_start(struct client_link *cl, struct run_request *rq, char *busy, size_t busylen)
+static int try_start(struct client_link *cl, struct run_request *rq, const struct scan_result *sr,
+		     char *busy, size_t busylen)
 {
-	static const struct run_ops gate_run_ops = { .ended = run_ended };
+	static const struct run_ops gate_run_ops = { .ended = run_ended,
+						     .escalates = run_escalates };
 	char err[300] = "";
 	int rc;
 
 	rq->ops = &gate_run_ops;
 	rq->peer_uid = cl->peer.uid;
 	rq->peer_pid = cl->peer.pid;
+	rq->ctx = escalation_copy(cl, rq, sr);
 	rc = run_start(gb, cl, rq, err, sizeof(err));
+	if (rc < 0 && rq->ctx)
+		card_free(rq->ctx);
 	switch (rc) {
 	case 0:
 		break;
@@ -479,13 +507,14 @@ static unsigned waiting_of_uid(const struct card_list *l, uid_t uid, uint64_t *b
 /* Starts the run unless it must wait: at a limit, or behind older execs of
  * the same user already waiting (a slot that frees is theirs first).
  * -EBUSY with the reason in why: the caller queues it. */
-static int start_or_wait(struct client_link *cl, struct run_request *rq, char *why, size_t len)
+static int start_or_wait(struct client_link *cl, struct run_request *rq,
+			 const struct scan_result *sr, char *why, size_t len)
 {
 	if (waiting_of_uid(&waiting, cl->peer.uid, NULL) > 0) {
 		snprintf(why, len, "older snippets of yours are waiting for a slot");
 		return -EBUSY;
 	}
-	return try_start(cl, rq, why, len);
+	return try_start(cl, rq, sr, why, len);
 }
 
 static void run_now(struct client_link *cl, const struct msg_exec *e, const struct scan_result *sr,
@@ -509,7 +538,7 @@ static void run_now(struct client_link *cl, const struct msg_exec *e, const stru
 	if (v->approver == APPROVER_GRANT && store_grant_touch(store, cl->peer.uid, FAMILY) < 0)
 		log_warn("uid=%u could not count a grant use: %s", (unsigned)cl->peer.uid,
 			 store_last_error(store));
-	if (start_or_wait(cl, &rq, busy, sizeof(busy)) != -EBUSY)
+	if (start_or_wait(cl, &rq, sr, busy, sizeof(busy)) != -EBUSY)
 		return;
 	c = card_new(cl, e, sr);
 	if (!c) {
@@ -647,8 +676,12 @@ static bool send_card(struct client_link *cl, const struct card *c, const char *
 			      .snippet = { c->code, c->code_len }, .n_labels = c->scan.n,
 			      .expires_ms = gb->cfg.card_timeout_ms, .reason = pstr_c(reason),
 			      .cwd = pstr_c(c->cwd), .timeout_ms = c->timeout_ms,
-			      .grant_ttl_ms = gb->cfg.grant_ttl_ms };
+			      .grant_ttl_ms = c->escalate ? 0 : gb->cfg.grant_ttl_ms,
+			      .escalate = c->escalate, .after_seq = (uint64_t)c->after_seq };
 	struct frame f;
+
+	if (c->blocked)
+		m.blocked = *c->blocked;
 
 	for (size_t i = 0; i < c->scan.n; i++) {
 		const struct scan_hit *h = &c->scan.hits[i];
@@ -711,7 +744,7 @@ static void ask(struct client_link *cl, const struct msg_exec *e, const struct s
 		return;
 	TAILQ_REMOVE(&cards, c, link);
 	if (audit_decision(cl, c->id, c->code, c->code_len, &c->scan, DECISION_FAILED, NULL, true,
-			   NULL) == 0)
+			   0, NULL) == 0)
 		client_send_error(cl, true, e->id, PERR_BAD_FIELD,
 				  "the approval card for this snippet, with its %zu env entries, "
 				  "would be over the %" PRIu64 "-byte frame limit; send fewer or "
@@ -760,7 +793,8 @@ static int start_queued(struct card *c)
 	const struct verdict v = { V_RUN, c->approver, c->profile, "" };
 	struct run_request rq = { .id = c->id, .code = c->code, .code_len = c->code_len,
 				  .cwd = c->cwd, .timeout_ms = c->timeout_ms, .env = c->env,
-				  .n_env = c->n_env, .arrived_us = c->arrived_us };
+				  .n_env = c->n_env, .arrived_us = c->arrived_us,
+				  .after_seq = c->after_seq };
 	struct card *prev = TAILQ_PREV(c, card_list, link);
 	char busy[300];
 	int rc;
@@ -770,7 +804,7 @@ static int start_queued(struct card *c)
 	 * gone closes its session, which empties its part of the queue.  At a
 	 * limit nothing is sent, so its neighbours are still there. */
 	TAILQ_REMOVE(&waiting, c, link);
-	rc = try_start(c->cl, &rq, busy, sizeof(busy));
+	rc = try_start(c->cl, &rq, &c->scan, busy, sizeof(busy));
 	if (rc != -EBUSY) {
 		card_free(c);
 		return 0;
@@ -896,7 +930,7 @@ void gate_exec(struct client_link *cl, const struct msg_exec *e)
 	if (v.what == V_CARD && !card_room(cl, e))
 		return;
 	if (audit_decision(cl, e->id, e->code.ptr, e->code.len, &sr, decision_of(&v), &v,
-			   false, sha256) < 0)
+			   false, 0, sha256) < 0)
 		return;
 	switch (v.what) {
 	case V_NOT_OFFERED:
@@ -934,7 +968,7 @@ static int audit_card_end(struct card *c, enum proto_decision decision,
 			  const struct verdict *v)
 {
 	return audit_decision(c->cl, c->id, c->code, c->code_len, &c->scan, decision, v, true,
-			      NULL);
+			      c->after_seq, NULL);
 }
 
 /* Takes c: runs it, queues it, or frees it. */
@@ -944,7 +978,7 @@ static void run_card(struct card *c)
 					  profile_of(&gb->cfg, PROFILE_APPROVED), "" };
 	struct run_request rq = { .id = c->id, .code = c->code, .code_len = c->code_len,
 				  .cwd = c->cwd, .timeout_ms = c->timeout_ms, .env = c->env,
-				  .n_env = c->n_env };
+				  .n_env = c->n_env, .after_seq = c->after_seq };
 	char busy[300];
 
 	if (audit_card_end(c, DECISION_RAN, &approved) < 0) {
@@ -953,7 +987,7 @@ static void run_card(struct card *c)
 	}
 	fill_request(&rq, &c->scan, &approved, c->sha256);
 	rq.arrived_us = c->cl->frame_us; /* the answer's frame: the person's time is not ours */
-	if (start_or_wait(c->cl, &rq, busy, sizeof(busy)) != -EBUSY) {
+	if (start_or_wait(c->cl, &rq, &c->scan, busy, sizeof(busy)) != -EBUSY) {
 		card_free(c);
 		return;
 	}
@@ -1064,6 +1098,13 @@ int gate_on_answer(struct client_link *cl, const struct msg *m)
 				  a->card.ptr);
 		return 0;
 	}
+	if (!card_choice_fits(a->choice, c->escalate)) {
+		client_send_error(cl, a->has_id, a->id, PERR_BAD_FIELD,
+				  "answer: field 'choice' must be %s on %s card; the card is still "
+				  "open", c->escalate ? "rerun or leave" : "once, always or deny",
+				  c->escalate ? "an escalation" : "a run");
+		return 0;
+	}
 	if (terms_of(cl, a, &t) < 0)
 		return 0;
 	TAILQ_REMOVE(&cards, c, link);
@@ -1077,10 +1118,12 @@ int gate_on_answer(struct client_link *cl, const struct msg *m)
 			return 0;
 		}
 	}
-	if (!strcmp(a->choice, "deny")) {
+	if (!strcmp(a->choice, "deny") || !strcmp(a->choice, "leave")) {
 		if (audit_card_end(c, DECISION_DENIED, NULL) == 0)
-			client_send_error(cl, true, c->id, PERR_DENIED,
-					  "You denied this snippet; it did not run.");
+			client_send_error(cl, true, c->id, PERR_DENIED, "%s",
+					  c->escalate ? "You left the first run as it was; the "
+							"snippet did not run again."
+						      : "You denied this snippet; it did not run.");
 	} else if (!strcmp(a->choice, "always") &&
 		   store_grant_save(store, cl->peer.uid, FAMILY, c->card_id, &t.t) < 0) {
 		client_send_error(cl, true, c->id, PERR_AUDIT,
@@ -1094,14 +1137,124 @@ int gate_on_answer(struct client_link *cl, const struct msg *m)
 	return 0;
 }
 
+/* ---- escalation (PROTOCOL.md, "The escalation card") ---------------------- */
+
+/* Whether a run may end in an escalation card, as far as its start can
+ * tell: a run nobody read, on a connection that can show one.  Only then
+ * does the gate keep a copy of its request until it ends. */
+static bool may_escalate(const struct client_link *cl, const struct run_request *rq)
+{
+	return gb->cfg.escalate == ESCALATE_ASK && gb->cfg.sandbox == SANDBOX_LOCAL &&
+	       cl->escalate && !rq->engine && rq->approver == APPROVER_GRANT &&
+	       rq->profile == PROFILE_UNATTENDED;
+}
+
+static struct card *escalation_copy(struct client_link *cl, const struct run_request *rq,
+				    const struct scan_result *sr)
+{
+	struct msg_exec e = { .id = rq->id, .code = { rq->code, rq->code_len },
+			      .cwd = pstr_c(rq->cwd), .timeout_ms = rq->timeout_ms,
+			      .n_env = rq->n_env };
+	struct card *c;
+
+	if (!may_escalate(cl, rq))
+		return NULL;
+	if (rq->n_env)
+		memcpy(e.env, rq->env, rq->n_env * sizeof(e.env[0]));
+	c = card_new(cl, &e, sr);
+	if (!c) {
+		log_warn("uid=%u request %" PRIu64 ": no escalation card can follow this run: out "
+			 "of memory", (unsigned)cl->peer.uid, rq->id);
+		return NULL;
+	}
+	memcpy(c->sha256, rq->sha256, 65);
+	return c;
+}
+
+/* Asked as a run's exit is sent: an escalation card follows when the
+ * sandbox stopped something and a person can still answer one, within
+ * the same bounds as any card. */
+static bool run_escalates(struct client_link *cl, const struct run_info *ri, void *ctx)
+{
+	const struct card *c = ctx;
+	const char *why = NULL;
+	uint64_t bytes = 0;
+
+	if (!c || ri->end != END_FINISHED || !ri->blocked || !ri->blocked->total)
+		return false;
+	waiting_of_uid(&waiting, ri->uid, &bytes);
+	if (!cl || client_closed(cl) || cl->shut)
+		why = "nobody can answer a card on its connection any more";
+	else if (cards_of(cl) >= gb->cfg.max_cards_per_conn)
+		why = "its connection has as many cards waiting as it may";
+	else if (waiting_of_uid(&cards, ri->uid, &bytes) >= gb->cfg.cards_per_uid)
+		why = "the user has as many cards waiting as one may ([quota] cards)";
+	else if (bytes + c->code_len > gb->cfg.card_bytes_per_uid)
+		why = "the user's waiting snippets would be over [quota] card_bytes";
+	if (why)
+		log_info("uid=%u request %" PRIu64 ": the sandbox stopped %" PRIu64 " operations; "
+			 "no escalation card: %s", (unsigned)ri->uid, ri->id, ri->blocked->total,
+			 why);
+	return !why;
+}
+
+/* The exit said a card follows: recorded (decision `card`, linked to the
+ * exit row) and sent; the exec goes on until it is answered.  When the
+ * exit row or this one could not be written, the exec ends here. */
+static void escalation_offer(struct card *c, const struct run_info *ri, int64_t exit_seq)
+{
+	struct client_link *cl = ri->cl;
+	uint64_t n = ri->blocked->total;
+	char reason[300];
+
+	if (!cl || client_closed(cl)) {
+		card_free(c);
+		return;
+	}
+	c->blocked = malloc(sizeof(*c->blocked));
+	if (!exit_seq || !c->blocked) {
+		client_send_error(cl, true, c->id, exit_seq ? PERR_INTERNAL : PERR_AUDIT,
+				  "the snippet ran once; no escalation card can follow: %s",
+				  exit_seq ? "out of memory"
+					   : "its exit could not be written to the audit trail");
+		card_free(c);
+		return;
+	}
+	*c->blocked = *ri->blocked;
+	c->escalate = true;
+	c->after_seq = exit_seq;
+	c->expires_at = now_ms() + gb->cfg.card_timeout_ms;
+	if (audit_card_end(c, DECISION_CARD, NULL) < 0) {
+		card_free(c);
+		return;
+	}
+	snprintf(reason, sizeof(reason), "This snippet already ran once under your %s grant, and "
+		 "the sandbox stopped %" PRIu64 " operation%s in it; what that run did stays "
+		 "done. Run it again with your permissions (the approved profile)?", FAMILY, n,
+		 n == 1 ? "" : "s");
+	TAILQ_INSERT_TAIL(&cards, c, link);
+	log_info("uid=%u escalation card %s for request %" PRIu64 " after row %" PRId64,
+		 (unsigned)cl->peer.uid, c->card_id, c->id, exit_seq);
+	if (send_card(cl, c, reason))
+		return;
+	TAILQ_REMOVE(&cards, c, link);
+	if (audit_card_end(c, DECISION_FAILED, NULL) == 0)
+		client_send_error(cl, true, c->id, PERR_BAD_FIELD,
+				  "the escalation card for this snippet, with its %zu env entries, "
+				  "would be over the %" PRIu64 "-byte frame limit; it did not run "
+				  "again", c->n_env, gb->cfg.frame_max);
+	card_free(c);
+}
+
 static void expire(struct card *c)
 {
 	TAILQ_REMOVE(&cards, c, link);
 	log_info("uid=%u card %s expired", (unsigned)c->cl->peer.uid, c->card_id);
 	if (audit_card_end(c, DECISION_EXPIRED, NULL) == 0)
 		client_send_error(c->cl, true, c->id, PERR_EXPIRED,
-				  "Nobody answered the approval card within %" PRIu64
-				  " s; the snippet did not run.", gb->cfg.card_timeout_ms / 1000);
+				  "Nobody answered the %s card within %" PRIu64 " s; the snippet "
+				  "did not run%s.", c->escalate ? "escalation" : "approval",
+				  gb->cfg.card_timeout_ms / 1000, c->escalate ? " again" : "");
 	card_free(c);
 }
 
@@ -1172,7 +1325,8 @@ bool gate_cancel_card(struct client_link *cl, uint64_t id)
 		TAILQ_REMOVE(&cards, c, link);
 		if (audit_card_end(c, DECISION_CANCELLED, NULL) == 0)
 			client_send_error(cl, true, id, PERR_CANCELLED,
-					  "the card was withdrawn; the snippet did not run");
+					  "the card was withdrawn; the snippet did not run%s",
+					  c->escalate ? " again" : "");
 		card_free(c);
 		return true;
 	}
@@ -1210,8 +1364,7 @@ void gate_session_closed(struct client_link *cl)
 		if (c->cl != cl)
 			continue;
 		TAILQ_REMOVE(&cards, c, link);
-		audit_decision(cl, c->id, c->code, c->code_len, &c->scan, DECISION_EXPIRED, NULL, true,
-			       NULL);
+		audit_card_end(c, DECISION_EXPIRED, NULL);
 		card_free(c);
 	}
 	TAILQ_FOREACH_SAFE(c, &waiting, link, tmp)
@@ -1334,6 +1487,7 @@ static int take_row(const struct audit_row *row, void *arg)
 	snprintf(t->labels[i], 256, "%s", row->labels ? row->labels : "");
 	*a = (struct audit_info){ .seq = (uint64_t)row->seq, .time_ms = row->time_ms,
 				  .run = row->run_id, .pid = row->pid,
+				  .after = row->after_seq > 0 ? (uint64_t)row->after_seq : 0,
 				  .event = event_name((enum proto_event)named(&proto_events,
 									      row->event,
 									      EVENT_DECISION)),

@@ -83,6 +83,8 @@ struct run {
 	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
 	const struct run_ops *ops;
 	void *ctx;
+	int64_t after_seq;        /* run_request's */
+	bool escalating;          /* its exit said an escalation card follows */
 };
 
 static void on_sock(struct watch *w, uint32_t events);
@@ -95,7 +97,8 @@ void run_describe(const struct run *r, struct run_info *out)
 				  .approver = r->approver, .n_labels = r->n_labels,
 				  .labels = r->labels, .sha256 = r->sha256, .end = r->end,
 				  .cancelled = r->cancelled, .result = r->result,
-				  .blocked = &r->blocked, .setup_step = r->setup_step, .setup_msg = r->setup_msg };
+				  .blocked = &r->blocked, .setup_step = r->setup_step, .setup_msg = r->setup_msg,
+				  .after_seq = r->after_seq, .cl = r->s, .escalating = r->escalating };
 }
 
 static int seal_code(const char *code, size_t len)
@@ -359,6 +362,7 @@ static struct run *run_new(struct broker *b, struct client_link *s, const struct
 	r->engine_only = rq->engine != NULL;
 	r->ops = rq->ops;
 	r->ctx = rq->ctx;
+	r->after_seq = rq->after_seq;
 	r->sock.fd = r->out[0].fd = r->out[1].fd = -1;
 	r->profile = rq->profile;
 	r->approver = rq->approver;
@@ -628,6 +632,12 @@ static void report_exit(struct run *r)
 	if (r->container[0]) {
 		m.where = "container";
 		m.container = pstr_c(r->container);
+	}
+	if (r->ops && r->ops->escalates) {
+		struct run_info ri;
+
+		run_describe(r, &ri);
+		r->escalating = m.escalate = r->ops->escalates(r->s, &ri, r->ctx);
 	}
 	if (enc_exit(&f, &m) == 0)
 		client_send(r->s, &f);

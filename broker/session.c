@@ -199,6 +199,7 @@ static void half_closed(struct session *s)
 	log_debug("uid=%u session=%" PRIu64 " shut its sending side; %u runs in flight",
 		  (unsigned)s->client.peer.uid, s->sid, s->client.nruns);
 	s->read_eof = true;
+	s->client.shut = true;
 	/* Nobody can answer its cards any more: withdrawn, as a cancel. */
 	gate_withdraw_cards(&s->client);
 	if (s->w.fd >= 0)
@@ -287,6 +288,7 @@ static int on_hello(struct client_link *cl, const struct msg *m)
 		return -EPROTO;
 	}
 	s->client.channel = m->u.hello.channel;
+	s->client.escalate = m->u.hello.channel && m->u.hello.escalate;
 	s->state = SESSION_READY;
 	log_client_name(s, m->u.hello.client);
 	if (enc_welcome(&f, &w) < 0)

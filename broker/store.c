@@ -15,7 +15,9 @@
  *     's' + 8-byte big-endian byte length + the bytes
  *     'n'                    (NULL, only code can be NULL)
  *   and a 19th, `blocked` as 's', only when it is not empty (a run's
- *   receipt, schema version 5), so that every other row hashes as before
+ *   receipt, schema version 5), and a 20th, `after_seq` as 'i', only when
+ *   it is not 0 (an escalation's link, version 6), so that every other
+ *   row hashes as before
  * Fixed order, type tags and length prefixes make the encoding injective.
  * AUDIT.md gives it byte by byte, with the seals (broker/seal.h) and a
  * procedure that checks a copy with sqlite3 and openssl alone.
@@ -55,11 +57,14 @@ struct store {
 	char dir[PATH_MAX]; /* the state directory: the sealing key's */
 	bool copy;          /* store_open_copy: read only, never sealed */
 	bool has_blocked;   /* the audit table has `blocked` (version 5 on) */
+	bool has_after;     /* ... and `after_seq` (version 6 on) */
 };
 
-/* The receipt column as a read selects it: a copy from before version 5
- * has none, which reads as the empty receipt it hashes as. */
-#define AUDIT_BLOCKED_COL(s) ((s)->has_blocked ? "a.blocked" : "X''")
+/* The two columns a read adds after the seal: the receipt and the link of
+ * an escalation's row.  A copy from before version 5 has no receipt, read
+ * as the empty one it hashes as; one from before 6 no link, read as 0. */
+#define AUDIT_TAIL_COLS(s) ((s)->has_after ? "a.blocked, a.after_seq" \
+			    : (s)->has_blocked ? "a.blocked, 0" : "X'', 0")
 
 /* ---- schema ------------------------------------------------------------ */
 
@@ -140,6 +145,11 @@ static const char *const migrations[] = {
 	 * when not empty: the rows before it, and those without one, keep
 	 * their hashes. */
 	"ALTER TABLE audit ADD COLUMN blocked BLOB NOT NULL DEFAULT X'';",
+
+	/* An escalation's rows (the card, how it ended, the re-run's exit):
+	 * the seq of the exit row of the run the sandbox stopped; 0 for every
+	 * other row.  Hashed only when not 0, as `blocked` is when empty. */
+	"ALTER TABLE audit ADD COLUMN after_seq INTEGER NOT NULL DEFAULT 0;",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 /* The first version whose audit tables hash as today's (version 4 changed
@@ -147,6 +157,7 @@ static const char *const migrations[] = {
  * a copy from it can be verified as it is. */
 #define AUDIT_SCHEMA_SINCE 3
 #define AUDIT_BLOCKED_SINCE 5
+#define AUDIT_AFTER_SINCE 6
 
 /* The 18 hashed fields, in hash order, then the two stored hashes. */
 #define AUDIT_COLS "seq, time_ms, uid, pid, run_id, event, code, sha256, " \
@@ -168,8 +179,8 @@ enum {
 	C_MODE, C_DECISION, C_APPROVER, C_PROFILE, C_HAS_EXIT, C_EXIT_CODE,
 	C_SIGNAL, C_TIMED_OUT, C_DURATION, C_NFIELDS, C_PREV = C_NFIELDS, C_HASH,
 	/* What a read adds after AUDIT_READ_COLS: the seal (or NULLs), then
-	 * the receipt (AUDIT_BLOCKED_COL). */
-	C_KEY_INDEX, C_MAC, C_BLOCKED
+	 * the receipt and the link (AUDIT_TAIL_COLS). */
+	C_KEY_INDEX, C_MAC, C_BLOCKED, C_AFTER
 };
 
 /* ---- errors ------------------------------------------------------------ */
@@ -563,7 +574,7 @@ static int migrate_locked(struct store *s)
 			return rc;
 	}
 	snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
-	s->has_blocked = true;
+	s->has_blocked = s->has_after = true;
 	return exec(s, sql, what);
 }
 
@@ -650,6 +661,7 @@ static int open_copy(struct store *s, const char *path)
 	sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
 	rc = read_int(s, "PRAGMA user_version", &v, "cannot read the database (not a database?)");
 	s->has_blocked = v >= AUDIT_BLOCKED_SINCE;
+	s->has_after = v >= AUDIT_AFTER_SINCE;
 	if (!rc && (v < AUDIT_SCHEMA_SINCE || v > SCHEMA_VERSION))
 		rc = set_err(s, -EPROTO, "%s has schema version %lld, not %d to %d: verify it "
 			     "with the kotoba that wrote it, or let this broker open the original "
@@ -947,7 +959,7 @@ static void update_field(struct sha256_ctx *ctx, const struct field *f)
 
 /* Nettle's SHA-256: small, and it cannot fail, so neither can this. */
 static int row_hash(struct store *s, const char *prev, const struct field *f,
-		    const struct field *blocked, char out[65])
+		    const struct field tail[2], char out[65])
 {
 	unsigned char md[SHA256_DIGEST_SIZE];
 	struct sha256_ctx ctx;
@@ -958,9 +970,12 @@ static int row_hash(struct store *s, const char *prev, const struct field *f,
 	sha256_update(&ctx, sizeof(HASH_DOMAIN), (const uint8_t *)HASH_DOMAIN);
 	for (i = 0; i < C_NFIELDS; i++)
 		update_field(&ctx, &f[i]);
-	/* Only a receipt that is there: see the top of this file. */
-	if (blocked->len)
-		update_field(&ctx, blocked);
+	/* Only a receipt that is there, only a link that is: see the top of
+	 * this file. */
+	if (tail[0].len)
+		update_field(&ctx, &tail[0]);
+	if (tail[1].v)
+		update_field(&ctx, &tail[1]);
 	sha256_digest(&ctx, sizeof(md), md);
 	hex(md, out);
 	return 0;
@@ -1066,11 +1081,11 @@ static void row_fields(const struct audit_row *r, int64_t seq, struct field f[C_
 	f[C_CODE] = (struct field){ .type = r->code ? 's' : 'n', .p = r->code, .len = r->code_len };
 }
 
-/* Binds fields as ?1..?18, prev as ?19, hash as ?20, code_ref as ?21 and
- * the receipt as ?22; by reference, the code itself is NULL here (it is in
- * audit_code). */
+/* Binds fields as ?1..?18, prev as ?19, hash as ?20, code_ref as ?21, the
+ * receipt as ?22 and the link as ?23; by reference, the code itself is NULL
+ * here (it is in audit_code). */
 static int bind_row(sqlite3_stmt *st, const struct field *f, const char *prev, const char *hash,
-		    bool code_ref, const struct field *blocked)
+		    bool code_ref, const struct field tail[2])
 {
 	int i, rc = SQLITE_OK;
 
@@ -1094,9 +1109,11 @@ static int bind_row(sqlite3_stmt *st, const struct field *f, const char *prev, c
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int(st, C_HASH + 2, code_ref);
 	if (rc == SQLITE_OK)
-		rc = blocked->len ? sqlite3_bind_blob64(st, C_HASH + 3, blocked->p, blocked->len,
-							SQLITE_STATIC)
-				  : sqlite3_bind_zeroblob(st, C_HASH + 3, 0);
+		rc = tail[0].len ? sqlite3_bind_blob64(st, C_HASH + 3, tail[0].p, tail[0].len,
+						       SQLITE_STATIC)
+				 : sqlite3_bind_zeroblob(st, C_HASH + 3, 0);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, C_HASH + 4, tail[1].v);
 	return rc;
 }
 
@@ -1124,18 +1141,18 @@ static int read_head(struct store *s, int64_t *seq, char hash[65], const char *w
 }
 
 static int insert_row(struct store *s, const struct field *f, int64_t seq, const char *prev,
-		      const char *hash, bool code_ref, const struct field *blocked,
+		      const char *hash, bool code_ref, const struct field tail[2],
 		      const char *what)
 {
 	sqlite3_stmt *st;
 	int rc;
 
-	rc = prep(s, "INSERT INTO audit (" AUDIT_COLS ", code_ref, blocked) VALUES (?1, ?2, ?3,"
-		  " ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,"
-		  " ?21, ?22)", &st, what);
+	rc = prep(s, "INSERT INTO audit (" AUDIT_COLS ", code_ref, blocked, after_seq) VALUES (?1,"
+		  " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,"
+		  " ?20, ?21, ?22, ?23)", &st, what);
 	if (rc)
 		return rc;
-	if (bind_row(st, f, prev, hash, code_ref, blocked) != SQLITE_OK) {
+	if (bind_row(st, f, prev, hash, code_ref, tail) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
 		sqlite3_finalize(st);
 		return rc;
@@ -1288,7 +1305,8 @@ static int store_text_and_charge(struct store *s, const struct audit_row *r, boo
 static int append_locked(struct store *s, struct audit_row *row, const char *what)
 {
 	struct field f[C_NFIELDS];
-	struct field blocked = { .type = 's', .p = row->blocked, .len = row->blocked_len };
+	struct field tail[2] = { { .type = 's', .p = row->blocked, .len = row->blocked_len },
+				 { .type = 'i', .v = row->after_seq } };
 	char prev[65], hash[65];
 	bool code_ref;
 	int64_t seq;
@@ -1301,9 +1319,9 @@ static int append_locked(struct store *s, struct audit_row *row, const char *wha
 		return rc;
 	seq++;
 	row_fields(row, seq, f);
-	rc = row_hash(s, prev, f, &blocked, hash);
+	rc = row_hash(s, prev, f, tail, hash);
 	if (!rc)
-		rc = insert_row(s, f, seq, prev, hash, code_ref, &blocked, what);
+		rc = insert_row(s, f, seq, prev, hash, code_ref, tail, what);
 	if (rc)
 		return rc;
 	row->seq = seq;
@@ -1612,6 +1630,7 @@ static int col_row(struct store *s, sqlite3_stmt *st, struct audit_row *r)
 	r->duration_ms = sqlite3_column_int64(st, C_DURATION);
 	r->blocked = sqlite3_column_blob(st, C_BLOCKED);
 	r->blocked_len = (size_t)sqlite3_column_bytes(st, C_BLOCKED);
+	r->after_seq = sqlite3_column_int64(st, C_AFTER);
 	rc = copy_col(s, st, C_SHA, r->sha256, sizeof(r->sha256));
 	if (!rc)
 		rc = copy_col(s, st, C_PREV, r->prev_hash, sizeof(r->prev_hash));
@@ -1662,7 +1681,7 @@ int store_audit_tail(struct store *s, uint32_t uid, size_t max, audit_cb cb, voi
 	/* The broker's own epoch rows are no client's decisions. */
 	snprintf(sql, sizeof(sql), "SELECT " AUDIT_READ_COLS ", NULL, NULL, %s FROM (SELECT * "
 		 "FROM audit WHERE uid = ?1 AND event != '" AUDIT_EPOCH "' ORDER BY seq DESC "
-		 "LIMIT ?2) a ORDER BY a.seq", AUDIT_BLOCKED_COL(s));
+		 "LIMIT ?2) a ORDER BY a.seq", AUDIT_TAIL_COLS(s));
 	return read_rows(s, sql, uid, max > INT64_MAX ? INT64_MAX : (int64_t)max, cb, arg);
 }
 
@@ -1672,7 +1691,7 @@ int store_audit_row(struct store *s, uint32_t uid, int64_t seq, audit_cb cb, voi
 
 	snprintf(sql, sizeof(sql), "SELECT " AUDIT_READ_COLS ", NULL, NULL, %s FROM audit a "
 		 "WHERE a.uid = ?1 AND a.seq = ?2 AND a.event != '" AUDIT_EPOCH "'",
-		 AUDIT_BLOCKED_COL(s));
+		 AUDIT_TAIL_COLS(s));
 	return read_rows(s, sql, uid, seq, cb, arg);
 }
 
@@ -1823,7 +1842,7 @@ static void check_anchors_at(struct walk *w, int64_t seq, const char *stored)
 
 static int check_row(struct walk *w, sqlite3_stmt *st)
 {
-	struct field f[C_NFIELDS], blocked = { .type = 's' };
+	struct field f[C_NFIELDS], tail[2] = { { .type = 's' }, { .type = 'i' } };
 	char prev[65] = "", stored[65] = "", calc[65];
 	int64_t seq = sqlite3_column_int64(st, C_SEQ);
 	bool epoch = !strcmp(col_str(st, C_EVENT), AUDIT_EPOCH);
@@ -1836,9 +1855,10 @@ static int check_row(struct walk *w, sqlite3_stmt *st)
 	if (ok)
 		check_link(w, seq, prev);
 	col_fields(st, f);
-	blocked.p = sqlite3_column_blob(st, C_BLOCKED);
-	blocked.len = (size_t)sqlite3_column_bytes(st, C_BLOCKED);
-	row_hash(w->s, prev[0] ? prev : ZERO_HASH, f, &blocked, calc);
+	tail[0].p = sqlite3_column_blob(st, C_BLOCKED);
+	tail[0].len = (size_t)sqlite3_column_bytes(st, C_BLOCKED);
+	tail[1].v = sqlite3_column_int64(st, C_AFTER);
+	row_hash(w->s, prev[0] ? prev : ZERO_HASH, f, tail, calc);
 	if (ok && strcmp(calc, stored)) {
 		add_problem(w->rep, AUDIT_CHAIN, seq, "its contents do not match its hash (the row "
 			    "was edited)");
@@ -1866,7 +1886,7 @@ static int walk_rows(struct walk *w, int64_t from, const char *what)
 
 	snprintf(sql, sizeof(sql), "SELECT " AUDIT_READ_COLS ", x.key_index, x.mac, %s FROM "
 		 "audit a LEFT JOIN audit_seal x ON x.seq = a.seq WHERE a.seq >= ?1 ORDER BY "
-		 "a.seq", AUDIT_BLOCKED_COL(s));
+		 "a.seq", AUDIT_TAIL_COLS(s));
 	rc = prep(s, sql, &st, what);
 	if (rc)
 		return rc;

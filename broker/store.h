@@ -95,6 +95,9 @@ struct audit_row {
 	 * none (every other row).  Read back, it points into the statement. */
 	const void *blocked;
 	size_t blocked_len;
+	/* An escalation's row: the seq of the exit row of the run the sandbox
+	 * stopped; 0: none (every other row). */
+	int64_t after_seq;
 	/* Closes something already recorded (how a card or a queued exec
 	 * ended, a run's exit): counted against the quota, never refused. */
 	bool follows;

@@ -40,11 +40,13 @@ ZERO=0000000000000000000000000000000000000000000000000000000000000000
 
 # Versions 3 and 4 have the same audit tables (4 added grant terms); 5
 # added the receipt column `blocked`, which a row hashes only when it is
-# not empty, so a copy of 3 or 4 reads it as empty.
+# not empty, so a copy of 3 or 4 reads it as empty; 6 added `after_seq`,
+# hashed only when not 0, read as 0 from an older copy.
 case "$(q 'PRAGMA user_version')" in
-3|4) blocked="X''" ;;
-5) blocked="a.blocked" ;;
-*) echo "$0: $db is not a version 3 to 5 kotoba audit database" >&2; exit 2 ;;
+3|4) blocked="X''" after=0 ;;
+5) blocked="a.blocked" after=0 ;;
+6) blocked="a.blocked" after="a.after_seq" ;;
+*) echo "$0: $db is not a version 3 to 6 kotoba audit database" >&2; exit 2 ;;
 esac
 
 # 1. The hashed bytes of every row (AUDIT.md, "Row hash"), as hex: a
@@ -61,12 +63,13 @@ for f in seq time_ms uid pid run_id event code sha256 labels mode decision appro
 	fields="$fields || $(enc "r.$f")"
 done
 fields="$fields || CASE WHEN length(r.blocked) > 0 THEN $(enc r.blocked) ELSE '' END"
+fields="$fields || CASE WHEN r.after_seq != 0 THEN $(enc r.after_seq) ELSE '' END"
 rows="SELECT a.seq, a.time_ms, a.uid, a.pid, a.run_id, a.event,
 	CASE WHEN NOT a.code_ref THEN a.code WHEN a.code IS NULL THEN
 	  (SELECT c.code FROM audit_code c WHERE c.sha256 = a.sha256) END AS code,
 	a.sha256, a.labels, a.mode, a.decision, a.approver, a.profile, a.has_exit,
 	a.exit_code, a.signal, a.timed_out, a.duration_ms, a.prev_hash, a.hash,
-	$blocked AS blocked
+	$blocked AS blocked, $after AS after_seq
 	FROM audit a"
 q "SELECT 'SELECT writefile(''$tmp/h' || r.seq || ''', X''' ||
 	hex(r.prev_hash) || hex('kotoba-audit-v1') || '00' $fields || ''');'

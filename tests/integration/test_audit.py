@@ -124,11 +124,14 @@ def rechain(path, from_seq):
     prev = db.execute("select hash from audit where seq < ? order by seq desc limit 1",
                       (from_seq,)).fetchone()
     prev = prev[0] if prev else ZERO
-    rows = db.execute("select %s from audit a where seq >= ? order by seq" % COLS,
-                      (from_seq,)).fetchall()
+    rows = db.execute("select %s, blocked, after_seq from audit a where seq >= ? order by seq"
+                      % COLS, (from_seq,)).fetchall()
     for r in rows:
+        # fields 19 and 20 only when set (AUDIT.md, "Row hash")
+        tail = [field(r[18])] if r[18] else []
+        tail += [field(r[19])] if r[19] else []
         h = hashlib.sha256(prev.encode() + b"kotoba-audit-v1\0" +
-                           b"".join(field(v) for v in r)).hexdigest()
+                           b"".join(field(v) for v in r[:18]) + b"".join(tail)).hexdigest()
         db.execute("update audit set prev_hash = ?, hash = ? where seq = ?", (prev, h, r[0]))
         prev = h
     db.execute("update audit_head set seq = (select max(seq) from audit), hash = ?", (prev,))
