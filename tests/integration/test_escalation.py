@@ -74,6 +74,18 @@ def audit_rows(b, max=20):
     return rows["rows"]
 
 
+def ends_without_rerun(b, c, card, home, code, decision, words):
+    """The exec's end after an escalation card that ran nothing again: an
+    error `code` saying `words`, no notes.md, and the card's audit rows
+    (card, then `decision`) linked to the first run's exit."""
+    e = frames_until(c, 1, lambda m: m["type"] in ("exit", "error"))[-1]
+    assert e["type"] == "error" and e["code"] == code and words in e["message"], e
+    assert not os.path.exists(os.path.join(home, "notes.md"))
+    rows = audit_rows(b)
+    assert [r["decision"] for r in rows if r.get("after") == card["after_seq"]] == \
+        ["card", decision], rows
+
+
 def test_a_stopped_grant_run_is_offered_and_reruns_approved(broker, home):
     save_grant(broker, home)
     c, frames, end, card = first_run(broker, home)
@@ -121,13 +133,7 @@ def test_leave_runs_nothing_again(broker, home):
     save_grant(broker, home)
     c, _, end, card = first_run(broker, home)
     c.send({"type": "answer", "card": card["card"], "choice": "leave"})
-    e = frames_until(c, 1, lambda m: m["type"] in ("exit", "error"))[-1]
-    assert e["type"] == "error" and e["code"] == "denied" and "did not run again" in \
-        e["message"], e
-    assert not os.path.exists(os.path.join(home, "notes.md"))
-    rows = audit_rows(broker)
-    assert [r["decision"] for r in rows if r.get("after") == card["after_seq"]] == \
-        ["card", "denied"], rows
+    ends_without_rerun(broker, c, card, home, "denied", "denied", "did not run again")
 
 
 def test_a_run_card_answer_on_an_escalation_card_is_refused(broker, home):
@@ -193,20 +199,14 @@ def test_a_card_nobody_answers_expires(make_broker, home):
     b = make_broker(config="[gate]\ncard_timeout = 1s\n").start()
     save_grant(b, home)
     c, _, _, card = first_run(b, home)
-    e = frames_until(c, 1, lambda m: m["type"] in ("exit", "error"))[-1]
-    assert e["code"] == "expired" and "escalation card" in e["message"], e
-    assert not os.path.exists(os.path.join(home, "notes.md"))
-    rows = audit_rows(b)
-    assert [r["decision"] for r in rows if r.get("after") == card["after_seq"]] == \
-        ["card", "expired"], rows
+    ends_without_rerun(b, c, card, home, "expired", "expired", "escalation card")
 
 
 def test_cancel_and_half_close_withdraw_it(broker, home):
     save_grant(broker, home)
     c, _, _, card = first_run(broker, home)
     c.send({"type": "cancel", "id": 1})
-    e = frames_until(c, 1, lambda m: m["type"] in ("exit", "error"))[-1]
-    assert e["code"] == "cancelled" and "did not run again" in e["message"], e
+    ends_without_rerun(broker, c, card, home, "cancelled", "cancelled", "did not run again")
     # The id is free again once the exec has ended.
     c.exec(HARMLESS, id=1, cwd=home)
     assert c.until_end()["end"]["type"] == "exit"
