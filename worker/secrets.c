@@ -58,6 +58,10 @@
 /* More than any real home and project tree holds; past it the run fails
  * (closed) rather than masking a part. */
 #define SECRET_MASKS_MAX 512
+/* What p->masks holds at first: a developer's set, found, is a handful. */
+#define SECRET_MASKS_FIRST 16
+_Static_assert((SECRET_MASKS_MAX & (SECRET_MASKS_MAX - 1)) == 0 &&
+	       SECRET_MASKS_MAX % SECRET_MASKS_FIRST == 0, "powers of two");
 
 /* ---- S: expanding the set ---------------------------------------------- */
 
@@ -144,6 +148,23 @@ static int look_up(const char *path, struct stat *st, bool *real)
 	return 1;
 }
 
+/* Room for the next mask: p->masks holds SECRET_MASKS_FIRST, then twice
+ * as many each time it is full (up to SECRET_MASKS_MAX, a power of two).
+ * false: out of memory. */
+static bool grow_masks(struct plan *p)
+{
+	size_t n = p->n_masks;
+	struct secret_mask *grown;
+
+	if (p->masks && (n < SECRET_MASKS_FIRST || (n & (n - 1))))
+		return true; /* not full */
+	grown = realloc(p->masks, (n ? 2 * n : SECRET_MASKS_FIRST) * sizeof(*grown));
+	if (!grown)
+		return false;
+	p->masks = grown;
+	return true;
+}
+
 static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 {
 	struct stat st;
@@ -162,15 +183,18 @@ static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 			 path);
 		return -E2BIG;
 	}
+	if (!grow_masks(p))
+		goto nomem;
 	copy = strdup(path);
-	if (!copy) {
-		snprintf(err, errlen, "out of memory listing secrets");
-		return -ENOMEM;
-	}
+	if (!copy)
+		goto nomem;
 	p->masks[p->n_masks++] = (struct secret_mask){ .path = copy, .dir = S_ISDIR(st.st_mode),
 						       .real = real, .dev = st.st_dev,
 						       .ino = st.st_ino };
 	return 0;
+nomem:
+	snprintf(err, errlen, "out of memory listing secrets");
+	return -ENOMEM;
 }
 
 static int add_joined(struct plan *p, const char *dir, const char *name, size_t namelen,
@@ -191,17 +215,36 @@ static int add_joined(struct plan *p, const char *dir, const char *name, size_t 
 static int add_matching(struct plan *p, const char *dir, const char *name, size_t len,
 			char *err, size_t errlen)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
+	/* getdents64 itself, into the stack: opendir(3) would add an fstat
+	 * and a 32 KiB buffer from malloc to each directory. */
+	union {
+		struct dirent64 e;
+		char bytes[8192];
+	} buf;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ssize_t got = 1;
 	int rc = 0;
 
-	if (!d)
+	if (fd < 0)
 		return nothing_there(errno) ? 0 : -errno;
-	while (rc == 0 && (e = readdir(d)))
-		if (!strncmp(e->d_name, name, len - 1) && strcmp(e->d_name, ".") &&
-		    strcmp(e->d_name, ".."))
-			rc = add_joined(p, dir, e->d_name, strlen(e->d_name), err, errlen);
-	closedir(d);
+	while (rc == 0 && got > 0) {
+		got = getdents64(fd, buf.bytes, sizeof(buf.bytes));
+		for (ssize_t at = 0; rc == 0 && at < got;) {
+			const struct dirent64 *e = (const void *)(buf.bytes + at);
+
+			at += e->d_reclen;
+			if (!strncmp(e->d_name, name, len - 1) && strcmp(e->d_name, ".") &&
+			    strcmp(e->d_name, ".."))
+				rc = add_joined(p, dir, e->d_name, strlen(e->d_name), err, errlen);
+		}
+	}
+	/* A directory that stops listing halfway (EIO) is not known to
+	 * hold no secret. */
+	if (got < 0 && rc == 0 && !nothing_there(errno)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot list %s: %s", dir, strerror(-rc));
+	}
+	close(fd);
 	return rc;
 }
 
@@ -289,27 +332,42 @@ static void free_mounts(struct mounts *m)
 /* The next space-separated field of *s, terminated in place. */
 static char *next_field(char **s)
 {
-	char *f = *s + strspn(*s, " ");
-	size_t len = strcspn(f, " ");
+	char *f = *s, *end;
 
-	*s = f + len + (f[len] != '\0');
-	f[len] = '\0';
+	while (*f == ' ')
+		f++;
+	for (end = f; *end && *end != ' '; end++)
+		;
+	*s = end + (*end != '\0');
+	*end = '\0';
 	return f;
+}
+
+/* A decimal number of at most 9 digits at *s, and past it; false for none. */
+static bool parse_uint(const char **s, unsigned *out)
+{
+	unsigned v = 0;
+	int digits = 0;
+
+	for (; **s >= '0' && **s <= '9' && digits < 9; (*s)++, digits++)
+		v = v * 10 + (unsigned)(**s - '0');
+	*out = v;
+	return digits > 0 && !(**s >= '0' && **s <= '9');
 }
 
 /* One line's device, root and mount point ("ID PARENT MAJ:MIN ROOT POINT
  * ..."), cut out in place; false for a line not of that form. */
 static bool parse_mount(char *line, struct mount_entry *e)
 {
-	char *dev;
+	const char *dev;
 
 	next_field(&line);
 	next_field(&line);
 	dev = next_field(&line);
 	e->root = next_field(&line);
 	e->point = next_field(&line);
-	if (sscanf(dev, "%u:%u", &e->major, &e->minor) != 2 || e->root[0] != '/' ||
-	    e->point[0] != '/')
+	if (!parse_uint(&dev, &e->major) || *dev++ != ':' || !parse_uint(&dev, &e->minor) ||
+	    *dev || e->root[0] != '/' || e->point[0] != '/')
 		return false;
 	unescape_octal(e->root);
 	unescape_octal(e->point);
@@ -367,13 +425,20 @@ static bool read_mounts(const struct plan *p, struct mounts *m, struct sha256_ct
 			size_t errlen)
 {
 	size_t cap = 0;
-	char *line, *rest;
+	char *line, *next;
 
 	*m = (struct mounts){ .text = mount_table(p, err, errlen) };
 	if (!m->text)
 		return false;
 	sha256_update(key, strlen(m->text), (const uint8_t *)m->text);
-	for (line = strtok_r(m->text, "\n", &rest); line; line = strtok_r(NULL, "\n", &rest)) {
+	for (line = m->text; *line; line = next) {
+		/* Lines cut in place, as strtok_r(3) would, empty ones skipped. */
+		if ((next = strchr(line, '\n')))
+			*next++ = '\0';
+		else
+			next = line + strlen(line);
+		if (!*line)
+			continue;
 		if (m->n == cap) {
 			struct mount_entry *grown = realloc(m->v, (cap = cap ? 2 * cap : 64) *
 								  sizeof(*m->v));
@@ -473,12 +538,12 @@ static int add_aliases_of(struct plan *p, size_t mask, const struct mount_entry 
 			  char *err, size_t errlen)
 {
 	char resolved[PATH_MAX], on_dev[2 * PATH_MAX], alias[3 * PATH_MAX];
-	const struct secret_mask *m = &p->masks[mask];
+	const struct secret_mask m = p->masks[mask]; /* a copy: adding an alias may move p->masks */
 	const struct mount_entry *home;
-	const char *rest, *real = m->real ? m->path : resolved;
+	const char *rest, *real = m.real ? m.path : resolved;
 	int rc = 0;
 
-	if ((!m->real && !resolve(m->path, resolved)) || !(home = mount_of(v, n, real)) ||
+	if ((!m.real && !resolve(m.path, resolved)) || !(home = mount_of(v, n, real)) ||
 	    !beneath(real, home->point, &rest))
 		return 0;
 	snprintf(on_dev, sizeof(on_dev), "%s%s", strcmp(home->root, "/") ? home->root : "", rest);
@@ -490,7 +555,7 @@ static int add_aliases_of(struct plan *p, size_t mask, const struct mount_entry 
 			continue;
 		snprintf(alias, sizeof(alias), "%s%s", strcmp(v[i].point, "/") ? v[i].point : "",
 			 below[0] ? below : (strcmp(v[i].point, "/") ? "" : "/"));
-		rc = add_alias(p, alias, m->dev, m->ino, err, errlen);
+		rc = add_alias(p, alias, m.dev, m.ino, err, errlen);
 	}
 	return rc;
 }
@@ -568,8 +633,7 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 
 	if (!job->has_secrets)
 		return 0;
-	p->masks = calloc(SECRET_MASKS_MAX, sizeof(*p->masks));
-	if (!p->masks) {
+	if (!grow_masks(p)) {
 		snprintf(err, errlen, "out of memory listing secrets");
 		return -ENOMEM;
 	}
