@@ -110,40 +110,24 @@ static bool canonical(const char *path)
 	       strcmp(path + (len >= 3 ? len - 3 : 0), "/..");
 }
 
-/* stat(2) of a path with no symlink anywhere in it: openat2 with
- * RESOLVE_NO_SYMLINKS, then fstat.  -ELOOP where one is on the way,
- * -ENOSYS before Linux 5.6. */
-static int stat_no_symlinks(const char *path, struct stat *st)
-{
-	struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS };
-	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-	int rc;
-
-	if (fd < 0)
-		return -errno;
-	rc = fstat(fd, st) < 0 ? -errno : 0;
-	close(fd);
-	return rc;
-}
-
 /* What path names, into st: 1 to mask it, 0 to leave it (nothing there,
- * or a foreign symlink), -errno.  *real: path is also what it resolves
- * to, so that the mount aliases need not ask.  Most of the set is absent,
- * and one call says so. */
-static int look_up(const char *path, struct stat *st, bool *real)
+ * or a foreign symlink), -errno.  One call for the many that are absent,
+ * and for a file reached with no symlink at its end.  *plain: path is
+ * canonical and its last component no symlink, so that it is what it
+ * resolves to when no directory above it is a symlink either; the mount
+ * aliases, the only ones to ask, check that (plain_is_real). */
+static int look_up(const char *path, struct stat *st, bool *plain)
 {
-	int rc = stat_no_symlinks(path, st);
-
-	*real = rc == 0 && canonical(path);
-	if (rc == 0)
-		return 1;
-	if (rc != -ELOOP && rc != -ENOSYS)
-		return nothing_there(-rc) ? 0 : rc;
+	*plain = false;
 	if (lstat(path, st) < 0)
 		return nothing_there(errno) ? 0 : -errno;
+	if (!S_ISLNK(st->st_mode)) {
+		*plain = canonical(path);
+		return 1;
+	}
 	if (foreign_symlink(st))
 		return 0;
-	if (S_ISLNK(st->st_mode) && stat(path, st) < 0)
+	if (stat(path, st) < 0)
 		return nothing_there(errno) ? 0 : -errno;
 	return 1;
 }
@@ -168,9 +152,9 @@ static bool grow_masks(struct plan *p)
 static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 {
 	struct stat st;
-	bool real;
+	bool plain;
 	char *copy;
-	int rc = look_up(path, &st, &real);
+	int rc = look_up(path, &st, &plain);
 
 	if (rc < 0)
 		snprintf(err, errlen, "cannot stat secret %s: %s", path, strerror(-rc));
@@ -189,7 +173,7 @@ static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 	if (!copy)
 		goto nomem;
 	p->masks[p->n_masks++] = (struct secret_mask){ .path = copy, .dir = S_ISDIR(st.st_mode),
-						       .real = real, .dev = st.st_dev,
+						       .real = plain, .dev = st.st_dev,
 						       .ino = st.st_ino };
 	return 0;
 nomem:
@@ -270,6 +254,25 @@ static int add_in_parents(struct plan *p, const char *start, struct pstr name, c
 			slash[1] = '\0';
 		else
 			*slash = '\0';
+	}
+}
+
+/* What realpath(3) would answer for the working directory, into real
+ * ("" where it does not resolve): the directory itself where it is
+ * spelled canonically and no symlink is on the way, which one openat2
+ * with RESOLVE_NO_SYMLINKS tells, where realpath(3) reads a link per
+ * component. */
+static void resolve_cwd(const char *cwd, char real[PATH_MAX])
+{
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+				.resolve = RESOLVE_NO_SYMLINKS };
+	int fd = canonical(cwd) ? (int)syscall(SYS_openat2, AT_FDCWD, cwd, &how, sizeof(how)) : -1;
+
+	if (fd >= 0) {
+		close(fd);
+		snprintf(real, PATH_MAX, "%s", cwd);
+	} else if (!realpath(cwd, real)) {
+		real[0] = '\0';
 	}
 }
 
@@ -533,16 +536,69 @@ static bool some_device_twice(const struct mount_entry *v, size_t n)
 	return false;
 }
 
+/* Directories found to be, or not to be, symlinks (lstat), so that the
+ * set, which shares a few (the home directory's), asks once each. */
+#define DIRS_SEEN 16
+struct dirs_seen {
+	const char *real_cwd; /* the working directory resolved, or "" */
+	size_t n;
+	struct {
+		char *dir;
+		bool real;
+	} v[DIRS_SEEN];
+};
+
+/* Whether the directory path[0..len) is no symlink: the working
+ * directory as resolved (resolve_cwd) and each directory above it are
+ * none; any other is asked once. */
+static bool dir_real(struct dirs_seen *seen, const char *path, size_t len)
+{
+	const char *cwd = seen->real_cwd;
+	struct stat st;
+	char *dir;
+	bool real;
+
+	if (cwd[0] && !strncmp(cwd, path, len) && (cwd[len] == '/' || cwd[len] == '\0'))
+		return true;
+	for (size_t i = 0; i < seen->n; i++)
+		if (!strncmp(seen->v[i].dir, path, len) && seen->v[i].dir[len] == '\0')
+			return seen->v[i].real;
+	if (!(dir = strndup(path, len)))
+		return false;
+	real = lstat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+	if (seen->n < DIRS_SEEN) {
+		seen->v[seen->n].dir = dir;
+		seen->v[seen->n++].real = real;
+	} else {
+		free(dir);
+	}
+	return real;
+}
+
+/* Whether a plain mask's path (look_up) is what it resolves to: whether
+ * no directory on the way to it is a symlink. */
+static bool plain_is_real(struct dirs_seen *seen, const char *path)
+{
+	for (const char *slash = strchr(path + 1, '/'); slash; slash = strchr(slash + 1, '/'))
+		if (!dir_real(seen, path, (size_t)(slash - path)))
+			return false;
+	return true;
+}
+
 /* Every other place of one mask's file, through the mounts of its device. */
 static int add_aliases_of(struct plan *p, size_t mask, const struct mount_entry *v, size_t n,
-			  char *err, size_t errlen)
+			  struct dirs_seen *seen, char *err, size_t errlen)
 {
 	char resolved[PATH_MAX], on_dev[2 * PATH_MAX], alias[3 * PATH_MAX];
-	const struct secret_mask m = p->masks[mask]; /* a copy: adding an alias may move p->masks */
+	struct secret_mask m;
 	const struct mount_entry *home;
-	const char *rest, *real = m.real ? m.path : resolved;
+	const char *rest, *real;
 	int rc = 0;
 
+	if (p->masks[mask].real && !plain_is_real(seen, p->masks[mask].path))
+		p->masks[mask].real = false;
+	m = p->masks[mask]; /* a copy: adding an alias may move p->masks */
+	real = m.real ? m.path : resolved;
 	if ((!m.real && !resolve(m.path, resolved)) || !(home = mount_of(v, n, real)) ||
 	    !beneath(real, home->point, &rest))
 		return 0;
@@ -560,13 +616,20 @@ static int add_aliases_of(struct plan *p, size_t mask, const struct mount_entry 
 	return rc;
 }
 
-static int add_mount_aliases(struct plan *p, const struct mounts *m, char *err, size_t errlen)
+static int add_mount_aliases(struct plan *p, const struct mounts *m, const char *real_cwd,
+			     char *err, size_t errlen)
 {
 	size_t found = some_device_twice(m->v, m->n) ? p->n_masks : 0;
+	struct dirs_seen seen = { .real_cwd = real_cwd, .n = 0 };
 	int rc = 0;
 
 	for (size_t i = 0; rc == 0 && i < found; i++)
-		rc = add_aliases_of(p, i, m->v, m->n, err, errlen);
+		rc = add_aliases_of(p, i, m->v, m->n, &seen, err, errlen);
+	for (size_t i = 0; i < seen.n; i++)
+		free(seen.v[i].dir);
+	/* Unasked, a plain path is not known to be real: say not. */
+	for (size_t i = found; i < p->n_masks; i++)
+		p->masks[i].real = false;
 	return rc;
 }
 
@@ -591,7 +654,7 @@ static void finish_key(struct plan *p, struct sha256_ctx *key)
 }
 
 /* The set's other places and its key, from one read of the mount table. */
-static int finish_set(struct plan *p, char *err, size_t errlen)
+static int finish_set(struct plan *p, const char *real_cwd, char *err, size_t errlen)
 {
 	struct sha256_ctx key;
 	struct mounts m;
@@ -602,7 +665,7 @@ static int finish_set(struct plan *p, char *err, size_t errlen)
 	sha256_init(&key);
 	if (!read_mounts(p, &m, &key, err, errlen))
 		return -EIO;
-	rc = add_mount_aliases(p, &m, err, errlen);
+	rc = add_mount_aliases(p, &m, real_cwd, err, errlen);
 	free_mounts(&m);
 	if (rc == 0)
 		finish_key(p, &key);
@@ -643,8 +706,7 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 		return rc;
 	}
 	/* A working directory that does not resolve fails at the cwd step. */
-	if (!realpath(p->cwd, real_cwd))
-		real_cwd[0] = '\0';
+	resolve_cwd(p->cwd, real_cwd);
 	for (size_t i = 0; rc == 0 && i < job->n_secrets; i++) {
 		struct pstr s = job->secrets[i];
 		char path[PATH_MAX];
@@ -659,7 +721,7 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 			rc = add_name(p, real_cwd, s, err, errlen);
 		}
 	}
-	return rc ? rc : finish_set(p, err, errlen);
+	return rc ? rc : finish_set(p, real_cwd, err, errlen);
 }
 
 /* The empty mode-000 directory bound over secret directories in the
