@@ -58,6 +58,10 @@
 /* More than any real home and project tree holds; past it the run fails
  * (closed) rather than masking a part. */
 #define SECRET_MASKS_MAX 512
+/* What p->masks holds at first: a developer's set, found, is a handful. */
+#define SECRET_MASKS_FIRST 16
+_Static_assert((SECRET_MASKS_MAX & (SECRET_MASKS_MAX - 1)) == 0 &&
+	       SECRET_MASKS_MAX % SECRET_MASKS_FIRST == 0, "powers of two");
 
 /* ---- S: expanding the set ---------------------------------------------- */
 
@@ -106,50 +110,51 @@ static bool canonical(const char *path)
 	       strcmp(path + (len >= 3 ? len - 3 : 0), "/..");
 }
 
-/* stat(2) of a path with no symlink anywhere in it: openat2 with
- * RESOLVE_NO_SYMLINKS, then fstat.  -ELOOP where one is on the way,
- * -ENOSYS before Linux 5.6. */
-static int stat_no_symlinks(const char *path, struct stat *st)
-{
-	struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS };
-	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-	int rc;
-
-	if (fd < 0)
-		return -errno;
-	rc = fstat(fd, st) < 0 ? -errno : 0;
-	close(fd);
-	return rc;
-}
-
 /* What path names, into st: 1 to mask it, 0 to leave it (nothing there,
- * or a foreign symlink), -errno.  *real: path is also what it resolves
- * to, so that the mount aliases need not ask.  Most of the set is absent,
- * and one call says so. */
-static int look_up(const char *path, struct stat *st, bool *real)
+ * or a foreign symlink), -errno.  One call for the many that are absent,
+ * and for a file reached with no symlink at its end.  *plain: path is
+ * canonical and its last component no symlink, so that it is what it
+ * resolves to when no directory above it is a symlink either; the mount
+ * aliases, the only ones to ask, check that (plain_is_real). */
+static int look_up(const char *path, struct stat *st, bool *plain)
 {
-	int rc = stat_no_symlinks(path, st);
-
-	*real = rc == 0 && canonical(path);
-	if (rc == 0)
-		return 1;
-	if (rc != -ELOOP && rc != -ENOSYS)
-		return nothing_there(-rc) ? 0 : rc;
+	*plain = false;
 	if (lstat(path, st) < 0)
 		return nothing_there(errno) ? 0 : -errno;
+	if (!S_ISLNK(st->st_mode)) {
+		*plain = canonical(path);
+		return 1;
+	}
 	if (foreign_symlink(st))
 		return 0;
-	if (S_ISLNK(st->st_mode) && stat(path, st) < 0)
+	if (stat(path, st) < 0)
 		return nothing_there(errno) ? 0 : -errno;
 	return 1;
+}
+
+/* Room for the next mask: p->masks holds SECRET_MASKS_FIRST, then twice
+ * as many each time it is full (up to SECRET_MASKS_MAX, a power of two).
+ * false: out of memory. */
+static bool grow_masks(struct plan *p)
+{
+	size_t n = p->n_masks;
+	struct secret_mask *grown;
+
+	if (p->masks && (n < SECRET_MASKS_FIRST || (n & (n - 1))))
+		return true; /* not full */
+	grown = realloc(p->masks, (n ? 2 * n : SECRET_MASKS_FIRST) * sizeof(*grown));
+	if (!grown)
+		return false;
+	p->masks = grown;
+	return true;
 }
 
 static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 {
 	struct stat st;
-	bool real;
+	bool plain;
 	char *copy;
-	int rc = look_up(path, &st, &real);
+	int rc = look_up(path, &st, &plain);
 
 	if (rc < 0)
 		snprintf(err, errlen, "cannot stat secret %s: %s", path, strerror(-rc));
@@ -162,15 +167,18 @@ static int add_mask(struct plan *p, const char *path, char *err, size_t errlen)
 			 path);
 		return -E2BIG;
 	}
+	if (!grow_masks(p))
+		goto nomem;
 	copy = strdup(path);
-	if (!copy) {
-		snprintf(err, errlen, "out of memory listing secrets");
-		return -ENOMEM;
-	}
+	if (!copy)
+		goto nomem;
 	p->masks[p->n_masks++] = (struct secret_mask){ .path = copy, .dir = S_ISDIR(st.st_mode),
-						       .real = real, .dev = st.st_dev,
+						       .real = plain, .dev = st.st_dev,
 						       .ino = st.st_ino };
 	return 0;
+nomem:
+	snprintf(err, errlen, "out of memory listing secrets");
+	return -ENOMEM;
 }
 
 static int add_joined(struct plan *p, const char *dir, const char *name, size_t namelen,
@@ -191,17 +199,36 @@ static int add_joined(struct plan *p, const char *dir, const char *name, size_t 
 static int add_matching(struct plan *p, const char *dir, const char *name, size_t len,
 			char *err, size_t errlen)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
+	/* getdents64 itself, into the stack: opendir(3) would add an fstat
+	 * and a 32 KiB buffer from malloc to each directory. */
+	union {
+		struct dirent64 e;
+		char bytes[8192];
+	} buf;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ssize_t got = 1;
 	int rc = 0;
 
-	if (!d)
+	if (fd < 0)
 		return nothing_there(errno) ? 0 : -errno;
-	while (rc == 0 && (e = readdir(d)))
-		if (!strncmp(e->d_name, name, len - 1) && strcmp(e->d_name, ".") &&
-		    strcmp(e->d_name, ".."))
-			rc = add_joined(p, dir, e->d_name, strlen(e->d_name), err, errlen);
-	closedir(d);
+	while (rc == 0 && got > 0) {
+		got = getdents64(fd, buf.bytes, sizeof(buf.bytes));
+		for (ssize_t at = 0; rc == 0 && at < got;) {
+			const struct dirent64 *e = (const void *)(buf.bytes + at);
+
+			at += e->d_reclen;
+			if (!strncmp(e->d_name, name, len - 1) && strcmp(e->d_name, ".") &&
+			    strcmp(e->d_name, ".."))
+				rc = add_joined(p, dir, e->d_name, strlen(e->d_name), err, errlen);
+		}
+	}
+	/* A directory that stops listing halfway (EIO) is not known to
+	 * hold no secret. */
+	if (got < 0 && rc == 0 && !nothing_there(errno)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot list %s: %s", dir, strerror(-rc));
+	}
+	close(fd);
 	return rc;
 }
 
@@ -227,6 +254,25 @@ static int add_in_parents(struct plan *p, const char *start, struct pstr name, c
 			slash[1] = '\0';
 		else
 			*slash = '\0';
+	}
+}
+
+/* What realpath(3) would answer for the working directory, into real
+ * ("" where it does not resolve): the directory itself where it is
+ * spelled canonically and no symlink is on the way, which one openat2
+ * with RESOLVE_NO_SYMLINKS tells, where realpath(3) reads a link per
+ * component. */
+static void resolve_cwd(const char *cwd, char real[PATH_MAX])
+{
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+				.resolve = RESOLVE_NO_SYMLINKS };
+	int fd = canonical(cwd) ? (int)syscall(SYS_openat2, AT_FDCWD, cwd, &how, sizeof(how)) : -1;
+
+	if (fd >= 0) {
+		close(fd);
+		snprintf(real, PATH_MAX, "%s", cwd);
+	} else if (!realpath(cwd, real)) {
+		real[0] = '\0';
 	}
 }
 
@@ -289,27 +335,42 @@ static void free_mounts(struct mounts *m)
 /* The next space-separated field of *s, terminated in place. */
 static char *next_field(char **s)
 {
-	char *f = *s + strspn(*s, " ");
-	size_t len = strcspn(f, " ");
+	char *f = *s, *end;
 
-	*s = f + len + (f[len] != '\0');
-	f[len] = '\0';
+	while (*f == ' ')
+		f++;
+	for (end = f; *end && *end != ' '; end++)
+		;
+	*s = end + (*end != '\0');
+	*end = '\0';
 	return f;
+}
+
+/* A decimal number of at most 9 digits at *s, and past it; false for none. */
+static bool parse_uint(const char **s, unsigned *out)
+{
+	unsigned v = 0;
+	int digits = 0;
+
+	for (; **s >= '0' && **s <= '9' && digits < 9; (*s)++, digits++)
+		v = v * 10 + (unsigned)(**s - '0');
+	*out = v;
+	return digits > 0 && !(**s >= '0' && **s <= '9');
 }
 
 /* One line's device, root and mount point ("ID PARENT MAJ:MIN ROOT POINT
  * ..."), cut out in place; false for a line not of that form. */
 static bool parse_mount(char *line, struct mount_entry *e)
 {
-	char *dev;
+	const char *dev;
 
 	next_field(&line);
 	next_field(&line);
 	dev = next_field(&line);
 	e->root = next_field(&line);
 	e->point = next_field(&line);
-	if (sscanf(dev, "%u:%u", &e->major, &e->minor) != 2 || e->root[0] != '/' ||
-	    e->point[0] != '/')
+	if (!parse_uint(&dev, &e->major) || *dev++ != ':' || !parse_uint(&dev, &e->minor) ||
+	    *dev || e->root[0] != '/' || e->point[0] != '/')
 		return false;
 	unescape_octal(e->root);
 	unescape_octal(e->point);
@@ -367,13 +428,20 @@ static bool read_mounts(const struct plan *p, struct mounts *m, struct sha256_ct
 			size_t errlen)
 {
 	size_t cap = 0;
-	char *line, *rest;
+	char *line, *next;
 
 	*m = (struct mounts){ .text = mount_table(p, err, errlen) };
 	if (!m->text)
 		return false;
 	sha256_update(key, strlen(m->text), (const uint8_t *)m->text);
-	for (line = strtok_r(m->text, "\n", &rest); line; line = strtok_r(NULL, "\n", &rest)) {
+	for (line = m->text; *line; line = next) {
+		/* Lines cut in place, as strtok_r(3) would, empty ones skipped. */
+		if ((next = strchr(line, '\n')))
+			*next++ = '\0';
+		else
+			next = line + strlen(line);
+		if (!*line)
+			continue;
 		if (m->n == cap) {
 			struct mount_entry *grown = realloc(m->v, (cap = cap ? 2 * cap : 64) *
 								  sizeof(*m->v));
@@ -468,17 +536,70 @@ static bool some_device_twice(const struct mount_entry *v, size_t n)
 	return false;
 }
 
+/* Directories found to be, or not to be, symlinks (lstat), so that the
+ * set, which shares a few (the home directory's), asks once each. */
+#define DIRS_SEEN 16
+struct dirs_seen {
+	const char *real_cwd; /* the working directory resolved, or "" */
+	size_t n;
+	struct {
+		char *dir;
+		bool real;
+	} v[DIRS_SEEN];
+};
+
+/* Whether the directory path[0..len) is no symlink: the working
+ * directory as resolved (resolve_cwd) and each directory above it are
+ * none; any other is asked once. */
+static bool dir_real(struct dirs_seen *seen, const char *path, size_t len)
+{
+	const char *cwd = seen->real_cwd;
+	struct stat st;
+	char *dir;
+	bool real;
+
+	if (cwd[0] && !strncmp(cwd, path, len) && (cwd[len] == '/' || cwd[len] == '\0'))
+		return true;
+	for (size_t i = 0; i < seen->n; i++)
+		if (!strncmp(seen->v[i].dir, path, len) && seen->v[i].dir[len] == '\0')
+			return seen->v[i].real;
+	if (!(dir = strndup(path, len)))
+		return false;
+	real = lstat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+	if (seen->n < DIRS_SEEN) {
+		seen->v[seen->n].dir = dir;
+		seen->v[seen->n++].real = real;
+	} else {
+		free(dir);
+	}
+	return real;
+}
+
+/* Whether a plain mask's path (look_up) is what it resolves to: whether
+ * no directory on the way to it is a symlink. */
+static bool plain_is_real(struct dirs_seen *seen, const char *path)
+{
+	for (const char *slash = strchr(path + 1, '/'); slash; slash = strchr(slash + 1, '/'))
+		if (!dir_real(seen, path, (size_t)(slash - path)))
+			return false;
+	return true;
+}
+
 /* Every other place of one mask's file, through the mounts of its device. */
 static int add_aliases_of(struct plan *p, size_t mask, const struct mount_entry *v, size_t n,
-			  char *err, size_t errlen)
+			  struct dirs_seen *seen, char *err, size_t errlen)
 {
 	char resolved[PATH_MAX], on_dev[2 * PATH_MAX], alias[3 * PATH_MAX];
-	const struct secret_mask *m = &p->masks[mask];
+	struct secret_mask m;
 	const struct mount_entry *home;
-	const char *rest, *real = m->real ? m->path : resolved;
+	const char *rest, *real;
 	int rc = 0;
 
-	if ((!m->real && !resolve(m->path, resolved)) || !(home = mount_of(v, n, real)) ||
+	if (p->masks[mask].real && !plain_is_real(seen, p->masks[mask].path))
+		p->masks[mask].real = false;
+	m = p->masks[mask]; /* a copy: adding an alias may move p->masks */
+	real = m.real ? m.path : resolved;
+	if ((!m.real && !resolve(m.path, resolved)) || !(home = mount_of(v, n, real)) ||
 	    !beneath(real, home->point, &rest))
 		return 0;
 	snprintf(on_dev, sizeof(on_dev), "%s%s", strcmp(home->root, "/") ? home->root : "", rest);
@@ -490,18 +611,25 @@ static int add_aliases_of(struct plan *p, size_t mask, const struct mount_entry 
 			continue;
 		snprintf(alias, sizeof(alias), "%s%s", strcmp(v[i].point, "/") ? v[i].point : "",
 			 below[0] ? below : (strcmp(v[i].point, "/") ? "" : "/"));
-		rc = add_alias(p, alias, m->dev, m->ino, err, errlen);
+		rc = add_alias(p, alias, m.dev, m.ino, err, errlen);
 	}
 	return rc;
 }
 
-static int add_mount_aliases(struct plan *p, const struct mounts *m, char *err, size_t errlen)
+static int add_mount_aliases(struct plan *p, const struct mounts *m, const char *real_cwd,
+			     char *err, size_t errlen)
 {
 	size_t found = some_device_twice(m->v, m->n) ? p->n_masks : 0;
+	struct dirs_seen seen = { .real_cwd = real_cwd, .n = 0 };
 	int rc = 0;
 
 	for (size_t i = 0; rc == 0 && i < found; i++)
-		rc = add_aliases_of(p, i, m->v, m->n, err, errlen);
+		rc = add_aliases_of(p, i, m->v, m->n, &seen, err, errlen);
+	for (size_t i = 0; i < seen.n; i++)
+		free(seen.v[i].dir);
+	/* Unasked, a plain path is not known to be real: say not. */
+	for (size_t i = found; i < p->n_masks; i++)
+		p->masks[i].real = false;
 	return rc;
 }
 
@@ -526,7 +654,7 @@ static void finish_key(struct plan *p, struct sha256_ctx *key)
 }
 
 /* The set's other places and its key, from one read of the mount table. */
-static int finish_set(struct plan *p, char *err, size_t errlen)
+static int finish_set(struct plan *p, const char *real_cwd, char *err, size_t errlen)
 {
 	struct sha256_ctx key;
 	struct mounts m;
@@ -537,7 +665,7 @@ static int finish_set(struct plan *p, char *err, size_t errlen)
 	sha256_init(&key);
 	if (!read_mounts(p, &m, &key, err, errlen))
 		return -EIO;
-	rc = add_mount_aliases(p, &m, err, errlen);
+	rc = add_mount_aliases(p, &m, real_cwd, err, errlen);
 	free_mounts(&m);
 	if (rc == 0)
 		finish_key(p, &key);
@@ -568,8 +696,7 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 
 	if (!job->has_secrets)
 		return 0;
-	p->masks = calloc(SECRET_MASKS_MAX, sizeof(*p->masks));
-	if (!p->masks) {
+	if (!grow_masks(p)) {
 		snprintf(err, errlen, "out of memory listing secrets");
 		return -ENOMEM;
 	}
@@ -579,8 +706,7 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 		return rc;
 	}
 	/* A working directory that does not resolve fails at the cwd step. */
-	if (!realpath(p->cwd, real_cwd))
-		real_cwd[0] = '\0';
+	resolve_cwd(p->cwd, real_cwd);
 	for (size_t i = 0; rc == 0 && i < job->n_secrets; i++) {
 		struct pstr s = job->secrets[i];
 		char path[PATH_MAX];
@@ -595,7 +721,7 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 			rc = add_name(p, real_cwd, s, err, errlen);
 		}
 	}
-	return rc ? rc : finish_set(p, err, errlen);
+	return rc ? rc : finish_set(p, real_cwd, err, errlen);
 }
 
 /* The empty mode-000 directory bound over secret directories in the
