@@ -139,6 +139,9 @@ static void fill_row(struct audit_row *r, int i)
 		r->decision = i % 4 ? "card" : "ran";
 		r->approver = i % 4 ? "" : "grant";
 		r->profile = i % 4 ? "" : "unattended";
+		/* Some linked to an earlier exit row, as an escalation's are. */
+		if (i % 8 == 7)
+			r->after_seq = i - 1;
 	}
 	r->mode = "local";
 }
@@ -337,7 +340,8 @@ static void test_grant_migration(void **state)
 
 	assert_int_equal(store_grant_save(s, 1000, FAMILY, "card-old", NULL), 0);
 	store_close(s);
-	assert_int_equal(raw_exec(f->db, "ALTER TABLE audit DROP COLUMN blocked;"
+	assert_int_equal(raw_exec(f->db, "ALTER TABLE audit DROP COLUMN after_seq;"
+				  "ALTER TABLE audit DROP COLUMN blocked;"
 				  "ALTER TABLE grants DROP COLUMN expiry_recorded;"
 				  "ALTER TABLE grants DROP COLUMN scope;"
 				  "ALTER TABLE grants DROP COLUMN expires_ms;"
@@ -664,6 +668,10 @@ static void test_audit_tamper(void **state)
 	/* A receipt taken away, or given to a row that had none. */
 	tamper(f, "UPDATE audit SET blocked = X'' WHERE seq = 6", 6);
 	tamper(f, "UPDATE audit SET blocked = X'00' WHERE seq = 3", 3);
+	/* A link moved, taken away, or given to a row that had none. */
+	tamper(f, "UPDATE audit SET after_seq = 3 WHERE seq = 8", 8);
+	tamper(f, "UPDATE audit SET after_seq = 0 WHERE seq = 16", 16);
+	tamper(f, "UPDATE audit SET after_seq = 5 WHERE seq = 9", 9);
 	tamper(f, "UPDATE audit SET code = CAST('print(1)' AS BLOB) WHERE seq = 29", 29);
 	/* The text, stored once for every row that names it: the first of
 	 * them breaks. */
@@ -688,13 +696,13 @@ static void test_audit_tamper(void **state)
 	/* An inserted row copied from another, at the end and in a gap. */
 	tamper(f, "INSERT INTO audit SELECT 51, time_ms, uid, pid, run_id, event, code, sha256,"
 		  " labels, mode, decision, approver, profile, has_exit, exit_code, signal,"
-		  " timed_out, duration_ms, prev_hash, hash, code_ref, blocked FROM audit"
+		  " timed_out, duration_ms, prev_hash, hash, code_ref, blocked, after_seq FROM audit"
 		  " WHERE seq = 50",
 	       51);
 	tamper(f, "DELETE FROM audit WHERE seq = 20; INSERT INTO audit SELECT 20, time_ms,"
 		  " uid, pid, run_id, event, code, sha256, labels, mode, decision, approver,"
 		  " profile, has_exit, exit_code, signal, timed_out, duration_ms, prev_hash,"
-		  " hash, code_ref, blocked FROM audit WHERE seq = 22", 20);
+		  " hash, code_ref, blocked, after_seq FROM audit WHERE seq = 22", 20);
 	/* The head itself. */
 	tamper(f, "UPDATE audit_head SET hash = (SELECT hash FROM audit WHERE seq = 49)", 50);
 	tamper(f, "DELETE FROM audit_head", 51);
