@@ -395,8 +395,11 @@ static void blocked_entry(struct pen *p, const struct kotoba_blocked *b)
 	}
 	pen_text(p, " (", 2, false);
 	pen_text(p, by, strnlen(by, sizeof(b->by)), false);
-	if (!strncmp(b->seen_by, "python", sizeof(b->seen_by)))
+	if (!strncmp(b->seen_by, "python", sizeof(b->seen_by))) {
+		p->words = true; /* the card's own words: wrapped as prose */
 		pen_str(p, ", reported by the snippet itself");
+		p->words = false;
+	}
 	pen_text(p, ")", 1, false);
 }
 

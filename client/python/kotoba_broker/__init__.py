@@ -17,14 +17,14 @@ from .errors import (AuditBroken, AuditUnavailable, BadCwd, BadRequest, BrokerUn
                      InternalError, KotobaError, NoSuchCard, NoSuchRun, NotOffered,
                      ProtocolError, Refused, SetupFailed, SnippetTooLarge, WorkerLost)
 from .render import card_text, receipt_text, show
-from .types import (ALWAYS, DEFER, DENY, ONCE, AuditRow, Blocked, Card, Grant, Label, Result,
-                    Welcome)
+from .types import (ALWAYS, DEFER, DENY, LEAVE, ONCE, RERUN, AuditRow, Blocked, Card, Grant,
+                    Label, Result, Welcome)
 from ._version import __version__
 from .wire import default_socket_path
 
 __all__ = [
     "Broker", "AsyncBroker", "Result", "Blocked", "Card", "Label", "Grant", "AuditRow", "Welcome",
-    "ONCE", "ALWAYS", "DENY", "DEFER", "default_socket_path", "show", "card_text",
+    "ONCE", "ALWAYS", "DENY", "RERUN", "LEAVE", "DEFER", "default_socket_path", "show", "card_text",
     "receipt_text",
     "KotobaError", "BrokerUnavailable", "ConnectionLost", "ProtocolError", "DidNotRun",
     "Denied", "Expired", "Refused", "NotOffered", "Cancelled", "SnippetTooLarge",
