@@ -471,8 +471,16 @@ static void show_head(struct pen *p, const struct kotoba_card *c)
 static void show_options(struct pen *p, const struct kotoba_card *c)
 {
 	if (c->escalate) {
-		fputs("\n  [r] Run it again with your permissions (the approved profile)\n"
-		      "  [l] Leave it: nothing runs again\n", p->f);
+		fputs("\n  [r] ", p->f);
+		snprintf(p->cont, sizeof(p->cont), "      ");
+		p->cont_cols = p->origin = 6;
+		p->words = true;
+		p->col = 6;
+		pen_str(p, "Run it again with your permissions (the approved profile)");
+		fputs("\n  [l] ", p->f);
+		p->col = 6;
+		pen_str(p, "Leave it: nothing runs again");
+		fputc('\n', p->f);
 		return;
 	}
 	fputs("\n  [o] Run once\n  [a] ", p->f);

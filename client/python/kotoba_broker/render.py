@@ -358,8 +358,13 @@ def card_text(card: "Card", width: int = 80, colour: bool = False) -> str:
            lines=True, words=True)
     p.write(s.value())
     if card.kind == "escalate":
-        p.write("\n  [r] Run it again with your permissions (the approved profile)\n"
-                "  [l] Leave it: nothing runs again\n")
+        p.write("\n  [r] ")
+        p.cont, p.col, p.origin = " " * 6, 6, 6
+        p.text("Run it again with your permissions (the approved profile)", words=True)
+        p.write("\n  [l] ")
+        p.col = 6
+        p.text("Leave it: nothing runs again", words=True)
+        p.write("\n")
         return p.value()
     p.write("\n  [o] Run once\n  [a] ")
     p.cont, p.col, p.origin = " " * 6, 6, 6
