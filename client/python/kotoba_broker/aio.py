@@ -66,7 +66,8 @@ class AsyncBroker:
     """
 
     def __init__(self, socket_path: Optional[str] = None, channel: bool = True,
-                 client_name: str = CLIENT_NAME, escalate: bool = False, **old: Any) -> None:
+                 client_name: str = CLIENT_NAME, *, escalate: bool = False,
+                 **old: Any) -> None:
         socket_path = _renamed(old, "socket", "socket_path", socket_path)
         _no_more(old)
         if escalate and not channel:
