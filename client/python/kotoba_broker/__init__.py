@@ -6,7 +6,10 @@
         result = broker.run("print(6*7)", on_card=lambda card: "once")
         print(result.stdout, result.exit_code)
 
-Broker is blocking; AsyncBroker is the same API for asyncio.  Errors from
+Broker is blocking; AsyncBroker is the same API for asyncio.  With
+Broker(escalate=True) on_card may also get an escalation card (card.kind
+"escalate", answered RERUN or LEAVE) after a run under a grant that the
+sandbox stopped; the Result's `escalation` and `first` say how it ended.  Errors from
 the broker raise KotobaError subclasses carrying `code` and `message`.
 The wire protocol is proto/PROTOCOL.md; msgpack comes from python3-msgpack.
 """
