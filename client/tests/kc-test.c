@@ -8,7 +8,7 @@
  *                           [cwd=DIR] [timeout_ms=N] [env=NAME=value]
  *   kc-test SOCKET cancel CODE [DIR]  cancels from another thread after output
  *   kc-test SOCKET poll CODE [DIR]    runs it from a poll() loop, not blocking
- *   kc-test SOCKET escalate CODE DIR rerun|leave|defer|once|none|poll
+ *   kc-test SOCKET escalate CODE DIR rerun|leave|defer|once|none|poll|wait|cancel
  *                      saves a grant, then runs CODE with escalation cards
  *                      declared, answering the escalation card as told
  *   kc-test SOCKET grants | revoke FAMILY | tail N | verify | misuse | version
@@ -543,6 +543,13 @@ static enum kotoba_choice on_escalation(void *arg, const struct kotoba_card *k)
 	fflush(stdout);
 	if (!k->escalate)
 		return KOTOBA_CARD_DENY;
+	if (!strcmp(st->mode, "wait"))
+		return KOTOBA_CARD_DEFER; /* never answered: it expires */
+	if (!strcmp(st->mode, "cancel")) {
+		if ((rc = kotoba_cancel(st->c, &err)))
+			print_error("cancel-failed", rc, &err);
+		return KOTOBA_CARD_DEFER;
+	}
 	if (!strcmp(st->mode, "defer")) {
 		if ((rc = kotoba_answer(st->c, k->id, KOTOBA_CARD_RERUN, &err)))
 			print_error("answer-failed", rc, &err);

@@ -379,3 +379,14 @@ def test_no_escalation_card_without_the_flag(broker_proc):
     ev = run(broker_proc, STOPPED, "channel", "answer=deny")
     assert not [e for e in ev if e["event"] == "card"], ev
     assert last(ev, "exit")["exit_code"] == 3
+
+
+def test_escalation_expired_and_cancelled(make_broker):
+    """Nobody answers, or the program withdraws the card: KOTOBA_OK with the
+    first run's result, and kotoba_escalation() says which."""
+    b = make_broker(config="[gate]\ncard_timeout = 1\n")
+    for mode, outcome in (("wait", ESC_EXPIRED), ("cancel", ESC_CANCELLED)):
+        ev, (card,), esc = escalate(b, mode)
+        assert last(ev, "exit")["exit_code"] == 3, ev
+        assert esc["outcome"] == outcome and esc["first"]["exit_code"] == 3, ev
+        assert not [e for e in ev if e["event"] in ("error", "cancel-failed")], ev

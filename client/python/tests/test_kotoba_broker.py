@@ -649,3 +649,33 @@ def test_escalation_frames_without_a_broker():
                                   "decision": "ran", "approver": "user",
                                   "profile": "approved", "has_exit": False, "after": 41})
     assert row.after == 41
+
+
+def test_escalation_card_expired_and_cancelled(make_broker):
+    b = make_broker(config="[gate]\ncard_timeout = 1\n")
+    with granted(b, escalate=True) as c:
+        r = c.run(STOPPED, cwd=b.dir, on_card=lambda card: kb.DEFER)
+        assert r.escalation == "expired" and r.exit_code == 3 and r.first is not None
+
+        def withdraw(card):
+            c.cancel()
+            return kb.DEFER
+        r = c.run(STOPPED, cwd=b.dir, on_card=withdraw)
+        assert r.escalation == "cancelled" and r.exit_code == 3
+        assert c.run("print(2)", cwd=b.dir).stdout == "2\n"
+
+
+def test_escalation_card_expired_async(make_broker):
+    b = make_broker(config="[gate]\ncard_timeout = 1\n")
+
+    async def main():
+        async with AsyncBroker(socket_path=b.socket, escalate=True) as c:
+            await c.run("print(1)", cwd=b.dir, on_card=lambda card: kb.ALWAYS)
+
+            async def never(card):
+                await asyncio.sleep(600)
+                return kb.RERUN
+            return await c.run(STOPPED, cwd=b.dir, on_card=never)
+
+    r = asyncio.run(main())
+    assert r.escalation == "expired" and r.exit_code == 3
