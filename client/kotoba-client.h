@@ -67,7 +67,7 @@ extern "C" {
 #endif
 
 /* The library's version; the build and the .pc file read it from here. */
-#define KOTOBA_CLIENT_VERSION "0.2.0"
+#define KOTOBA_CLIENT_VERSION "0.3.0"
 
 /* kotoba_version: the version of the library running, which may be newer
  * than the KOTOBA_CLIENT_VERSION a program was compiled with. */
