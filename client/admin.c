@@ -153,7 +153,7 @@ int cmd_approvals(int argc, char **argv)
 		      "       kotoba approvals rm execute_code [--socket PATH]\n", stderr);
 		return KOTOBA_EXIT_USAGE;
 	}
-	if ((rc = cli_open(&c, o.socket, false)) != 0)
+	if ((rc = cli_open(&c, o.socket, 0)) != 0)
 		return rc;
 	rc = !strcmp(o.words[0], "ls") ? approvals_ls(c) : approvals_rm(c, o.words[1]);
 	kotoba_close(c);
@@ -184,6 +184,8 @@ static void print_row(const struct kotoba_audit_row *a)
 		if (a->blocked_total)
 			printf(" blocked %" PRIu64, a->blocked_total);
 	}
+	if (a->after)
+		printf(" after #%" PRIu64, a->after);
 	putchar('\n');
 }
 
@@ -281,7 +283,7 @@ int cmd_audit(int argc, char **argv)
 		      " [--anchors FILE]\n", stderr);
 		return KOTOBA_EXIT_USAGE;
 	}
-	if ((rc = cli_open(&c, o.socket, false)) != 0)
+	if ((rc = cli_open(&c, o.socket, 0)) != 0)
 		return rc;
 	if (!strcmp(o.words[0], "show"))
 		rc = audit_show(c, o.words[1]);

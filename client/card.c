@@ -6,6 +6,7 @@
  * terminal, not stdin, which may be the snippet itself.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,10 +49,30 @@ static bool page(FILE *tty, const char *text, unsigned rows)
 	return true;
 }
 
-static enum kotoba_choice read_choice(FILE *tty)
+/* An escalation card's answer: nothing runs again unless the person
+ * types r; the end of input leaves it. */
+static enum kotoba_choice read_escalation(FILE *tty)
 {
 	char line[64];
 
+	for (;;) {
+		fputs(CARD_ESCALATION_PROMPT, tty);
+		fflush(tty);
+		if (!read_line(tty, line, sizeof(line)))
+			return KOTOBA_CARD_LEAVE;
+		if (line[0] == 'r' || line[0] == 'R')
+			return KOTOBA_CARD_RERUN;
+		if (line[0] == 'l' || line[0] == 'L')
+			return KOTOBA_CARD_LEAVE;
+	}
+}
+
+static enum kotoba_choice read_choice(FILE *tty, const struct kotoba_card *m)
+{
+	char line[64];
+
+	if (m->escalate)
+		return read_escalation(tty);
 	for (;;) {
 		fputs("Your choice [o/a/d]: ", tty);
 		fflush(tty);
@@ -125,10 +146,16 @@ static void screen_size(FILE *tty, unsigned *cols, unsigned *rows)
 static enum kotoba_choice ask_terminal(const struct kotoba_card *m, uint64_t *for_ms)
 {
 	FILE *tty = fopen("/dev/tty", "r+");
-	enum kotoba_choice choice = KOTOBA_CARD_DENY;
+	enum kotoba_choice safe = m->escalate ? KOTOBA_CARD_LEAVE : KOTOBA_CARD_DENY;
+	enum kotoba_choice choice = safe;
 	unsigned cols, rows;
 	char *text;
 
+	if (!tty && m->escalate) {
+		cli_error("an escalation card needs a person's answer, and there is no terminal "
+			  "to ask on (%s); leaving it: nothing runs again", strerror(errno));
+		return KOTOBA_CARD_LEAVE;
+	}
 	if (!tty) {
 		cli_error("an approval card needs an answer, and there is no terminal to ask "
 			  "on (%s); answering deny.\n"
@@ -142,9 +169,10 @@ static enum kotoba_choice ask_terminal(const struct kotoba_card *m, uint64_t *fo
 	screen_size(tty, &cols, &rows);
 	text = kotoba_card_text(m, cols, KOTOBA_SHOW_COLOUR);
 	if (!text)
-		cli_error("out of memory showing the card; answering deny");
+		cli_error("out of memory showing the card; answering %s",
+			  kotoba_choice_name(safe));
 	else if (page(tty, text, rows))
-		choice = read_choice(tty);
+		choice = read_choice(tty, m);
 	if (choice == KOTOBA_CARD_ALWAYS)
 		*for_ms = read_grant_life(tty, m);
 	free(text);
@@ -161,10 +189,22 @@ static enum kotoba_choice choice_of(const char *word)
 	return KOTOBA_CARD_DENY;
 }
 
+bool card_terminal(void)
+{
+	int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
 enum kotoba_choice card_answer(const struct kotoba_card *card, const char *preset, bool quiet,
 			       uint64_t *for_ms)
 {
-	if (!preset)
+	/* --answer never answers an escalation card: nothing runs again
+	 * without a person. */
+	if (!preset || card->escalate)
 		return ask_terminal(card, for_ms);
 	if (!quiet)
 		cli_error("card %s answered %s (--answer)", card->id, preset);

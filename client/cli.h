@@ -11,9 +11,10 @@
 #include "client/kotoba-client.h"
 #include "proto/status.h"
 
-/* Connects and says hello.  On failure prints why and returns the exit
- * status to use (KOTOBA_EXIT_UNREACHABLE); *c is then NULL. */
-int cli_open(struct kotoba_client **c, const char *socket_path, bool channel);
+/* Connects and says hello with @flags (KOTOBA_HELLO_CHANNEL, _ESCALATE).
+ * On failure prints why and returns the exit status to use
+ * (KOTOBA_EXIT_UNREACHABLE); *c is then NULL. */
+int cli_open(struct kotoba_client **c, const char *socket_path, unsigned flags);
 
 int cmd_run(int argc, char **argv);
 int cmd_scan(int argc, char **argv);

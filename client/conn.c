@@ -83,7 +83,7 @@ static int open_failed(const char *path, const struct kotoba_error *err)
 	return KOTOBA_EXIT_UNREACHABLE;
 }
 
-int cli_open(struct kotoba_client **c, const char *socket_path, bool channel)
+int cli_open(struct kotoba_client **c, const char *socket_path, unsigned flags)
 {
 	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	char path[108], name[48];
@@ -99,7 +99,7 @@ int cli_open(struct kotoba_client **c, const char *socket_path, bool channel)
 	if (kotoba_connect(c, socket_path, &err))
 		return open_failed(socket_path, &err);
 	snprintf(name, sizeof(name), "kotoba/%s", kotoba_version());
-	if (kotoba_hello(*c, channel, name, &err)) {
+	if (kotoba_hello_flags(*c, flags, name, &err)) {
 		kotoba_close(*c);
 		*c = NULL;
 		return open_failed(socket_path, &err);

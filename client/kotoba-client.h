@@ -67,7 +67,7 @@ extern "C" {
 #endif
 
 /* The library's version; the build and the .pc file read it from here. */
-#define KOTOBA_CLIENT_VERSION "0.2.0"
+#define KOTOBA_CLIENT_VERSION "0.3.0"
 
 /* kotoba_version: the version of the library running, which may be newer
  * than the KOTOBA_CLIENT_VERSION a program was compiled with. */
@@ -182,6 +182,26 @@ enum kotoba_code kotoba_connect(struct kotoba_client **out, const char *socket_p
 enum kotoba_code kotoba_hello(struct kotoba_client *c, bool channel, const char *client_name,
 			      struct kotoba_error *err);
 
+/* What a program can do, for kotoba_hello_flags(). */
+#define KOTOBA_HELLO_CHANNEL 1u  /* as kotoba_hello()'s @channel */
+#define KOTOBA_HELLO_ESCALATE 2u /* with CHANNEL: on_card can also show an escalation
+				  * card (struct kotoba_card's escalate) to a person */
+
+/*
+ * kotoba_hello_flags: kotoba_hello() with what the program can do as
+ * flags.  KOTOBA_HELLO_ESCALATE says that this program's on_card handles
+ * escalation cards (PROTOCOL.md, "The escalation card"): after a run under
+ * a saved grant that the sandbox stopped, the broker may then offer the
+ * person to run the same snippet again under the approved profile.
+ * Without it (and with kotoba_hello()) the broker never offers one, and
+ * every run ends as before.  Declare it only when a person answers the
+ * cards: nothing should run again that nobody decided to run.
+ * Returns as kotoba_hello(); KOTOBA_ERR_INVALID for ESCALATE without
+ * CHANNEL or a flag this library does not know.
+ */
+enum kotoba_code kotoba_hello_flags(struct kotoba_client *c, unsigned flags,
+				    const char *client_name, struct kotoba_error *err);
+
 /* kotoba_open: kotoba_connect() then kotoba_hello(); on failure *out is NULL
  * and nothing needs closing. */
 enum kotoba_code kotoba_open(struct kotoba_client **out, const char *socket_path, bool channel,
@@ -210,12 +230,17 @@ enum kotoba_stream {
 };
 
 /* The answer to a card.  KOTOBA_CARD_DEFER is not an answer: it tells
- * kotoba_exec() that the caller will answer later with kotoba_answer(). */
+ * kotoba_exec() that the caller will answer later with kotoba_answer().
+ * A run card takes ONCE, ALWAYS or DENY; an escalation card RERUN or
+ * LEAVE.  An on_card that returns an answer of the other kind is taken as
+ * the safe one of the card's own (DENY, LEAVE). */
 enum kotoba_choice {
 	KOTOBA_CARD_DEFER = 0,
 	KOTOBA_CARD_ONCE,   /* run this snippet, this time */
 	KOTOBA_CARD_ALWAYS, /* save the execute_code grant for this user, then run it */
 	KOTOBA_CARD_DENY,   /* do not run it */
+	KOTOBA_CARD_RERUN,  /* escalation card: run it again under the approved profile */
+	KOTOBA_CARD_LEAVE,  /* escalation card: do not run it again */
 };
 
 #define KOTOBA_LABELS_MAX 16
@@ -239,6 +264,21 @@ struct kotoba_card_limit {
 	uint64_t value;
 };
 
+/* One operation the sandbox refused in a run (the `exit` message's
+ * `blocked`; PROTOCOL.md says what each field may hold).  Every string is
+ * the broker's, and the target is the snippet's choice: show them with
+ * kotoba_show(), never raw. */
+#define KOTOBA_BLOCKED_MAX 16
+struct kotoba_blocked {
+	char kind[16];        /* "write", "create", "delete", "rename", "exec", "secret-read",
+			       * "connect-unix", "bind", "listen", "signal", "syscall" */
+	char target[256];     /* a path, a program, an address, a pid, a call's name */
+	uint64_t count;       /* how many times, >= 1 */
+	char by[16];          /* "landlock", "seccomp", "exec gate", "mount mask" */
+	char seen_by[16];     /* "worker" (a fact), "python" (the snippet's own report) */
+	bool inferred;        /* `by` follows from the profile, not the kernel's word */
+};
+
 /*
  * An approval card: a person must decide before the snippet runs.  Show
  * the whole snippet (it is the card's label: nothing is approved unseen),
@@ -252,7 +292,8 @@ struct kotoba_card {
 	size_t snippet_len;
 	const struct kotoba_card_label *labels; /* empty when asked only for want of a grant */
 	size_t n_labels;
-	const char *const *options; /* "once", "always", "deny", then NULL */
+	const char *const *options; /* "once", "always", "deny", then NULL ("rerun", "leave"
+				     * on an escalation card) */
 	const char *family;       /* "execute_code": what an `always` grant is saved under */
 	const char *family_button;/* "Always allow her to run Python" */
 	const char *family_detail;/* "Any code she writes then runs on this computer ..." */
@@ -269,6 +310,20 @@ struct kotoba_card {
 	/* The longest an `always` grant lasts on this broker ([gate] grant_ttl);
 	 * 0: until revoked (or a broker that predates it). */
 	uint64_t grant_ttl_ms;
+	/* Added after grant_ttl_ms: an escalation card (PROTOCOL.md, "The
+	 * escalation card"), sent only to a program whose hello said
+	 * KOTOBA_HELLO_ESCALATE.  The snippet already ran once under the
+	 * user's grant and the sandbox stopped what @blocked lists; what that
+	 * run did stays done.  Options "rerun", "leave"; family, family_button
+	 * and family_detail are NULL; cwd, timeout_ms, env and limits are what
+	 * the re-run would get.  Show the receipt with the card (an entry
+	 * seen_by "python" is the snippet's own report, which it can forge);
+	 * kotoba_card_text() does.  Answer KOTOBA_CARD_RERUN or _LEAVE. */
+	bool escalate;
+	const struct kotoba_blocked *blocked; /* the first run's receipt */
+	size_t n_blocked;
+	uint64_t blocked_total;   /* refusals in all, counting those past the list */
+	uint64_t after_seq;       /* the first run's exit row in the audit trail */
 };
 
 /* Receives output as the snippet writes it, in order, in chunks of at most
@@ -294,21 +349,6 @@ struct kotoba_exec_opts {
 	kotoba_card_fn on_card;     /* NULL: every card is answered deny */
 	kotoba_notice_fn on_notice; /* NULL: notices are ignored */
 	void *arg;                  /* passed to the callbacks */
-};
-
-/* One operation the sandbox refused in a run (the `exit` message's
- * `blocked`; PROTOCOL.md says what each field may hold).  Every string is
- * the broker's, and the target is the snippet's choice: show them with
- * kotoba_show(), never raw. */
-#define KOTOBA_BLOCKED_MAX 16
-struct kotoba_blocked {
-	char kind[16];        /* "write", "create", "delete", "rename", "exec", "secret-read",
-			       * "connect-unix", "bind", "listen", "signal", "syscall" */
-	char target[256];     /* a path, a program, an address, a pid, a call's name */
-	uint64_t count;       /* how many times, >= 1 */
-	char by[16];          /* "landlock", "seccomp", "exec gate", "mount mask" */
-	char seen_by[16];     /* "worker" (a fact), "python" (the snippet's own report) */
-	bool inferred;        /* `by` follows from the profile, not the kernel's word */
 };
 
 /* How a snippet that ran ended (the `exit` message). */
@@ -344,7 +384,8 @@ struct kotoba_result {
 
 /*
  * kotoba_exec: runs one snippet and waits for its end, calling back with
- * its card (at most one, before anything runs) and its output.
+ * its card (at most one, before anything runs; and an escalation card,
+ * see below) and its output.
  * @opts: the snippet and the callbacks.
  * @res: filled when the snippet ran, whatever its own exit status (may be NULL).
  * Returns KOTOBA_OK when the snippet ran (see @res), or why it did not:
@@ -354,6 +395,42 @@ struct kotoba_result {
  */
 enum kotoba_code kotoba_exec(struct kotoba_client *c, const struct kotoba_exec_opts *opts,
 			     struct kotoba_result *res, struct kotoba_error *err);
+
+/* How an escalated run ended (kotoba_escalation()). */
+enum kotoba_escalation {
+	KOTOBA_ESCALATION_NONE = 0,  /* no escalation card: the run ended as any other */
+	KOTOBA_ESCALATION_RERUN,     /* answered rerun: @res is the re-run's, or the
+				      * error is why it did not run or end */
+	KOTOBA_ESCALATION_LEFT,      /* answered leave: nothing ran again */
+	KOTOBA_ESCALATION_EXPIRED,   /* nobody answered the card in time */
+	KOTOBA_ESCALATION_CANCELLED, /* kotoba_cancel() withdrew the card */
+};
+
+/*
+ * kotoba_exec() and kotoba_conn_process() with an escalation (only on a
+ * connection whose hello said KOTOBA_HELLO_ESCALATE): the first run's
+ * `exit` does not end the run; on_card receives the escalation card, and
+ * then:
+ *  - rerun: the snippet runs again (on_output gets its output too); the
+ *    call returns as for any run, @res the re-run's result;
+ *  - leave, expiry, or a cancel while the card waits: KOTOBA_OK, @res the
+ *    first run's result (the snippet ran, once).
+ * kotoba_escalation() says which, with the first run's result.
+ */
+
+/*
+ * kotoba_escalation: whether the connection's last run (the one in flight,
+ * from its escalation card's on_card on) was escalated and how it ended.
+ * @outcome: receives it (KOTOBA_ESCALATION_NONE: not escalated).
+ * @after_seq: receives the first run's exit row in the audit trail, or 0
+ *	(may be NULL).
+ * @first: receives the first run's result, with its receipt (may be NULL;
+ *	size set by the caller); left untouched when not escalated.
+ * Returns KOTOBA_OK, or KOTOBA_ERR_INVALID (a short @first).
+ */
+enum kotoba_code kotoba_escalation(const struct kotoba_client *c,
+				   enum kotoba_escalation *outcome, uint64_t *after_seq,
+				   struct kotoba_result *first, struct kotoba_error *err);
 
 /*
  * kotoba_exec_start: sends the exec and returns at once; the run goes on
@@ -382,6 +459,9 @@ enum kotoba_code kotoba_conn_process(struct kotoba_client *c, bool *done,
  * Only sends: if the card has expired meanwhile, kotoba_exec() returns
  * KOTOBA_ERR_EXPIRED and the broker's no-such-card reaches on_notice.
  * Thread-safe against a kotoba_exec() in progress.
+ * @choice: ONCE, ALWAYS or DENY for a run card; RERUN or LEAVE for an
+ *	escalation card (the broker refuses the other kind: bad-field, through
+ *	on_notice, and the card stays open).
  * Returns KOTOBA_OK, KOTOBA_ERR_INVALID (DEFER is not an answer) or
  * KOTOBA_ERR_DISCONNECTED.
  */
@@ -526,6 +606,10 @@ struct kotoba_audit_row {
 	/* Added after timed_out: an exit row's receipt, how many refusals
 	 * (0: none); kotoba_audit_show() gives the list. */
 	uint64_t blocked_total;
+	/* Added after blocked_total: on the rows of an escalation (its card,
+	 * how it ended, the re-run's exit), the seq of the first run's exit
+	 * row; 0: none. */
+	uint64_t after;
 };
 
 /*
@@ -563,7 +647,7 @@ enum kotoba_code kotoba_audit_verify(struct kotoba_client *c, char *message, siz
 
 /* kotoba_code_name: "ok", the protocol's code ("denied"...), or a local word. */
 const char *kotoba_code_name(enum kotoba_code code);
-/* kotoba_choice_name: "once", "always", "deny", or "defer". */
+/* kotoba_choice_name: "once", "always", "deny", "rerun", "leave", or "defer". */
 const char *kotoba_choice_name(enum kotoba_choice choice);
 
 #ifdef __cplusplus

@@ -37,6 +37,11 @@ struct outcome {
 	struct kotoba_result exit;
 	struct kotoba_error err; /* when !have_exit: why it did not run */
 	struct buf out[2];
+	/* An escalation: the first run's result and (--json) output; how the
+	 * card ended. */
+	enum kotoba_escalation escalation;
+	struct kotoba_result first;
+	struct buf first_out[2];
 	const struct run_opts *o;
 	struct kotoba_client *c;
 };
@@ -192,6 +197,27 @@ static void on_output(void *arg, enum kotoba_stream stream, const void *data, si
 	fflush(f);
 }
 
+/* The first run is over when its escalation card comes: what the sandbox
+ * stopped in it is said then, after its output, before the card; its
+ * output (--json) is kept apart from the re-run's.  Only the person at
+ * the terminal answers it, never --answer. */
+static enum kotoba_choice on_escalation(struct outcome *oc, const struct kotoba_card *card)
+{
+	enum kotoba_choice choice;
+
+	kotoba_escalation(oc->c, NULL, NULL, &oc->first, NULL);
+	oc->escalation = KOTOBA_ESCALATION_RERUN;
+	oc->first_out[0] = oc->out[0];
+	oc->first_out[1] = oc->out[1];
+	memset(oc->out, 0, sizeof(oc->out));
+	fflush(stdout);
+	kotoba_show_receipt(stderr, &oc->first, 0);
+	choice = card_answer(card, NULL, oc->o->json, NULL);
+	if (choice == KOTOBA_CARD_RERUN && !oc->o->json)
+		cli_error("running it again with your permissions (the approved profile)");
+	return choice;
+}
+
 /* An `always` with terms is sent from here; the library is told it was
  * deferred, so it sends nothing of its own. */
 static enum kotoba_choice on_card(void *arg, const struct kotoba_card *card)
@@ -200,6 +226,9 @@ static enum kotoba_choice on_card(void *arg, const struct kotoba_card *card)
 	struct kotoba_grant_terms t = KOTOBA_GRANT_TERMS_INIT;
 	struct kotoba_error err = KOTOBA_ERROR_INIT;
 	enum kotoba_choice choice;
+
+	if (card->escalate)
+		return on_escalation(oc, card);
 
 	t.for_ms = oc->o->for_ms;
 	t.scope = oc->o->scope;
@@ -243,6 +272,7 @@ static int converse(struct kotoba_client *c, const char *cwd, const struct buf *
 	oc->c = c;
 	rc = kotoba_exec(c, &x, &oc->exit, &oc->err);
 	oc->have_exit = rc == KOTOBA_OK;
+	kotoba_escalation(c, &oc->escalation, NULL, NULL, NULL);
 	if (rc == KOTOBA_OK || oc->err.from_broker)
 		return 0;
 	cli_error("%s", oc->err.message);
@@ -354,8 +384,55 @@ static void print_error_json(const struct kotoba_error *e)
 	printf("}");
 }
 
+static const char *escalation_name(enum kotoba_escalation e)
+{
+	switch (e) {
+	case KOTOBA_ESCALATION_RERUN:
+		return "rerun";
+	case KOTOBA_ESCALATION_LEFT:
+		return "left";
+	case KOTOBA_ESCALATION_EXPIRED:
+		return "expired";
+	case KOTOBA_ESCALATION_CANCELLED:
+		return "cancelled";
+	case KOTOBA_ESCALATION_NONE:
+	default:
+		return NULL;
+	}
+}
+
+/* An escalated run: how its card ended, and the first run as a run of its
+ * own (its output and exit); the top level is the re-run after rerun, the
+ * first run otherwise. */
+static void print_escalation_json(const struct outcome *oc)
+{
+	if (!escalation_name(oc->escalation))
+		return;
+	printf(",\"escalation\":\"%s\",\"first\":{\"stdout\":", escalation_name(oc->escalation));
+	json_string(stdout, oc->first_out[0].p, oc->first_out[0].len);
+	printf(",\"stderr\":");
+	json_string(stdout, oc->first_out[1].p, oc->first_out[1].len);
+	print_exit_json(&oc->first);
+	printf("}");
+}
+
 static void print_json(const struct outcome *oc, int status)
 {
+	bool left = oc->escalation != KOTOBA_ESCALATION_NONE &&
+		    oc->escalation != KOTOBA_ESCALATION_RERUN;
+
+	/* Left, expired or withdrawn: the first run is the result, its
+	 * output too. */
+	if (left) {
+		printf("{\"stdout\":");
+		json_string(stdout, oc->first_out[0].p, oc->first_out[0].len);
+		printf(",\"stderr\":");
+		json_string(stdout, oc->first_out[1].p, oc->first_out[1].len);
+		print_exit_json(&oc->exit);
+		print_escalation_json(oc);
+		printf(",\"status\":%d}\n", status);
+		return;
+	}
 	printf("{\"stdout\":");
 	json_string(stdout, oc->out[0].p, oc->out[0].len);
 	printf(",\"stderr\":");
@@ -364,11 +441,18 @@ static void print_json(const struct outcome *oc, int status)
 		print_exit_json(&oc->exit);
 	else
 		print_error_json(&oc->err);
+	print_escalation_json(oc);
 	printf(",\"status\":%d}\n", status);
 }
 
 static void report_plain(const struct outcome *oc)
 {
+	if (oc->escalation == KOTOBA_ESCALATION_LEFT)
+		cli_error("left as it was: nothing ran again");
+	else if (oc->escalation == KOTOBA_ESCALATION_EXPIRED)
+		cli_error("nobody answered the escalation card in time: nothing ran again");
+	else if (oc->escalation == KOTOBA_ESCALATION_CANCELLED)
+		cli_error("the escalation card was withdrawn: nothing ran again");
 	if (!oc->have_exit) {
 		cli_error("%s", oc->err.message[0] ? oc->err.message : "the snippet did not run");
 		return;
@@ -385,6 +469,8 @@ static void outcome_free(struct outcome *oc)
 {
 	free(oc->out[0].p);
 	free(oc->out[1].p);
+	free(oc->first_out[0].p);
+	free(oc->first_out[1].p);
 }
 
 /* Resolves the working directory, connects, and runs the snippet. */
@@ -398,7 +484,12 @@ static int run_snippet(const struct run_opts *o, const struct buf *code, struct 
 		cli_error("working directory %s: %s", o->cwd ? o->cwd : ".", strerror(errno));
 		return KOTOBA_EXIT_USAGE;
 	}
-	rc = cli_open(&c, o->socket, !o->no_channel);
+	/* Escalation cards are declared only where a person answers cards:
+	 * a terminal, and no --answer (which never answers one). */
+	rc = cli_open(&c, o->socket,
+		      o->no_channel ? 0 :
+		      KOTOBA_HELLO_CHANNEL |
+		      (!o->answer && card_terminal() ? KOTOBA_HELLO_ESCALATE : 0));
 	if (rc == 0 && converse(c, cwd, code, oc) < 0)
 		rc = KOTOBA_EXIT_UNREACHABLE;
 	kotoba_close(c);
@@ -408,7 +499,8 @@ static int run_snippet(const struct run_opts *o, const struct buf *code, struct 
 int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { 0 };
-	struct outcome oc = { .o = &o, .exit = KOTOBA_RESULT_INIT, .err = KOTOBA_ERROR_INIT };
+	struct outcome oc = { .o = &o, .exit = KOTOBA_RESULT_INIT, .err = KOTOBA_ERROR_INIT,
+			      .first = KOTOBA_RESULT_INIT };
 	struct buf code = { 0 };
 	int status;
 
@@ -424,8 +516,10 @@ int cmd_run(int argc, char **argv)
 			print_json(&oc, status);
 		else
 			report_plain(&oc);
-		/* After the output, so that it is the last thing said. */
-		if (oc.have_exit) {
+		/* After the output, so that it is the last thing said; an
+		 * escalation's first run said it before its card. */
+		if (oc.have_exit && (oc.escalation == KOTOBA_ESCALATION_NONE ||
+				     oc.escalation == KOTOBA_ESCALATION_RERUN)) {
 			fflush(stdout);
 			kotoba_show_receipt(stderr, &oc.exit, 0);
 		}

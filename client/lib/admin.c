@@ -125,6 +125,7 @@ static void take_row(void *out, const struct audit_info *a)
 		r->timed_out = a->timed_out;
 	}
 	r->blocked_total = a->blocked_total;
+	r->after = a->after;
 	kc_put_sized(out, r, sizeof(*r));
 }
 

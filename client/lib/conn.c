@@ -116,7 +116,15 @@ static void take_welcome(struct kotoba_client *c, const struct msg_welcome *w)
 enum kotoba_code kotoba_hello(struct kotoba_client *c, bool channel, const char *client_name,
 			      struct kotoba_error *err)
 {
+	return kotoba_hello_flags(c, channel ? KOTOBA_HELLO_CHANNEL : 0, client_name, err);
+}
+
+enum kotoba_code kotoba_hello_flags(struct kotoba_client *c, unsigned flags,
+				    const char *client_name, struct kotoba_error *err)
+{
+	bool channel = flags & KOTOBA_HELLO_CHANNEL, escalate = flags & KOTOBA_HELLO_ESCALATE;
 	struct msg_hello h = { .version = PROTO_VERSION, .channel = channel,
+			       .escalate = escalate,
 			       .client = pstr_c(client_name ? client_name :
 					       "libkotoba-client/" KOTOBA_CLIENT_VERSION) };
 	/* kotoba_version() and the name sent agree: both are this library's. */
@@ -125,6 +133,12 @@ enum kotoba_code kotoba_hello(struct kotoba_client *c, bool channel, const char 
 
 	if (c->welcomed)
 		return kc_fail(err, KOTOBA_ERR_INVALID, 0, "hello was already said");
+	if (flags & ~(KOTOBA_HELLO_CHANNEL | KOTOBA_HELLO_ESCALATE))
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
+			       "hello flags this library (%s) does not know", kotoba_version());
+	if (escalate && !channel)
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
+			       "escalation cards need an approval channel: KOTOBA_HELLO_CHANNEL");
 	if ((rc = kc_encoded(enc_hello(&f, &h), err)))
 		return rc;
 	rc = kc_send(c, &f, err);
@@ -141,6 +155,7 @@ enum kotoba_code kotoba_hello(struct kotoba_client *c, bool channel, const char 
 		return kc_fail(err, KOTOBA_ERR_PROTOCOL, EPROTO,
 			       "the broker answered hello with '%s'", msg_type_name(c->msg->type));
 	take_welcome(c, &c->msg->u.welcome);
+	c->escalate = escalate;
 	return KOTOBA_OK;
 }
 

@@ -64,6 +64,10 @@ const char *kotoba_choice_name(enum kotoba_choice choice)
 		return "always";
 	case KOTOBA_CARD_DENY:
 		return "deny";
+	case KOTOBA_CARD_RERUN:
+		return "rerun";
+	case KOTOBA_CARD_LEAVE:
+		return "leave";
 	case KOTOBA_CARD_DEFER:
 	default:
 		return "defer";

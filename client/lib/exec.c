@@ -9,6 +9,7 @@
 #include "proto/limits.h"
 
 static const char *const card_options[] = { "once", "always", "deny", NULL };
+static const char *const escalation_options[] = { "rerun", "leave", NULL };
 
 /* Splits "NAME=value" strings into the exec's env pairs; the broker checks
  * the names and keeps only its allowlist. */
@@ -70,6 +71,9 @@ static enum kotoba_code start(struct kotoba_client *c, const struct kotoba_exec_
 	if (!rc) {
 		c->running = id;
 		c->opts = *o;
+		c->esc = KOTOBA_ESCALATION_NONE;
+		c->esc_rerun = false;
+		c->esc_after = 0;
 	}
 	pthread_mutex_unlock(&c->wlock);
 	return rc;
@@ -93,13 +97,19 @@ static enum kotoba_choice ask(const struct kotoba_exec_opts *o, const struct msg
 	k->labels = labels;
 	k->n_labels = m->n_labels;
 	k->snippet_len = m->snippet.len;
+	k->expires_ms = m->expires_ms;
+	if (m->escalate) {
+		k->options = escalation_options;
+		return o->on_card ? o->on_card(o->arg, k) : KOTOBA_CARD_LEAVE;
+	}
 	k->options = card_options;
 	k->family = CARD_FAMILY;
 	k->family_button = CARD_FAMILY_BUTTON;
 	k->family_detail = card_family_detail(m->grant_ttl_ms, detail, sizeof(detail));
-	k->expires_ms = m->expires_ms;
 	return o->on_card ? o->on_card(o->arg, k) : KOTOBA_CARD_DENY;
 }
+
+static void take_receipt(struct kotoba_result *res, const struct receipt *b);
 
 /* The card's settings as NUL-terminated strings, in one allocation the
  * caller frees: the frame they came in is reused by the next read. */
@@ -151,6 +161,7 @@ static enum kotoba_code on_card(struct kotoba_client *c, const struct kotoba_exe
 				const struct msg_card *m, struct kotoba_error *err)
 {
 	struct kotoba_card_label labels[PROTO_LABELS_MAX];
+	struct kotoba_result receipt = { .size = sizeof(receipt) };
 	char *id = pstr_dup(m->card), *snippet = pstr_dup(m->snippet);
 	char *reason = pstr_dup(m->reason);
 	struct settings *st = settings_of(m);
@@ -169,10 +180,22 @@ static enum kotoba_code on_card(struct kotoba_client *c, const struct kotoba_exe
 	k.limits = st->limits;
 	k.n_limits = m->n_limits;
 	k.grant_ttl_ms = m->grant_ttl_ms;
+	if (m->escalate) {
+		take_receipt(&receipt, &m->blocked);
+		k.escalate = true;
+		k.blocked = receipt.blocked;
+		k.n_blocked = receipt.n_blocked;
+		k.blocked_total = receipt.blocked_total;
+		k.after_seq = m->after_seq;
+		c->esc_after = m->after_seq;
+	}
 	choice = ask(o, m, &k, labels);
-	/* An answer this library does not know is treated as the safe one. */
-	if (choice != KOTOBA_CARD_DEFER && choice != KOTOBA_CARD_ONCE &&
-	    choice != KOTOBA_CARD_ALWAYS)
+	/* An answer this library does not know, or one for the other kind of
+	 * card, is treated as the safe one: nothing runs (again). */
+	if (m->escalate && choice != KOTOBA_CARD_DEFER && choice != KOTOBA_CARD_RERUN)
+		choice = KOTOBA_CARD_LEAVE;
+	else if (!m->escalate && choice != KOTOBA_CARD_DEFER && choice != KOTOBA_CARD_ONCE &&
+		 choice != KOTOBA_CARD_ALWAYS)
 		choice = KOTOBA_CARD_DENY;
 	if (choice != KOTOBA_CARD_DEFER)
 		rc = kotoba_answer(c, id, choice, err);
@@ -239,6 +262,34 @@ static void notice(const struct kotoba_exec_opts *o, const struct msg_error *e)
 	o->on_notice(o->arg, &n);
 }
 
+/* An escalated run that ended with the broker's error: left, expired or
+ * withdrawn before anything ran again is the first run's end, @res its
+ * result; any other error is the re-run's. */
+static enum kotoba_code escalation_end(struct kotoba_client *c, enum kotoba_code rc,
+				       struct kotoba_result *res)
+{
+	enum kotoba_escalation e = KOTOBA_ESCALATION_NONE;
+	bool rerun;
+
+	if (c->esc == KOTOBA_ESCALATION_NONE)
+		return rc;
+	pthread_mutex_lock(&c->wlock);
+	rerun = c->esc_rerun;
+	pthread_mutex_unlock(&c->wlock);
+	if (rc == KOTOBA_ERR_DENIED)
+		e = KOTOBA_ESCALATION_LEFT;
+	else if (rc == KOTOBA_ERR_EXPIRED && !rerun)
+		e = KOTOBA_ESCALATION_EXPIRED;
+	else if (rc == KOTOBA_ERR_CANCELLED && !rerun)
+		e = KOTOBA_ESCALATION_CANCELLED;
+	if (e == KOTOBA_ESCALATION_NONE)
+		return rc;
+	c->esc = e;
+	if (res)
+		kc_put_sized(res, &c->esc_first, sizeof(c->esc_first));
+	return KOTOBA_OK;
+}
+
 /* Handles the frame in c->msg for the run in flight; *done when it was
  * the run's `exit` or `error`.  Frames of other ids are left over from
  * earlier runs (a cancel racing an exit) and dropped.  A `queued` frame
@@ -252,13 +303,28 @@ static enum kotoba_code handle(struct kotoba_client *c, bool *done, struct kotob
 	uint64_t id = c->running;
 
 	*done = true;
+	if (m->type == MSG_EXIT && m->u.exit.id == id && m->u.exit.escalate &&
+	    c->escalate && c->esc == KOTOBA_ESCALATION_NONE) {
+		/* The first run of an escalation: its card comes next. */
+		c->esc_first = (struct kotoba_result){ .size = sizeof(c->esc_first) };
+		take_exit(&c->esc_first, &m->u.exit);
+		c->esc = KOTOBA_ESCALATION_RERUN; /* until the end says otherwise */
+		*done = false;
+		return KOTOBA_OK;
+	}
 	if (m->type == MSG_EXIT && m->u.exit.id == id) {
 		take_exit(res, &m->u.exit);
 		return KOTOBA_OK;
 	}
 	if (m->type == MSG_ERROR && m->u.error.has_id && m->u.error.id == id)
-		return kc_broker_error(err, &m->u.error);
+		return escalation_end(c, kc_broker_error(err, &m->u.error), res);
 	*done = false;
+	if ((m->type == MSG_STARTED && m->u.started.id == id) ||
+	    (m->type == MSG_QUEUED && m->u.queued.id == id)) {
+		pthread_mutex_lock(&c->wlock);
+		c->esc_rerun = c->esc != KOTOBA_ESCALATION_NONE;
+		pthread_mutex_unlock(&c->wlock);
+	}
 	if (m->type == MSG_OUTPUT && m->u.output.id == id && o->on_output)
 		o->on_output(o->arg,
 			     strcmp(m->u.output.stream, "stderr") ? KOTOBA_STDOUT : KOTOBA_STDERR,
@@ -371,13 +437,34 @@ enum kotoba_code kotoba_answer(struct kotoba_client *c, const char *card_id,
 	struct frame f = { 0 };
 	enum kotoba_code rc;
 
-	if (!card_id || (choice != KOTOBA_CARD_ONCE && choice != KOTOBA_CARD_ALWAYS &&
-			 choice != KOTOBA_CARD_DENY))
+	if (!card_id || choice == KOTOBA_CARD_DEFER || !strcmp(a.choice, "defer"))
 		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
-			       "a card is answered once, always or deny");
+			       "a card is answered once, always or deny (rerun or leave on an "
+			       "escalation card)");
 	if ((rc = kc_encoded(enc_answer(&f, &a), err)))
 		return rc;
-	return kc_send(c, &f, err);
+	pthread_mutex_lock(&c->wlock);
+	rc = kc_send_locked(c, &f, err);
+	if (!rc && choice == KOTOBA_CARD_RERUN && c->esc != KOTOBA_ESCALATION_NONE)
+		c->esc_rerun = true;
+	pthread_mutex_unlock(&c->wlock);
+	return rc;
+}
+
+enum kotoba_code kotoba_escalation(const struct kotoba_client *c,
+				   enum kotoba_escalation *outcome, uint64_t *after_seq,
+				   struct kotoba_result *first, struct kotoba_error *err)
+{
+	if (!c || (first && kc_size_of(first) < KC_RESULT_SIZE))
+		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
+			       "set the result's size to sizeof(struct kotoba_result)");
+	if (outcome)
+		*outcome = c->esc;
+	if (after_seq)
+		*after_seq = c->esc == KOTOBA_ESCALATION_NONE ? 0 : c->esc_after;
+	if (first && c->esc != KOTOBA_ESCALATION_NONE)
+		kc_put_sized(first, &c->esc_first, sizeof(c->esc_first));
+	return KOTOBA_OK;
 }
 
 enum kotoba_code kotoba_answer_always(struct kotoba_client *c, const char *card_id,

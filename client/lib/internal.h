@@ -25,6 +25,12 @@ struct kotoba_client {
 	size_t max_frame, max_snippet;
 	struct msg *msg;      /* the last frame received, decoded: large, so on the heap */
 	struct kotoba_exec_opts opts; /* of the run in flight: its callbacks */
+	bool escalate;        /* hello said escalate: escalation cards may come */
+	/* The run in flight's escalation, from its first exit with escalate. */
+	enum kotoba_escalation esc;
+	bool esc_rerun;       /* rerun was answered (under wlock) or the re-run began */
+	uint64_t esc_after;   /* the card's after_seq */
+	struct kotoba_result esc_first; /* the first run's result */
 };
 
 /* The size of the first version of a growing struct, through its last

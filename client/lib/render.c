@@ -376,10 +376,79 @@ static void show_settings(struct pen *p, const struct kotoba_card *c)
 	}
 }
 
+/* How a receipt entry reads: `write /w/notes.md x2 (landlock)`, a read of
+ * a masked secret as `read PATH (secret)`, and an entry the snippet's own
+ * interpreter reported marked as such: the snippet could have forged it. */
+static void blocked_entry(struct pen *p, const struct kotoba_blocked *b)
+{
+	bool secret = !strcmp(b->kind, "secret-read");
+	const char *kind = secret ? "read" : b->kind;
+	const char *by = secret && !strcmp(b->by, "mount mask") ? "secret" : b->by;
+	char n[32];
+
+	pen_text(p, kind, strnlen(kind, sizeof(b->kind)), false);
+	pen_text(p, " ", 1, false);
+	pen_text(p, b->target, strnlen(b->target, sizeof(b->target)), false);
+	if (b->count > 1) {
+		snprintf(n, sizeof(n), " x%" PRIu64, b->count);
+		pen_text(p, n, strlen(n), false);
+	}
+	pen_text(p, " (", 2, false);
+	pen_text(p, by, strnlen(by, sizeof(b->by)), false);
+	if (!strncmp(b->seen_by, "python", sizeof(b->seen_by))) {
+		p->words = true; /* the card's own words: wrapped as prose */
+		pen_str(p, ", reported by the snippet itself");
+		p->words = false;
+	}
+	pen_text(p, ")", 1, false);
+}
+
+/* An escalation card's first run: its audit row and its receipt, one
+ * entry a row. */
+static void show_first_run(struct pen *p, const struct kotoba_card *c)
+{
+	uint64_t listed = 0;
+	char s[128];
+
+	snprintf(s, sizeof(s), "audit row #%" PRIu64 "; the sandbox stopped %" PRIu64
+		 " operation%s in it", c->after_seq, c->blocked_total,
+		 c->blocked_total == 1 ? "" : "s");
+	field(p, "First run:", s, true);
+	fputc('\n', p->f);
+	for (size_t i = 0; c->blocked && i < c->n_blocked && i < KOTOBA_BLOCKED_MAX; i++) {
+		field(p, i ? "" : "Stopped:", NULL, false);
+		blocked_entry(p, &c->blocked[i]);
+		fputc('\n', p->f);
+		listed += c->blocked[i].count;
+	}
+	if (listed < c->blocked_total) {
+		snprintf(s, sizeof(s), "and %" PRIu64 " more", c->blocked_total - listed);
+		field(p, c->n_blocked ? "" : "Stopped:", s, true);
+		fputc('\n', p->f);
+	}
+}
+
+/* The reason, ended with a full stop unless it has its own. */
+static void show_reason(struct pen *p, const struct kotoba_card *c)
+{
+	size_t n = c->reason ? strlen(c->reason) : 0;
+
+	field(p, "Why:", c->reason, true);
+	fputs(n && strchr(".?!", c->reason[n - 1]) ? "\n" : ".\n", p->f);
+}
+
 static void show_head(struct pen *p, const struct kotoba_card *c)
 {
 	const char *bold = p->colour ? "\033[1m" : "", *off = p->colour ? "\033[0m" : "";
 
+	if (c->escalate) {
+		fprintf(p->f, "\n%s== The sandbox stopped this snippet: run it again? ==%s\n",
+			bold, off);
+		show_reason(p, c);
+		show_first_run(p, c);
+		show_settings(p, c);
+		return;
+	}
 	fprintf(p->f, "\n%s== Approval needed: run this Python snippet? ==%s\n", bold, off);
 	field(p, "Why:", c->reason, true);
 	fputs(".\n", p->f);
@@ -401,6 +470,19 @@ static void show_head(struct pen *p, const struct kotoba_card *c)
 
 static void show_options(struct pen *p, const struct kotoba_card *c)
 {
+	if (c->escalate) {
+		fputs("\n  [r] ", p->f);
+		snprintf(p->cont, sizeof(p->cont), "      ");
+		p->cont_cols = p->origin = 6;
+		p->words = true;
+		p->col = 6;
+		pen_str(p, "Run it again with your permissions (the approved profile)");
+		fputs("\n  [l] ", p->f);
+		p->col = 6;
+		pen_str(p, "Leave it: nothing runs again");
+		fputc('\n', p->f);
+		return;
+	}
 	fputs("\n  [o] Run once\n  [a] ", p->f);
 	snprintf(p->cont, sizeof(p->cont), "      ");
 	p->cont_cols = p->origin = 6;

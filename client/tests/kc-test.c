@@ -8,6 +8,9 @@
  *                           [cwd=DIR] [timeout_ms=N] [env=NAME=value]
  *   kc-test SOCKET cancel CODE [DIR]  cancels from another thread after output
  *   kc-test SOCKET poll CODE [DIR]    runs it from a poll() loop, not blocking
+ *   kc-test SOCKET escalate CODE DIR rerun|leave|defer|once|none|poll|wait|cancel
+ *                      saves a grant, then runs CODE with escalation cards
+ *                      declared, answering the escalation card as told
  *   kc-test SOCKET grants | revoke FAMILY | tail N | verify | misuse | version
  */
 #include <poll.h>
@@ -399,11 +402,12 @@ static int cmd_tail(struct kotoba_client *c, size_t max)
 	for (size_t i = 0; i < n; i++)
 		printf("{\"event\":\"row\",\"seq\":%llu,\"run\":%llu,\"kind\":\"%s\",\"decision\":\"%s\","
 		       "\"approver\":\"%s\",\"profile\":\"%s\",\"sha256\":\"%s\",\"labels\":\"%s\","
-		       "\"mode\":\"%s\",\"has_exit\":%s,\"exit_code\":%lld}\n",
+		       "\"mode\":\"%s\",\"has_exit\":%s,\"exit_code\":%lld,\"after\":%llu}\n",
 		       (unsigned long long)rows[i].seq, (unsigned long long)rows[i].run,
 		       rows[i].event, rows[i].decision, rows[i].approver, rows[i].profile,
 		       rows[i].sha256, rows[i].labels, rows[i].mode,
-		       rows[i].has_exit ? "true" : "false", (long long)rows[i].exit_code);
+		       rows[i].has_exit ? "true" : "false", (long long)rows[i].exit_code,
+		       (unsigned long long)rows[i].after);
 	free(rows);
 	return 0;
 }
@@ -492,6 +496,114 @@ static int admin(const char *sock, const char *cmd, const char *arg)
 	return rc;
 }
 
+/* ---- escalation ------------------------------------------------------------- */
+
+struct esc_state {
+	struct kotoba_client *c;
+	const char *mode;
+	unsigned cards;
+};
+
+static enum kotoba_choice save_grant(void *arg, const struct kotoba_card *k)
+{
+	return KOTOBA_CARD_ALWAYS;
+}
+
+static enum kotoba_choice on_escalation(void *arg, const struct kotoba_card *k)
+{
+	struct esc_state *st = arg;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
+	struct kotoba_result first = KOTOBA_RESULT_INIT;
+	enum kotoba_escalation e;
+	uint64_t after = 0;
+	enum kotoba_code rc;
+	char *text;
+
+	st->cards++;
+	rc = kotoba_escalation(st->c, &e, &after, &first, &err);
+	printf("{\"event\":\"card\",\"escalate\":%s,\"id\":\"%s\",\"options\":[",
+	       k->escalate ? "true" : "false", k->id);
+	for (size_t i = 0; k->options[i]; i++)
+		printf("%s\"%s\"", i ? "," : "", k->options[i]);
+	printf("],\"family\":%s,\"after_seq\":%llu,\"blocked_total\":%llu,\"blocked\":[",
+	       k->family ? "\"set\"" : "null", (unsigned long long)k->after_seq,
+	       (unsigned long long)k->blocked_total);
+	for (size_t i = 0; i < k->n_blocked; i++) {
+		printf("%s{\"kind\":\"%s\",\"target\":", i ? "," : "", k->blocked[i].kind);
+		json_str(k->blocked[i].target, strlen(k->blocked[i].target));
+		printf(",\"seen_by\":\"%s\"}", k->blocked[i].seen_by);
+	}
+	printf("],\"during\":{\"rc\":%d,\"outcome\":%d,\"after_seq\":%llu,"
+	       "\"first_exit_code\":%d},\"text\":", (int)rc, (int)e,
+	       (unsigned long long)after, first.exit_code);
+	text = kotoba_card_text(k, 80, 0);
+	json_str(text ? text : "", text ? strlen(text) : 0);
+	free(text);
+	printf("}\n");
+	fflush(stdout);
+	if (!k->escalate)
+		return KOTOBA_CARD_DENY;
+	if (!strcmp(st->mode, "wait"))
+		return KOTOBA_CARD_DEFER; /* never answered: it expires */
+	if (!strcmp(st->mode, "cancel")) {
+		if ((rc = kotoba_cancel(st->c, &err)))
+			print_error("cancel-failed", rc, &err);
+		return KOTOBA_CARD_DEFER;
+	}
+	if (!strcmp(st->mode, "defer")) {
+		if ((rc = kotoba_answer(st->c, k->id, KOTOBA_CARD_RERUN, &err)))
+			print_error("answer-failed", rc, &err);
+		return KOTOBA_CARD_DEFER;
+	}
+	return !strcmp(st->mode, "rerun") ? KOTOBA_CARD_RERUN :
+	       !strcmp(st->mode, "once") ? KOTOBA_CARD_ONCE : KOTOBA_CARD_LEAVE;
+}
+
+static int cmd_escalate(const char *sock, const char *code, const char *cwd, const char *mode)
+{
+	struct esc_state st = { .mode = mode };
+	struct kotoba_exec_opts grant = { .size = sizeof(grant), .code = "print(1)", .cwd = cwd,
+					  .on_card = save_grant };
+	struct kotoba_exec_opts x = { .size = sizeof(x), .code = code, .cwd = cwd,
+				      .on_card = on_escalation,
+				      .on_notice = on_notice, .arg = &st };
+	struct kotoba_result res = KOTOBA_RESULT_INIT, first = KOTOBA_RESULT_INIT;
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
+	enum kotoba_escalation e;
+	uint64_t after;
+	enum kotoba_code rc;
+	bool done = false;
+
+	if ((rc = kotoba_connect(&st.c, sock, &err)) ||
+	    (rc = kotoba_hello_flags(st.c, KOTOBA_HELLO_CHANNEL | KOTOBA_HELLO_ESCALATE, NULL,
+				     &err)))
+		return print_error("open", rc, &err), kotoba_close(st.c), 0;
+	if ((rc = kotoba_exec(st.c, &grant, NULL, &err)))
+		return print_error("grant", rc, &err), kotoba_close(st.c), 0;
+	if (!strcmp(mode, "none"))
+		x.on_card = NULL;
+	if (!strcmp(mode, "poll")) {
+		struct pollfd p = { .fd = kotoba_conn_fd(st.c), .events = POLLIN };
+
+		st.mode = "rerun";
+		rc = kotoba_exec_start(st.c, &x, &err);
+		while (!rc && !done && poll(&p, 1, 30000) == 1)
+			rc = kotoba_conn_process(st.c, &done, &res, &err);
+	} else {
+		rc = kotoba_exec(st.c, &x, &res, &err);
+	}
+	run_end(rc, &res, &err);
+	kotoba_escalation(st.c, &e, &after, &first, NULL);
+	printf("{\"event\":\"escalation\",\"outcome\":%d,\"after_seq\":%llu,\"cards\":%u,"
+	       "\"first\":{\"exit_code\":%d,\"approver\":\"%s\",\"profile\":\"%s\","
+	       "\"blocked_total\":%llu}}\n", (int)e, (unsigned long long)after, st.cards,
+	       first.exit_code, first.approver, first.profile,
+	       (unsigned long long)first.blocked_total);
+	cmd_tail(st.c, 8);
+	kotoba_close(st.c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3)
@@ -502,6 +614,8 @@ int main(int argc, char **argv)
 		return cmd_cancel(argv[1], argv[3], argc > 4 ? argv[4] : NULL);
 	if (!strcmp(argv[2], "poll") && argc >= 4)
 		return cmd_poll(argv[1], argv[3], argc > 4 ? argv[4] : NULL);
+	if (!strcmp(argv[2], "escalate") && argc >= 6)
+		return cmd_escalate(argv[1], argv[3], argv[4], argv[5]);
 	if (!strcmp(argv[2], "version"))
 		return printf("{\"event\":\"version\",\"header\":\"%s\",\"library\":\"%s\"}\n",
 			      KOTOBA_CLIENT_VERSION, kotoba_version()) < 0;

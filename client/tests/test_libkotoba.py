@@ -319,3 +319,74 @@ def test_program_built_on_the_installed_library_runs(stage, link, broker_proc, w
     ev = [json.loads(l) for l in p.stdout.splitlines()]
     assert "".join(e["data"] for e in ev if e["event"] == "output") == "42\n", ev
     assert ev[-1]["event"] == "exit" and ev[-1]["exit_code"] == 0, ev
+
+
+# ---- the escalation card -------------------------------------------------------
+
+# Unlabelled (a grant covers it); the exec gate stops /bin/sh under the
+# grant's unattended profile, the approved one lets it run.
+STOPPED = ("import builtins, sys\n"
+           "sp = builtins.__dict__['__imp' + 'ort__']('sub' + 'process')\n"
+           "try:\n"
+           "    sp.run(['/bin/sh', '-c', 'exit 0'], check=True)\n"
+           "except PermissionError:\n"
+           "    sys.exit(3)\n")
+ESC_NONE, ESC_RERUN, ESC_LEFT, ESC_EXPIRED, ESC_CANCELLED = range(5)
+
+
+def escalate(b, mode):
+    ev = kc(b.socket, "escalate", STOPPED, b.dir, mode)
+    cards = [e for e in ev if e["event"] == "card"]
+    return ev, cards, last(ev, "escalation")
+
+
+@pytest.mark.parametrize("mode", ["rerun", "defer", "poll"])
+def test_escalation_rerun(broker_proc, mode):
+    ev, (card,), esc = escalate(broker_proc, mode)
+    assert card["escalate"] and card["options"] == ["rerun", "leave"] and card["family"] is None
+    assert card["after_seq"] > 0 and card["blocked_total"] >= 1
+    assert any(b["kind"] == "exec" and b["target"].startswith("/bin/sh")
+               for b in card["blocked"]), card
+    # during the card, the first run's result is there already
+    assert card["during"] == {"rc": 0, "outcome": ESC_RERUN, "after_seq": card["after_seq"],
+                              "first_exit_code": 3}
+    assert "== The sandbox stopped this snippet: run it again? ==" in card["text"]
+    assert "[r] Run it again with your permissions" in card["text"]
+    x = last(ev, "exit")
+    assert x["exit_code"] == 0 and x["approver"] == "user" and x["profile"] == "approved"
+    assert esc["outcome"] == ESC_RERUN and esc["after_seq"] == card["after_seq"]
+    assert esc["first"] == {"exit_code": 3, "approver": "grant", "profile": "unattended",
+                            "blocked_total": card["blocked_total"]}
+    rows = [e for e in ev if e["event"] == "row"]
+    assert any(r["after"] == card["after_seq"] and r["kind"] == "exit" for r in rows), rows
+
+
+@pytest.mark.parametrize("mode", ["leave", "once", "none"])
+def test_escalation_left(broker_proc, mode):
+    """leave, an answer of the other kind (taken as leave) and no on_card:
+    nothing runs again, the result is the first run's."""
+    ev, cards, esc = escalate(broker_proc, mode)
+    assert len(cards) == (0 if mode == "none" else 1) and esc["cards"] == len(cards)
+    x = last(ev, "exit")
+    assert x["exit_code"] == 3 and x["approver"] == "grant" and x["profile"] == "unattended"
+    assert esc["outcome"] == ESC_LEFT and esc["first"]["exit_code"] == 3
+    assert not [e for e in ev if e["event"] == "error"], ev
+
+
+def test_no_escalation_card_without_the_flag(broker_proc):
+    """kotoba_hello() (no KOTOBA_HELLO_ESCALATE): the grant's run just ends."""
+    run(broker_proc, "print(1)", "channel", "answer=always")
+    ev = run(broker_proc, STOPPED, "channel", "answer=deny")
+    assert not [e for e in ev if e["event"] == "card"], ev
+    assert last(ev, "exit")["exit_code"] == 3
+
+
+def test_escalation_expired_and_cancelled(make_broker):
+    """Nobody answers, or the program withdraws the card: KOTOBA_OK with the
+    first run's result, and kotoba_escalation() says which."""
+    b = make_broker(config="[gate]\ncard_timeout = 1\n")
+    for mode, outcome in (("wait", ESC_EXPIRED), ("cancel", ESC_CANCELLED)):
+        ev, (card,), esc = escalate(b, mode)
+        assert last(ev, "exit")["exit_code"] == 3, ev
+        assert esc["outcome"] == outcome and esc["first"]["exit_code"] == 3, ev
+        assert not [e for e in ev if e["event"] in ("error", "cancel-failed")], ev

@@ -3,6 +3,7 @@ kotoba_show() (C, called here through ctypes on the built shared library)
 and kotoba_broker.render (Python) turn the same hostile cards into the
 same text, byte for byte, at several widths and with colour on and off."""
 import ctypes
+import dataclasses
 import os
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 from conftest import BUILD, ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "client", "python"))
-from kotoba_broker import Card, Label, card_text, show  # noqa: E402
+from kotoba_broker import Blocked, Card, Label, card_text, show  # noqa: E402
 
 SO = os.path.join(BUILD, "libkotoba-client.so")
 with open(SO, "rb") as _f:
@@ -37,8 +38,15 @@ class CLimit(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_uint64)]
 
 
+class CBlocked(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_char * 16), ("target", ctypes.c_char * 256),
+                ("count", ctypes.c_uint64), ("by", ctypes.c_char * 16),
+                ("seen_by", ctypes.c_char * 16), ("inferred", ctypes.c_bool)]
+
+
 class CCard(ctypes.Structure):
-    """struct kotoba_card, field for field (client/kotoba-client.h)."""
+    """struct kotoba_card, field for field (client/kotoba-client.h): the
+    library reads every field, those appended later too."""
     _fields_ = [("id", ctypes.c_char_p), ("snippet", ctypes.c_char_p),
                 ("snippet_len", ctypes.c_size_t), ("labels", ctypes.POINTER(CLabel)),
                 ("n_labels", ctypes.c_size_t), ("options", ctypes.c_void_p),
@@ -47,7 +55,10 @@ class CCard(ctypes.Structure):
                 ("reason", ctypes.c_char_p), ("cwd", ctypes.c_char_p),
                 ("timeout_ms", ctypes.c_uint64), ("env", ctypes.POINTER(CEnv)),
                 ("n_env", ctypes.c_size_t), ("limits", ctypes.POINTER(CLimit)),
-                ("n_limits", ctypes.c_size_t)]
+                ("n_limits", ctypes.c_size_t), ("grant_ttl_ms", ctypes.c_uint64),
+                ("escalate", ctypes.c_bool), ("blocked", ctypes.POINTER(CBlocked)),
+                ("n_blocked", ctypes.c_size_t), ("blocked_total", ctypes.c_uint64),
+                ("after_seq", ctypes.c_uint64)]
 
 
 LIB.kotoba_card_text.restype = ctypes.c_void_p
@@ -61,11 +72,15 @@ def c_card_text(card, width, colour):
         *[CLabel(b(l.label), l.start, l.end, l.line) for l in card.labels])
     env = (CEnv * max(1, len(card.env)))(*[CEnv(b(n), b(v)) for n, v in card.env])
     limits = (CLimit * max(1, len(card.limits)))(*[CLimit(b(n), v) for n, v in card.limits])
+    blocked = (CBlocked * max(1, len(card.blocked)))(
+        *[CBlocked(x.kind.encode(), x.target.encode(), x.count, x.by.encode(),
+                   x.seen_by.encode(), x.inferred) for x in card.blocked])
     snippet = card.snippet.encode()
     c = CCard(b(card.id), snippet, len(snippet), labels, len(card.labels), None,
               b(card.family), b(card.button), b(card.detail), int(card.expires * 1000),
               b(card.reason), b(card.cwd), int(round(card.timeout * 1000)), env,
-              len(card.env), limits, len(card.limits))
+              len(card.env), limits, len(card.limits), card.grant_ttl_ms, card.escalate,
+              blocked, len(card.blocked), card.blocked_total, card.after_seq)
     p = LIB.kotoba_card_text(ctypes.byref(c), width, 1 if colour else 0)
     assert p
     try:
@@ -139,3 +154,47 @@ def test_a_card_from_an_older_broker():
 @pytest.mark.parametrize("lines", [False, True])
 def test_c_and_python_show_the_same(raw, lines):
     assert c_show(raw, 2 if lines else 0) == show(raw, lines=lines)
+
+
+def escalation_of(snippet, i, blocked, total):
+    return dataclasses.replace(
+        card_of(snippet, i), kind="escalate", options=("rerun", "leave"), family="",
+        button="", detail="", labels=(),
+        reason="This snippet already ran once under your execute_code grant, and the sandbox "
+               "stopped %d operations in it; what that run did stays done. Run it again "
+               "with your permissions (the approved profile)?" % total,
+        blocked=blocked, blocked_total=total, after_seq=41 + i)
+
+
+RECEIPT = (
+    Blocked("write", "/home/ada/project/notes.md", 1, "landlock", "python", True),
+    Blocked("exec", "/bin/sh (argv[0] \x1b[2Jsh)", 1, "exec gate", "worker", False),
+    Blocked("secret-read", "/home/ada/.ssh/id_ed25519", 3, "mount mask", "worker", False),
+    Blocked("create", "/home/ada/\u202e" + "long/" * 40 + "\u200bfile", 2, "landlock",
+            "python", True),
+)
+
+
+@pytest.mark.parametrize("i", [0, 2, 3, 5, 6])
+@pytest.mark.parametrize("width", [0, 40, 80])
+@pytest.mark.parametrize("colour", [False, True])
+@pytest.mark.parametrize("receipt", [(RECEIPT, 7), (RECEIPT[:1], 1), ((), 300)])
+def test_c_and_python_escalation_cards_are_the_same(i, width, colour, receipt):
+    card = escalation_of(SNIPPETS[i], i, *receipt)
+    assert c_card_text(card, width, colour) == card_text(card, width, colour)
+
+
+def test_an_escalation_card_says_what_the_first_run_was_stopped_doing():
+    text = card_text(escalation_of("open('notes.md', 'w')\n", 0, RECEIPT, 9), 80, False)
+    assert "== The sandbox stopped this snippet: run it again? ==" in text
+    assert "First run:   audit row #41; the sandbox stopped 9 operations in it" in text
+    assert ("Stopped:     write /home/ada/project/notes.md (landlock, reported by the "
+            "snippet\n             itself)\n") in text
+    assert "exec /bin/sh (argv[0] \\x1b[2Jsh) (exec gate)\n" in text
+    assert "read /home/ada/.ssh/id_ed25519 x3 (secret)\n" in text
+    assert "<U+202E>" in text and "<U+200B>" in text and "\x1b" not in text
+    assert "and 2 more" in text
+    assert "(the approved profile)?\n" in text  # no full stop after its own question mark
+    assert text.endswith("  [r] Run it again with your permissions (the approved profile)\n"
+                         "  [l] Leave it: nothing runs again\n")
+    assert "[o]" not in text and "Always allow" not in text

@@ -245,6 +245,54 @@ static void test_card_of_an_empty_snippet(void **state)
 	free(text);
 }
 
+/* An escalation card: the first run's audit row and receipt, every target
+ * made visible, the snippet's own reports marked, the two options. */
+static void test_escalation_card(void **state)
+{
+	static const struct kotoba_blocked blocked[] = {
+		{ "write", "/home/ada/project/notes.md", 1, "landlock", "python", true },
+		{ "exec", "/bin/sh\x1b[2J\xe2\x80\xae", 2, "exec gate", "worker", false },
+		{ "secret-read", "/home/ada/.ssh/id_ed25519", 1, "mount mask", "worker", false },
+	};
+	struct kotoba_card c = card_of("open('notes.md', 'w')\n");
+	char *text;
+
+	(void)state;
+	c.labels = NULL;
+	c.n_labels = 0;
+	c.family = c.family_button = c.family_detail = NULL;
+	c.reason = "This snippet already ran once under your execute_code grant; run it again?";
+	c.escalate = true;
+	c.blocked = blocked;
+	c.n_blocked = 3;
+	c.blocked_total = 6;
+	c.after_seq = 41;
+	text = kotoba_card_text(&c, 80, 0);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "== The sandbox stopped this snippet: run it again? ==\n"));
+	assert_non_null(strstr(text, "again?\n"));
+	assert_null(strstr(text, "?."));
+	assert_non_null(strstr(text, "First run:   audit row #41; the sandbox stopped 6 operations "
+				     "in it\n"));
+	assert_non_null(strstr(text, "Stopped:     write /home/ada/project/notes.md (landlock, "
+				     "reported by the snippet\n             itself)\n"));
+	assert_non_null(strstr(text, "             exec /bin/sh\\x1b[2J<U+202E> x2 (exec gate)\n"));
+	assert_non_null(strstr(text, "             read /home/ada/.ssh/id_ed25519 (secret)\n"));
+	assert_non_null(strstr(text, "             and 2 more\n"));
+	assert_non_null(strstr(text, "the lines above contain 3 invisible or control characters"));
+	assert_non_null(strstr(text, "\n   1  open('notes.md', 'w')\n"));
+	assert_non_null(strstr(text, "\n  [r] Run it again with your permissions (the approved "
+				     "profile)\n  [l] Leave it: nothing runs again\n"));
+	assert_null(strstr(text, "[o]"));
+	assert_null(strchr(text, '\033'));
+	assert_rows_fit(text, 80);
+	free(text);
+	text = kotoba_card_text(&c, 60, 0);
+	assert_non_null(text);
+	assert_rows_fit(text, 60);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -259,6 +307,7 @@ int main(void)
 		cmocka_unit_test(test_card_shows_what_the_client_set),
 		cmocka_unit_test(test_card_wraps_long_lines_and_counts_escapes),
 		cmocka_unit_test(test_card_of_an_empty_snippet),
+		cmocka_unit_test(test_escalation_card),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

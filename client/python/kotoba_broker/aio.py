@@ -10,10 +10,11 @@ from typing import (Any, Awaitable, Callable, Dict, Iterator, List, Mapping, Opt
                     Tuple, Type, TypeVar, Union, cast)
 
 from . import wire
-from .client import CLIENT_NAME, _answer_of, _no_more, _renamed, _unanswered
+from .client import (CLIENT_NAME, _Escalation, _answer_of, _no_more, _renamed, _safe_answer,
+                     _unanswered)
 from .errors import BrokerUnavailable, ConnectionLost, Denied, KotobaError, ProtocolError
 from .errors import error_from_frame
-from .types import DEFER, DENY, AuditRow, Card, Frame, Grant, Result, Welcome
+from .types import DEFER, AuditRow, Card, Frame, Grant, Result, Welcome
 
 __all__ = ["AsyncBroker", "AsyncCardCallback", "AsyncOutputCallback"]
 
@@ -34,8 +35,9 @@ async def _call(fn: Callable[..., Union[_T, Awaitable[_T]]], *args: Any) -> _T:
 
 
 async def _ask(on_card: Optional[AsyncCardCallback], card: Card) -> str:
-    """The answer to a card: every card is denied without a callback."""
-    return DENY if on_card is None else await _call(on_card, card)
+    """The answer to a card: without a callback, every card is denied (an
+    escalation card left)."""
+    return _safe_answer(card) if on_card is None else await _call(on_card, card)
 
 
 @dataclass
@@ -43,9 +45,10 @@ class _RunState:
     """One run's output so far, its card, and how it ended."""
     out: bytearray = field(default_factory=bytearray)
     err: bytearray = field(default_factory=bytearray)
-    card: Optional[str] = None
+    card: Optional[Card] = None
     ended: bool = False
     unanswered: Optional[Denied] = None
+    esc: _Escalation = field(default_factory=lambda: _Escalation(False))
 
 
 class AsyncBroker:
@@ -63,11 +66,16 @@ class AsyncBroker:
     """
 
     def __init__(self, socket_path: Optional[str] = None, channel: bool = True,
-                 client_name: str = CLIENT_NAME, **old: Any) -> None:
+                 client_name: str = CLIENT_NAME, *, escalate: bool = False,
+                 **old: Any) -> None:
         socket_path = _renamed(old, "socket", "socket_path", socket_path)
         _no_more(old)
+        if escalate and not channel:
+            raise ValueError("escalation cards need an approval channel (channel=True)")
         self.socket_path: str = socket_path or wire.default_socket_path()
         self.channel = bool(channel)
+        self.escalate = bool(escalate)
+        self._escs: Dict[str, _Escalation] = {}  # open escalation cards, by card id
         self.client_name = client_name
         self.welcome: Optional[Welcome] = None
         self.notices: List[KotobaError] = []
@@ -119,7 +127,8 @@ class AsyncBroker:
             return buf
 
         try:
-            await loop.sock_sendall(sock, wire.hello_frame(self.channel, self.client_name))
+            await loop.sock_sendall(sock, wire.hello_frame(self.channel, self.client_name,
+                                                           self.escalate))
         except OSError:
             pass  # the reason, if any, is read below
         try:
@@ -212,7 +221,7 @@ class AsyncBroker:
         """As Broker.run()."""
         frame = None
         rid, q = self._register()
-        state = _RunState()
+        state = _RunState(esc=_Escalation(self.escalate))
         getter: Optional["asyncio.Future[Frame]"] = None
         card_task: Optional["asyncio.Future[str]"] = None
         try:
@@ -226,18 +235,21 @@ class AsyncBroker:
                     waits.add(card_task)
                 done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 if card_task is not None and card_task in done:
-                    choice, card_task = _answer_of(card_task.result()), None
+                    choice, card_task = _answer_of(card_task.result(), state.card), None
                     if choice != DEFER and state.card is not None:
-                        await self.answer(state.card, choice)
+                        await self.answer(state.card.id, choice)
                 if getter in done:
                     m, getter = getter.result(), None
                     result = await self._frame(m, state, on_output)
                     if result is not None:
                         return result
                     if m["type"] == "card":
-                        state.card = m["card"]
-                        state.unanswered = None if on_card else _unanswered(m)
-                        card_task = asyncio.ensure_future(_ask(on_card, Card.from_frame(m)))
+                        state.card = card = Card.from_frame(m)
+                        if card.escalate:
+                            state.esc.card = card.id
+                            self._escs[card.id] = state.esc
+                        state.unanswered = None if on_card or card.escalate else _unanswered(m)
+                        card_task = asyncio.ensure_future(_ask(on_card, card))
         except BaseException:
             for t in (getter, card_task):
                 if t is not None:
@@ -251,24 +263,32 @@ class AsyncBroker:
                 if t is not None:
                     t.cancel()
             self._pending.pop(rid, None)
+            if state.esc.card is not None:
+                self._escs.pop(state.esc.card, None)
 
     async def _frame(self, m: Frame, state: _RunState,
                      on_output: Optional[AsyncOutputCallback]) -> Optional[Result]:
         """One frame of a run: its Result at the end, an exception for its
         error, None otherwise (`queued` among them: the run waits for a free
         slot, then runs and ends as any other)."""
+        state.esc.frame(m)
         if m["type"] == "output":
             (state.err if m["stream"] == "stderr" else state.out).extend(m["data"])
             if on_output:
                 await _call(on_output, m["stream"], m["data"])
+        elif state.esc.first_exit(m, bytes(state.out), bytes(state.err)):
+            state.out, state.err = bytearray(), bytearray()  # the re-run's, if any
         elif m["type"] == "exit":
             state.ended = True
-            return Result.from_frames(m, bytes(state.out), bytes(state.err))
+            return state.esc.result(Result.from_frames(m, bytes(state.out), bytes(state.err)))
         elif m["type"] == "error":
             state.ended = True
+            left = state.esc.error(m)
+            if left is not None:
+                return left
             if state.unanswered and m.get("code") == "denied":
                 raise state.unanswered
-            raise error_from_frame(m)
+            raise state.esc.raised(error_from_frame(m))
         return None
 
     async def _abandon(self, rid: int, q: "asyncio.Queue[_Item]") -> None:
@@ -277,7 +297,7 @@ class AsyncBroker:
         async def until_end() -> None:
             while True:
                 m = await self._get(q)
-                if m["type"] in ("exit", "error"):
+                if m["type"] in ("exit", "error") and not m.get("escalate"):
                     return
         try:
             await self._send(wire.encode({"type": "cancel", "id": rid}))
@@ -290,6 +310,9 @@ class AsyncBroker:
         """Answers a card whose on_card returned DEFER; `for_` and `scope`
         as in Broker.answer()."""
         await self._send(wire.answer_frame(card_id, choice, for_, scope))
+        esc = self._escs.get(card_id)
+        if esc is not None:
+            esc.answered(card_id, choice)
 
     # ---- grants and audit ------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """The blocking client: one connection, one request at a time; cancel()
 and answer() may be called from other threads while run() waits."""
+import dataclasses
 import itertools
 import socket as _socket
 import threading
@@ -12,14 +13,16 @@ from ._version import __version__
 from .errors import (BrokerUnavailable, ConnectionLost, Denied, KotobaError, NoSuchRun,
                      ProtocolError)
 from .errors import error_from_frame
-from .types import DEFER, DENY, AuditRow, Card, Frame, Grant, Result, Welcome
+from .types import (DEFER, DENY, LEAVE, RERUN, AuditRow, Card, Frame, Grant, Result,
+                    Welcome)
 
 __all__ = ["Broker", "CardCallback", "OutputCallback"]
 
 CLIENT_NAME = "kotoba_broker.py/" + __version__
 
 # run()'s callbacks: on_card(card) returns "once", "always", "deny" or
-# DEFER; on_output(stream, data) gets "stdout" or "stderr" and the bytes.
+# DEFER ("rerun", "leave" or DEFER for an escalation card); on_output(stream,
+# data) gets "stdout" or "stderr" and the bytes.
 CardCallback = Callable[[Card], str]
 OutputCallback = Callable[[str, bytes], None]
 
@@ -52,11 +55,73 @@ def _unanswered(m: Frame) -> Denied:
                   "channel=False" % m.get("card", "?"), code="denied")
 
 
-def _answer_of(choice: str) -> str:
+def _answer_of(choice: str, card: Optional[Card] = None) -> str:
+    if card is not None and card.escalate:
+        if choice == DEFER or choice in (RERUN, LEAVE):
+            return choice
+        raise ValueError("on_card must return 'rerun', 'leave' or DEFER for an escalation "
+                         "card (kind 'escalate'), not %r" % (choice,))
     if choice == DEFER or choice in ("once", "always", "deny"):
         return choice
     raise ValueError("on_card must return 'once', 'always', 'deny' or DEFER, not %r"
                      % (choice,))
+
+
+def _safe_answer(card: Card) -> str:
+    """The answer to a card nobody was given to answer: nothing runs."""
+    return LEAVE if card.escalate else DENY
+
+
+# An escalation card's end, as the broker's error says it, when nothing ran again.
+_LEFT_BY = {"denied": "left", "expired": "expired", "cancelled": "cancelled"}
+
+
+class _Escalation:
+    """One run's escalation, as its frames tell it: the first run's Result
+    once its exit said `escalate`, and whether the re-run was asked for or
+    began.  Shared by Broker and AsyncBroker."""
+
+    def __init__(self, declared: bool) -> None:
+        self.declared = declared
+        self.first: Optional[Result] = None
+        self.card: Optional[str] = None
+        self.rerun = False
+
+    def first_exit(self, m: Frame, out: bytes, err: bytes) -> bool:
+        """True when `m` is the first run's exit of an escalation: the run goes on."""
+        if not (self.declared and m["type"] == "exit" and m.get("escalate")
+                and self.first is None):
+            return False
+        self.first = Result.from_frames(m, out, err)
+        return True
+
+    def frame(self, m: Frame) -> None:
+        if self.first is not None and m["type"] in ("started", "queued"):
+            self.rerun = True
+
+    def answered(self, card_id: str, choice: str) -> None:
+        if choice == RERUN and self.first is not None and card_id == self.card:
+            self.rerun = True
+
+    def result(self, r: Result) -> Result:
+        """The run's end: the re-run's Result, marked, after an escalation."""
+        if self.first is None:
+            return r
+        return dataclasses.replace(r, escalation="rerun", first=self.first)
+
+    def error(self, m: Frame) -> Optional[Result]:
+        """The first run's Result when the error ends an escalation in which
+        nothing ran again (left, expired, withdrawn); None otherwise."""
+        end = _LEFT_BY.get(m.get("code", ""))
+        if self.first is None or end is None or (end != "left" and self.rerun):
+            return None
+        return dataclasses.replace(self.first, escalation=end, first=self.first)
+
+    def raised(self, e: KotobaError) -> KotobaError:
+        """An error that ended the re-run carries the first run's Result."""
+        if self.first is not None:
+            setattr(e, "first", self.first)
+        return e
 
 
 class Broker:
@@ -68,6 +133,12 @@ class Broker:
         and return the answer (run()'s on_card).  Without a channel the
         broker never sends a card: plain snippets run unattended and
         labelled ones raise Refused.
+    escalate: True when on_card can also show an escalation card to a
+        person (Card.kind "escalate"; with a channel only): after a run
+        under a saved grant that the sandbox stopped, the broker may then
+        offer to run the same snippet again under the approved profile.
+        False (the default): it never does, and runs end as before.  Ask
+        for it only where a person answers the cards.
 
     Raises BrokerUnavailable when nothing listens at the socket, or the
     broker's refusal (Refused, Busy, BadRequest for a version mismatch).
@@ -75,11 +146,16 @@ class Broker:
     """
 
     def __init__(self, socket_path: Optional[str] = None, channel: bool = True,
-                 client_name: str = CLIENT_NAME, **old: Any) -> None:
+                 client_name: str = CLIENT_NAME, *, escalate: bool = False,
+                 **old: Any) -> None:
         socket_path = _renamed(old, "socket", "socket_path", socket_path)
         _no_more(old)
+        if escalate and not channel:
+            raise ValueError("escalation cards need an approval channel (channel=True)")
         self.socket_path: str = socket_path or wire.default_socket_path()
         self.channel = bool(channel)
+        self.escalate = bool(escalate)
+        self._esc: Optional[_Escalation] = None
         self.notices: List[KotobaError] = []  # broker errors that belonged to no request
         self._ids: Iterator[int] = itertools.count(1)
         self._lock = threading.Lock()   # one request at a time
@@ -133,7 +209,7 @@ class Broker:
 
     def _hello(self, client_name: str) -> Welcome:
         try:
-            self._send(wire.hello_frame(self.channel, client_name))
+            self._send(wire.hello_frame(self.channel, client_name, self.escalate))
         except ConnectionLost as lost:
             # a broker that refuses this peer says why and closes without
             # reading hello: its sentence is still there to read
@@ -184,6 +260,10 @@ class Broker:
         on_card(card): called when a person must decide; returns "once",
             "always" or "deny" (or DEFER, then answer(card.id, ...) later
             from another thread).  None: every card is answered "deny".
+            With escalate=True it may also get an escalation card
+            (card.kind "escalate", after the first run's output), answered
+            "rerun" or "leave" (or DEFER); another answer to it is a
+            ValueError, which cancels the run.  None: it is left.
         on_output(stream, data): each chunk as it arrives, stream "stdout"
             or "stderr", data bytes (a chunk may end mid-character).
         env: optional dict; the broker keeps only its allowlist.
@@ -191,12 +271,18 @@ class Broker:
         Raises why it did not run: Denied, Expired, Refused, NotOffered,
         Cancelled, SetupFailed/BadCwd, Busy...  Any exception from a
         callback (or KeyboardInterrupt) cancels the run, then propagates.
+
+        After an escalation card the Result says how it ended (`escalation`,
+        `first`): "rerun" returns the re-run's Result; "left", "expired" and
+        "cancelled" (nothing ran again) the first run's.  An error that ends
+        the re-run is raised with the first run's Result as its `first`.
         """
         with self._lock:
             rid = next(self._ids)
             frame = wire.exec_frame(rid, code, cwd, timeout, env)
             with self._wlock:
                 self._running = rid
+                self._esc = _Escalation(self.escalate)
             try:
                 self._send(frame)
                 return self._follow(rid, on_card, on_output)
@@ -208,32 +294,44 @@ class Broker:
             finally:
                 with self._wlock:
                     self._running = None
+                    self._esc = None
 
     def _follow(self, rid: int, on_card: Optional[CardCallback],
                 on_output: Optional[OutputCallback]) -> Result:
         out, err = bytearray(), bytearray()
         unanswered = None
+        esc = self._esc
+        assert esc is not None
         while True:
             m = self._recv()
             if m.get("id") != rid:
                 self._stray(m)
-            elif m["type"] == "output":
+                continue
+            esc.frame(m)
+            if m["type"] == "output":
                 (err if m["stream"] == "stderr" else out).extend(m["data"])
                 if on_output:
                     on_output(m["stream"], m["data"])
             elif m["type"] == "card":
                 card = Card.from_frame(m)
-                unanswered = None if on_card else _unanswered(m)
-                choice = _answer_of(on_card(card) if on_card else DENY)
+                if card.escalate:
+                    esc.card = card.id
+                unanswered = None if on_card or card.escalate else _unanswered(m)
+                choice = _answer_of(on_card(card) if on_card else _safe_answer(card), card)
                 if choice != DEFER:
                     self.answer(card.id, choice)
             elif m["type"] == "queued":
                 pass  # waits for a free slot; then it runs and ends as any other
+            elif esc.first_exit(m, bytes(out), bytes(err)):
+                out, err = bytearray(), bytearray()  # the re-run's, if any
             elif m["type"] == "exit":
-                return Result.from_frames(m, bytes(out), bytes(err))
+                return esc.result(Result.from_frames(m, bytes(out), bytes(err)))
             elif m["type"] == "error":
+                left = esc.error(m)
+                if left is not None:
+                    return left
                 raise unanswered if unanswered and m.get("code") == "denied" else \
-                    error_from_frame(m)
+                    esc.raised(error_from_frame(m))
 
     def _abandon(self, rid: int) -> None:
         """Cancels a run the caller gave up on and reads up to its end, so
@@ -248,7 +346,8 @@ class Broker:
             self._sock.settimeout(5)
             while True:
                 m = self._recv()
-                if m.get("id") == rid and m["type"] in ("exit", "error"):
+                if m.get("id") == rid and m["type"] in ("exit", "error") and \
+                        not m.get("escalate"):
                     return
         except (KotobaError, OSError):
             pass
@@ -262,8 +361,12 @@ class Broker:
         expired meanwhile, run() raises Expired.  With "always", the grant
         lasts `for_` seconds at most (cut to the broker's [gate] grant_ttl)
         and covers only runs whose cwd is in `scope` or below (a directory
-        the broker resolves to its real path)."""
+        the broker resolves to its real path).  An escalation card is
+        answered "rerun" or "leave"."""
         self._send(wire.answer_frame(card_id, choice, for_, scope))
+        with self._wlock:
+            if self._esc is not None:
+                self._esc.answered(card_id, choice)
 
     def cancel(self) -> None:
         """Cancels the run in flight (from another thread, or a callback):

@@ -14,7 +14,7 @@ kotoba_card_text() (client/lib/render.c), and the card reads the same.
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 if TYPE_CHECKING:
-    from .types import Card, Result
+    from .types import Blocked, Card, Result
 
 __all__ = ["show", "card_text", "receipt_text"]
 
@@ -270,8 +270,53 @@ def _settings(p: _Pen, card: "Card") -> None:
         p.col = 0
 
 
+def _blocked_entry(p: _Pen, b: "Blocked") -> None:
+    """`write /w/notes.md x2 (landlock)`; a masked secret's read as `read
+    PATH (secret)`; an entry the snippet's own interpreter reported marked
+    as such (the snippet could have forged it)."""
+    secret = b.kind == "secret-read"
+    p.text("read" if secret else b.kind)
+    p.text(" ")
+    p.text(b.target)
+    if b.count > 1:
+        p.text(" x%d" % b.count)
+    p.text(" (")
+    p.text("secret" if secret and b.by == "mount mask" else b.by)
+    if b.seen_by == "python":
+        p.text(", reported by the snippet itself", words=True)  # the card's own words
+    p.text(")")
+
+
+def _first_run(p: _Pen, card: "Card") -> None:
+    """An escalation card's first run: its audit row, its receipt one entry a row."""
+    n = card.blocked_total
+    _field(p, "First run:", "audit row #%d; the sandbox stopped %d operation%s in it"
+           % (card.after_seq, n, "" if n == 1 else "s"))
+    p.write("\n")
+    p.col = 0
+    listed = 0
+    for i, b in enumerate(card.blocked[:16]):
+        _field(p, "" if i else "Stopped:", None, words=False)
+        _blocked_entry(p, b)
+        p.write("\n")
+        p.col = 0
+        listed += b.count
+    if listed < n:
+        _field(p, "" if card.blocked else "Stopped:", "and %d more" % (n - listed))
+        p.write("\n")
+        p.col = 0
+
+
 def _head(p: _Pen, card: "Card") -> None:
     bold, off = ("\033[1m", "\033[0m") if p.colour else ("", "")
+    if card.kind == "escalate":
+        p.write("\n%s== The sandbox stopped this snippet: run it again? ==%s\n" % (bold, off))
+        _field(p, "Why:", card.reason)
+        p.write("\n" if card.reason and card.reason[-1] in ".?!" else ".\n")
+        p.col = 0
+        _first_run(p, card)
+        _settings(p, card)
+        return
     p.write("\n%s== Approval needed: run this Python snippet? ==%s\n" % (bold, off))
     _field(p, "Why:", card.reason)
     p.write(".\n")
@@ -289,7 +334,10 @@ def card_text(card: "Card", width: int = 80, colour: bool = False) -> str:
     """The whole card for a terminal `width` columns wide (0: never wrap):
     why, labels, working directory, time limit, limits, kept environment, a
     note counting what is shown escaped, every line of the snippet
-    numbered, and the three options in the spec's words."""
+    numbered, and the three options in the spec's words.  An escalation
+    card (kind "escalate") shows the first run's audit row and receipt
+    after why, an entry seen_by "python" marked as reported by the snippet
+    itself, and its two options, rerun and leave."""
     s = _Pen(width, colour)
     _snippet(s, card)
     p = _Pen(width, colour)
@@ -309,6 +357,15 @@ def card_text(card: "Card", width: int = 80, colour: bool = False) -> str:
            % (n, "" if n == 1 else "s", len(card.snippet.encode("utf-8", "surrogatepass"))),
            lines=True, words=True)
     p.write(s.value())
+    if card.kind == "escalate":
+        p.write("\n  [r] ")
+        p.cont, p.col, p.origin = " " * 6, 6, 6
+        p.text("Run it again with your permissions (the approved profile)", words=True)
+        p.write("\n  [l] ")
+        p.col = 6
+        p.text("Leave it: nothing runs again", words=True)
+        p.write("\n")
+        return p.value()
     p.write("\n  [o] Run once\n  [a] ")
     p.cont, p.col, p.origin = " " * 6, 6, 6
     p.text(card.button, words=True)

@@ -7,11 +7,13 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 Frame = Dict[str, Any]
 
 __all__ = ["Result", "Blocked", "Card", "Label", "Grant", "AuditRow", "Welcome", "ONCE", "ALWAYS",
-           "DENY", "DEFER"]
+           "DENY", "RERUN", "LEAVE", "DEFER"]
 
 # A card's answers (the strings the protocol uses), and DEFER: returned by
-# a blocking on_card callback to answer later with Broker.answer().
+# a blocking on_card callback to answer later with Broker.answer().  A run
+# card takes ONCE, ALWAYS or DENY; an escalation card RERUN or LEAVE.
 ONCE, ALWAYS, DENY = "once", "always", "deny"
+RERUN, LEAVE = "rerun", "leave"
 DEFER = "defer"
 
 
@@ -56,7 +58,14 @@ class Result:
     "container" (sandbox mode docker), and then `container` is the
     container's name; it is None on the host.  `blocked` is the receipt:
     what the sandbox refused (at most 16 entries), and `blocked_total` how
-    many refusals in all; empty and 0 when nothing was refused."""
+    many refusals in all; empty and 0 when nothing was refused.
+
+    On a connection opened with escalate=True, a run under a grant that
+    the sandbox stopped may be offered again on an escalation card; then
+    `escalation` says how that ended: "rerun" (this is the re-run's result),
+    "left", "expired" or "cancelled" (nothing ran again: this is the first
+    run's result), and `first` is the first run's Result.  Both are None
+    for a run that was not escalated."""
     stdout: str
     stderr: str
     exit_code: Optional[int]
@@ -77,6 +86,8 @@ class Result:
     container: Optional[str] = None
     blocked: Tuple[Blocked, ...] = ()
     blocked_total: int = 0
+    escalation: Optional[str] = None
+    first: Optional["Result"] = None
 
     @property
     def ok(self) -> bool:
@@ -127,7 +138,17 @@ class Card:
     them, `cwd` is None and the rest empty.  `grant_ttl_ms` is the longest
     an "always" grant lasts on this broker ([gate] grant_ttl), 0 when it
     lasts until revoked.  `text()` is the whole card made
-    safe for a terminal (see kotoba_broker.render)."""
+    safe for a terminal (see kotoba_broker.render).
+
+    `kind` is "run", or "escalate" for an escalation card (only on a
+    connection opened with escalate=True): the snippet already ran once
+    under the user's grant and the sandbox stopped what `blocked` lists
+    (`blocked_total` in all; an entry whose seen_by is "python" is the
+    snippet's own report, which it can forge); what that run did stays
+    done.  Its options are "rerun" (run it again under the approved
+    profile) and "leave"; `after_seq` is the first run's exit row in the
+    audit trail; `family`, `button` and `detail` are empty; `cwd`,
+    `timeout`, `env` and `limits` are what the re-run would get."""
     id: str
     snippet: str
     labels: Tuple[Label, ...]
@@ -143,6 +164,15 @@ class Card:
     env: Tuple[Tuple[str, str], ...] = ()
     limits: Tuple[Tuple[str, int], ...] = ()
     grant_ttl_ms: int = 0
+    kind: str = "run"
+    blocked: Tuple[Blocked, ...] = ()
+    blocked_total: int = 0
+    after_seq: int = 0
+
+    @property
+    def escalate(self) -> bool:
+        """An escalation card: answer "rerun" or "leave"."""
+        return self.kind == "escalate"
 
     def text(self, width: int = 80, colour: bool = False) -> str:
         """The card for a terminal `width` columns wide, every character
@@ -153,6 +183,18 @@ class Card:
     @classmethod
     def from_frame(cls, m: Mapping[str, Any]) -> "Card":
         text = m.get("family_text") or {}
+        if m.get("kind") == "escalate":
+            return cls(
+                id=m["card"], snippet=m["snippet"],
+                labels=tuple(Label(l["label"], l["line"], l["start"], l["end"])
+                             for l in m.get("labels", ())),
+                options=tuple(m.get("options", (RERUN, LEAVE))), family="", button="",
+                detail="", expires=m.get("expires_ms", 0) / 1000, reason=m.get("reason", ""),
+                run_id=m.get("id", 0), cwd=m.get("cwd"), timeout=m.get("timeout_ms", 0) / 1000,
+                env=tuple((m.get("env") or {}).items()),
+                limits=tuple((m.get("limits") or {}).items()), kind="escalate",
+                blocked=tuple(Blocked.from_wire(b) for b in m.get("blocked", ())),
+                blocked_total=m.get("blocked_total", 0), after_seq=m.get("after_seq", 0))
         return cls(
             id=m["card"], snippet=m["snippet"],
             labels=tuple(Label(l["label"], l["line"], l["start"], l["end"])
@@ -218,7 +260,9 @@ class AuditRow:
     """One row of the caller's audit trail; the exit fields are None on
     rows without an exit.  `blocked_total` counts what the sandbox refused
     in an exit row's run (0: nothing); `blocked` lists it on the row that
-    Broker.audit_show() asked for, and is empty on any other."""
+    Broker.audit_show() asked for, and is empty on any other.  `after` is,
+    on the rows of an escalation (its card, how it ended, the re-run's
+    exit), the seq of the first run's exit row; None on any other row."""
     seq: int
     time_ms: int
     run: int
@@ -236,6 +280,7 @@ class AuditRow:
     duration_ms: Optional[int] = None
     blocked_total: int = 0
     blocked: Tuple[Blocked, ...] = ()
+    after: Optional[int] = None
 
     @property
     def time(self) -> Optional[datetime.datetime]:
@@ -253,7 +298,8 @@ class AuditRow:
             timed_out=r.get("timed_out") if ex else None,
             duration_ms=r.get("duration_ms") if ex else None,
             blocked_total=r.get("blocked_total", 0),
-            blocked=tuple(Blocked.from_wire(b) for b in r.get("blocked", ())))
+            blocked=tuple(Blocked.from_wire(b) for b in r.get("blocked", ())),
+            after=r.get("after"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -68,9 +68,16 @@ def decode(payload: bytes) -> Frame:
     return m
 
 
-def hello_frame(channel: bool, client: str) -> bytes:
-    return encode({"type": "hello", "version": VERSION, "channel": bool(channel),
-                   "client": client})
+def hello_frame(channel: bool, client: str, escalate: bool = False) -> bytes:
+    """escalate: the client can show escalation cards too (with a channel
+    only); sent only when true, so a hello without it is as before."""
+    msg: Frame = {"type": "hello", "version": VERSION, "channel": bool(channel)}
+    if escalate:
+        if not channel:
+            raise ValueError("escalation cards need an approval channel (channel=True)")
+        msg["escalate"] = True
+    msg["client"] = client
+    return encode(msg)
 
 
 def exec_frame(run_id: int, code: str, cwd: Optional[PathArg], timeout: Optional[float],
@@ -95,8 +102,9 @@ def answer_frame(card_id: str, choice: str, for_: Optional[float] = None,
     """An answer; with "always", the grant may last `for_` seconds (the
     broker cuts it to its [gate] grant_ttl) and cover only runs in the
     directory `scope` or below."""
-    if choice not in ("once", "always", "deny"):
-        raise ValueError("a card is answered 'once', 'always' or 'deny', not %r" % (choice,))
+    if choice not in ("once", "always", "deny", "rerun", "leave"):
+        raise ValueError("a card is answered 'once', 'always' or 'deny' (an escalation card "
+                         "'rerun' or 'leave'), not %r" % (choice,))
     msg: Dict[str, Any] = {"type": "answer", "card": card_id, "choice": choice}
     if (for_ is not None or scope is not None) and choice != "always":
         raise ValueError("for_ and scope go with 'always' only")

@@ -517,3 +517,165 @@ def test_receipt_of_a_refused_exec(broker_proc):
         assert shown.blocked == (kb.Blocked("exec", "/bin/sh", 1, "exec gate", "worker", False),)
         assert c.audit_show(10 ** 9) is None
     assert r.blocked == () and r.blocked_total == 0
+
+
+# ---- the escalation card -------------------------------------------------------
+
+# Stopped under a grant (unattended: the exec gate refuses /bin/sh), runs
+# under the approved profile.
+# Unlabelled, so that a grant covers it (as test_receipt_of_a_refused_exec).
+STOPPED = ("import builtins, sys\n"
+           "sp = builtins.__dict__['__imp' + 'ort__']('sub' + 'process')\n"
+           "try:\n"
+           "    sp.run(['/bin/sh', '-c', 'echo from-sh'], check=True)\n"
+           "except PermissionError:\n"
+           "    print('refused'); sys.exit(3)\n")
+
+
+def granted(b, **kw):
+    """A connection whose user holds the execute_code grant."""
+    c = Broker(socket_path=b.socket, channel=True, **kw)
+    c.run("print(1)", cwd=b.dir, on_card=lambda card: kb.ALWAYS)
+    return c
+
+
+def test_escalation_card_rerun(broker_proc):
+    cards = []
+
+    def on_card(card):
+        cards.append(card)
+        assert card.escalate and card.kind == "escalate"
+        return kb.RERUN
+
+    with granted(broker_proc, escalate=True) as c:
+        r = c.run(STOPPED, cwd=broker_proc.dir, on_card=on_card)
+        (card,) = cards
+        assert card.options == ("rerun", "leave") and card.family == ""
+        assert card.blocked_total >= 1 and card.after_seq > 0
+        assert any(b.kind == "exec" and b.target.startswith("/bin/sh") for b in card.blocked)
+        assert "[r] Run it again" in card.text()
+        assert r.escalation == "rerun" and r.first is not None
+        assert r.first.exit_code == 3 and r.first.stdout == "refused\n"
+        assert r.first.approver == "grant" and r.first.profile == "unattended"
+        assert r.first.blocked_total >= 1
+        assert r.exit_code == 0 and "from-sh" in r.stdout and "refused" not in r.stdout
+        assert r.approver == "user" and r.profile == "approved"
+        rows = c.audit_tail(10)
+        first_exit = [x for x in rows if x.event == "exit" and x.seq == card.after_seq]
+        assert first_exit and first_exit[0].after is None
+        linked = [x for x in rows if x.after == card.after_seq]
+        assert linked and any(x.event == "exit" for x in linked), rows
+
+
+def test_escalation_card_left(broker_proc):
+    with granted(broker_proc, escalate=True) as c:
+        r = c.run(STOPPED, cwd=broker_proc.dir, on_card=lambda card: kb.LEAVE)
+        assert r.escalation == "left" and r.first is not None
+        assert r.exit_code == 3 and r.stdout == "refused\n" and r.approver == "grant"
+        # the connection takes the next run
+        assert c.run("print(2)", cwd=broker_proc.dir).stdout == "2\n"
+
+
+def test_escalation_card_without_callback_is_left(broker_proc):
+    with granted(broker_proc, escalate=True) as c:
+        r = c.run(STOPPED, cwd=broker_proc.dir)
+        assert r.escalation == "left" and r.exit_code == 3
+
+
+def test_escalation_card_run_answer_is_a_value_error(broker_proc):
+    with granted(broker_proc, escalate=True) as c:
+        with pytest.raises(ValueError, match="escalation card"):
+            c.run(STOPPED, cwd=broker_proc.dir, on_card=lambda card: kb.ONCE)
+        assert c.run("print(2)", cwd=broker_proc.dir).stdout == "2\n"
+
+
+def test_no_escalation_unless_asked(broker_proc):
+    def must_not_ask(card):
+        raise AssertionError("an escalation card without escalate=True")
+
+    with granted(broker_proc) as c:
+        r = c.run(STOPPED, cwd=broker_proc.dir, on_card=must_not_ask)
+        assert r.escalation is None and r.first is None and r.exit_code == 3
+
+
+def test_escalate_needs_a_channel(broker_proc):
+    with pytest.raises(ValueError):
+        Broker(socket_path=broker_proc.socket, channel=False, escalate=True)
+
+
+def test_escalation_card_deferred_rerun(broker_proc):
+    with granted(broker_proc, escalate=True) as c:
+        def on_card(card):
+            threading.Timer(0.1, c.answer, (card.id, kb.RERUN)).start()
+            return kb.DEFER
+        r = c.run(STOPPED, cwd=broker_proc.dir, on_card=on_card)
+        assert r.escalation == "rerun" and r.exit_code == 0
+
+
+def test_escalation_card_async(broker_proc):
+    async def main():
+        async with AsyncBroker(socket_path=broker_proc.socket, channel=True,
+                               escalate=True) as c:
+            await c.run("print(1)", cwd=broker_proc.dir, on_card=lambda card: kb.ALWAYS)
+
+            async def rerun(card):
+                await asyncio.sleep(0)
+                return kb.RERUN if card.escalate else kb.DENY
+            r1 = await c.run(STOPPED, cwd=broker_proc.dir, on_card=rerun)
+            r2 = await c.run(STOPPED, cwd=broker_proc.dir, on_card=lambda card: kb.LEAVE)
+            return r1, r2
+
+    r1, r2 = asyncio.run(main())
+    assert r1.escalation == "rerun" and r1.exit_code == 0 and r1.first.exit_code == 3
+    assert r2.escalation == "left" and r2.exit_code == 3
+
+
+def test_escalation_frames_without_a_broker():
+    """The card and the result from frames as PROTOCOL.md's vectors have them."""
+    card = kb.Card.from_frame({
+        "type": "card", "id": 7, "kind": "escalate", "card": "c-2", "snippet": "x\n",
+        "labels": [], "options": ["rerun", "leave"], "expires_ms": 300000,
+        "reason": "r?", "cwd": "/w", "timeout_ms": 60000, "env": {}, "limits": {},
+        "blocked": [{"kind": "write", "target": "/w/notes.md", "count": 1, "by": "landlock",
+                     "seen_by": "python", "inferred": True}],
+        "blocked_total": 1, "after_seq": 41})
+    assert card.escalate and card.after_seq == 41 and card.blocked_total == 1
+    assert card.blocked[0].seen_by == "python"
+    assert "reported by the snippet itself" in card.text()
+    run = kb.Card.from_frame({"type": "card", "id": 1, "card": "c-1", "snippet": "x"})
+    assert run.kind == "run" and not run.escalate
+    row = kb.AuditRow.from_frame({"seq": 43, "time_ms": 1, "run": 2, "pid": 3, "event": "exit",
+                                  "sha256": "00", "labels": "", "mode": "local",
+                                  "decision": "ran", "approver": "user",
+                                  "profile": "approved", "has_exit": False, "after": 41})
+    assert row.after == 41
+
+
+def test_escalation_card_expired_and_cancelled(make_broker):
+    b = make_broker(config="[gate]\ncard_timeout = 1\n")
+    with granted(b, escalate=True) as c:
+        r = c.run(STOPPED, cwd=b.dir, on_card=lambda card: kb.DEFER)
+        assert r.escalation == "expired" and r.exit_code == 3 and r.first is not None
+
+        def withdraw(card):
+            c.cancel()
+            return kb.DEFER
+        r = c.run(STOPPED, cwd=b.dir, on_card=withdraw)
+        assert r.escalation == "cancelled" and r.exit_code == 3
+        assert c.run("print(2)", cwd=b.dir).stdout == "2\n"
+
+
+def test_escalation_card_expired_async(make_broker):
+    b = make_broker(config="[gate]\ncard_timeout = 1\n")
+
+    async def main():
+        async with AsyncBroker(socket_path=b.socket, escalate=True) as c:
+            await c.run("print(1)", cwd=b.dir, on_card=lambda card: kb.ALWAYS)
+
+            async def never(card):
+                await asyncio.sleep(600)
+                return kb.RERUN
+            return await c.run(STOPPED, cwd=b.dir, on_card=never)
+
+    r = asyncio.run(main())
+    assert r.escalation == "expired" and r.exit_code == 3

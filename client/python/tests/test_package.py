@@ -90,3 +90,20 @@ def test_pip_installs_into_a_venv_and_runs(broker_proc, workdir):
         f.write("n: int = b.revoke()\n")
     bad = subprocess.run(mypy + [prog], cwd=workdir, capture_output=True, text=True, env=env)
     assert bad.returncode == 1 and 'expression has type "str"' in bad.stdout, bad
+
+
+def test_hello_declares_escalate_only_when_asked():
+    """The hello vectors of PROTOCOL.md, byte for byte."""
+    from kotoba_broker import wire
+    plain = wire.hello_frame(True, "kotoba/0.1")
+    assert b"escalate" not in plain
+    esc = wire.hello_frame(True, "kotoba/0.1", escalate=True)
+    assert esc == bytes.fromhex(
+        "0000003a85a474797065a568656c6c6fa776657273696f6e01a76368616e6e656c"
+        "c3a8657363616c617465c3a6636c69656e74aa6b6f746f62612f302e31")
+    with pytest.raises(ValueError):
+        wire.hello_frame(False, "x", escalate=True)
+    rerun = wire.answer_frame("c-2", "rerun")
+    assert rerun[4:] and b"rerun" in rerun
+    with pytest.raises(ValueError):
+        wire.answer_frame("c-2", "rerun", for_=1)
