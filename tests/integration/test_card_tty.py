@@ -100,10 +100,11 @@ def agent_tool(broker, path, cwd):
     return ["/usr/bin/python3", AGENT_TOOL, path, "--cwd", cwd, "--socket", broker.socket]
 
 
-def drive(broker, path, cwd, answer, timeout=60, argv=kotoba_run):
+def drive(broker, path, cwd, answer, timeout=60, argv=kotoba_run, again=None):
     """Runs `kotoba run FILE` (or another argv) on a pty of COLS x ROWS; at
     each pager prompt takes a snapshot of the screen and presses Enter; at
-    the question takes one and answers.  Returns (snapshots, exit status,
+    the question takes one and answers (`again` at an escalation card's,
+    which fails the test when None).  Returns (snapshots, exit status,
     everything read)."""
     args = argv(broker, path, cwd)
     pid, fd = pty.fork()
@@ -139,6 +140,12 @@ def drive(broker, path, cwd, answer, timeout=60, argv=kotoba_run):
             elif row.startswith("Your choice [o/a/d]:"):
                 snaps.append(screen.lines())
                 os.write(fd, answer.encode() + b"\n")
+                waiting = True
+            elif row.startswith("[r]un it again with your permissions, or [l]eave it:"):
+                snaps.append(screen.lines())
+                if again is None:
+                    pytest.fail("an escalation card nobody expected:\n" + screen.text())
+                os.write(fd, again.encode() + b"\n")
                 waiting = True
         else:
             pytest.fail("kotoba run did not finish; screen:\n" + screen.text())
@@ -468,3 +475,56 @@ def test_card_in_tmux_shows_the_real_line_1(broker, workdir):
     with open(status) as f:
         assert f.read().strip() == "126"
     assert not os.path.exists(os.path.join(workdir, "card_pwned"))
+
+
+# ---- the escalation card (PROTOCOL.md, "The escalation card") ---------------
+
+# Writes notes.md where it runs, which the unattended profile refuses; a
+# comment hides a cursor move, which the card must show escaped.
+WRITE_NOTES = ("import builtins\n"
+               "o = builtins.__dict__['op' + 'en']  # \x1b[1A\x1b[2K\n"
+               "try:\n"
+               "    o('notes.md', 'a' + 't').write('done\\n')\n"
+               "    print('wrote')\n"
+               "except PermissionError:\n"
+               "    print('refused')\n")
+
+
+def grant(broker, cwd):
+    p = broker.kotoba("run", "-c", "print(1)", "--cwd", cwd, "--answer", "always")
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("again", ["r", "l"])
+def test_escalation_card_on_a_terminal(broker, workdir, again):
+    grant(broker, workdir)
+    path = write_snippet(workdir, WRITE_NOTES)
+    snaps, status, raw = drive(broker, path, workdir, None, again=again)
+    notes = os.path.join(workdir, "notes.md")
+    text = raw.decode(errors="replace")
+    assert status == 0, text
+    assert_shown_in_order(snaps, [
+        "== The sandbox stopped this snippet: run it again? ==",
+        "Why:         This snippet already ran once under your execute_code grant, and",
+        "Stopped:     create %s (landlock, reported" % notes,
+        "             by the snippet itself)",
+        "  [r] Run it again with your permissions (the approved profile)",
+        "  [l] Leave it: nothing runs again"])
+    shown = "\n".join(r for s in snaps for r in s)
+    assert "\\x1b[1A\\x1b[2K" in shown and "\x1b[1A" not in shown, shown
+    assert "kotoba: the sandbox stopped 1 operation: create %s (landlock)" % notes in text
+    if again == "r":
+        assert "running it again with your permissions" in text and "wrote" in text, text
+        with open(notes) as f:
+            assert f.read() == "done\n"
+    else:
+        assert "left as it was: nothing ran again" in text and not os.path.exists(notes)
+
+
+def test_answer_flags_never_answer_an_escalation_card(broker, workdir):
+    grant(broker, workdir)
+    path = write_snippet(workdir, WRITE_NOTES)
+    snaps, status, raw = drive(broker, path, workdir, None,
+                               argv=lambda b, p, c: kotoba_run(b, p, c) + ["--answer", "once"])
+    assert status == 0 and b"refused" in raw and not snaps, raw
+    assert not os.path.exists(os.path.join(workdir, "notes.md"))
