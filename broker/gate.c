@@ -128,20 +128,22 @@ static void labels_csv(const struct scan_result *sr, char *out, size_t len)
  * that nothing runs because nothing could be recorded. */
 static int append_or_refuse(struct client_link *cl, uint64_t id, struct audit_row *row)
 {
+	/* An escalation's rows follow a run that did happen. */
+	const char *not_run = row->after_seq ? "did not run again" : "did not run";
 	int rc = store_audit_append(store, row);
 
 	if (rc == -EDQUOT) {
 		log_warn("uid=%u refused: %s", (unsigned)cl->peer.uid, store_last_error(store));
 		client_send_error(cl, true, id, PERR_QUOTA,
-				  "the snippet did not run: %s", store_last_error(store));
+				  "the snippet %s: %s", not_run, store_last_error(store));
 		return -1;
 	}
 	if (rc < 0) {
 		log_err("uid=%u audit write failed: %s", (unsigned)cl->peer.uid,
 			store_last_error(store));
 		client_send_error(cl, true, id, PERR_AUDIT,
-				  "the snippet did not run: the broker cannot write its audit "
-				  "trail (%s)", store_last_error(store));
+				  "the snippet %s: the broker cannot write its audit trail (%s)",
+				  not_run, store_last_error(store));
 		return -1;
 	}
 	return 0;
@@ -1180,7 +1182,10 @@ static bool run_escalates(struct client_link *cl, const struct run_info *ri, voi
 	const char *why = NULL;
 	uint64_t bytes = 0;
 
-	if (!c || ri->end != END_FINISHED || !ri->blocked || !ri->blocked->total)
+	/* A cancel that came after the snippet ended still ends the exec
+	 * with this exit: nobody is asked again about what they stopped. */
+	if (!c || ri->end != END_FINISHED || ri->cancelled || !ri->blocked ||
+	    !ri->blocked->total)
 		return false;
 	waiting_of_uid(&waiting, ri->uid, &bytes);
 	if (!cl || client_closed(cl) || cl->shut)

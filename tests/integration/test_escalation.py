@@ -3,6 +3,7 @@ broker, worker and kernel: a run under the execute_code grant that the
 sandbox stopped is offered to a person once more, and runs again under the
 approved profile only on their answer."""
 import os
+import time
 
 import msgpack
 import pytest
@@ -262,3 +263,30 @@ def test_an_escalation_card_vector_decodes_as_sent(broker):
             "blocked": [], "blocked_total": 1, "after_seq": 1})
     assert c.recv()["code"] == "bad-state"
     assert msgpack  # the raw client packs with python3-msgpack
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.02])
+def test_a_cancel_after_the_snippet_ended_gets_no_card(broker, home, delay):
+    # The snippet ends, and its scratch (20,000 files) takes the worker a
+    # while to remove: a cancel sent then comes after the end.  The exec
+    # ends with its exit (or `cancelled`), never with a card.
+    save_grant(broker, home)
+    code = WRITE + ("d = os.environ['TMPDIR']\n"
+                    "for i in range(20000):\n"
+                    "    o(os.path.join(d, 'f%d' % i), 'w' + 't').close()\n"
+                    "print('last', flush=True)\n")
+    c = broker.client(hello=False)
+    hello(c)
+    c.exec(code, cwd=home)
+    while True:
+        m = c.recv()
+        if m["type"] == "output" and b"last" in m["data"]:
+            break
+    time.sleep(delay)
+    c.send({"type": "cancel", "id": 1})
+    end = frames_until(c, 1, lambda m: m["type"] in ("exit", "error"))[-1]
+    assert (end["type"] == "exit" and "escalate" not in end) or \
+        (end["type"] == "error" and end["code"] == "cancelled"), end
+    c.sock.settimeout(0.5)
+    with pytest.raises(OSError):
+        print("after the end:", c.recv())
