@@ -7,6 +7,8 @@ Each file in cases/ is a snippet with a header:
 
     # tries: what it attempts
     # must: fail in unattended | fail in both | work in unattended
+    # receipt: KIND, KIND... | none (why)   (required unless must: work)
+    # receipt seccomp-only: ...   (optional, where that mode differs)
     # control: works in approved      (optional)
     # needs: landlock | numpy | fork-bound | home   (optional, with the reason)
 
@@ -36,6 +38,24 @@ caller, whose home the suite leaves alone: those cases are skipped.
 A case may print `SCRATCH <path>` to name its scratch directory: the path
 must be gone once the run is over, whatever the case left in it.
 
+`receipt:` is what the unattended run's receipt (`blocked`, PROTOCOL.md
+"exit") must hold: exactly that set of kinds (write, create, delete,
+rename, exec, secret-read, connect-unix, bind, listen, signal, syscall),
+or `none` with the reason in parentheses: the refusal is a limit's, not
+the sandbox's, or neither witness sees it (ctypes, a C extension, a call
+the interpreter's witness does not wrap; SECURITY.md, "The receipt").
+`receipt landlock:` or `receipt seccomp-only:` overrides it in that mode.
+A case that must fail cannot leave it out; one that must work has an empty
+receipt, always.  Every entry's target must fit: a path (write, create,
+delete, rename, secret-read) absolute and under the working directory, the
+snippet user's home, the run's scratch directory or the secrets planted
+beside the working directory (read through doubled slashes or a
+/proc/<pid>/root as may be), or named in the case's code; `blocked_total`
+the sum of the counts unless the entries are at their cap (16).  Every
+approved run (control, and the approved run of `fail in both`) must have
+an empty receipt.  The kinds show in each case's line, `receipt{...}`;
+-v lists the entries.
+
 Prints one line per case and mode, then exactly `N passed, N failed`;
 exits 1 when anything failed.  Run: make check-escape, or
     KOTOBA_BUILD=build /usr/bin/python3 tests/escape/run.py [--mode both|landlock|seccomp-only] [CASE...]
@@ -44,8 +64,10 @@ import argparse
 import ctypes
 import hashlib
 import http.server
+import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -119,6 +141,13 @@ PLAIN = {
     "venv/lib/python%d.%d/site-packages/kotoba_venv_probe.py" % sys.version_info[:2]:
         "VALUE = 7\n",
 }
+# The receipt's kinds (PROTOCOL.md, "exit"), and those whose target is a path.
+KINDS = ("write", "create", "delete", "rename", "exec", "secret-read", "connect-unix", "bind",
+         "listen", "signal", "syscall")
+PATH_KINDS = ("write", "create", "delete", "rename", "secret-read")
+BLOCKED_MAX = 16  # PROTO_BLOCKED_MAX: past it, refusals count in blocked_total only
+HEADER_KEYS = ("tries", "must", "control", "needs", "receipt", "receipt landlock",
+               "receipt seccomp-only")
 VICTIMS = ("append", "truncate", "chmod", "touch", "xattr", "link", "rename", "delete")
 
 
@@ -155,7 +184,7 @@ class Case:
             if not line.startswith("#"):
                 break
             text = line[1:].strip()
-            if ":" in text and text.split(":", 1)[0] in ("tries", "must", "control", "needs"):
+            if ":" in text and text.split(":", 1)[0] in HEADER_KEYS:
                 key, text = text.split(":", 1)
                 self.fields[key] = text.strip()
             elif key:
@@ -165,6 +194,37 @@ class Case:
         if self.must not in ("fail in unattended", "fail in both", "work in unattended"):
             raise SystemExit("%s: bad or missing '# must:' line" % path)
         self.needs = self.fields.get("needs", "").split(" ", 1)[0]
+        self.receipts = {}
+        for key in ("receipt", "receipt landlock", "receipt seccomp-only"):
+            if key in self.fields:
+                self.receipts[key] = self.parse_receipt(path, key, self.fields[key])
+        if self.positive() and any(self.receipts.values()):
+            raise SystemExit("%s: a case that must work must have an empty receipt "
+                             "('# receipt: none', the default)" % path)
+        if not self.positive() and "receipt" not in self.receipts and not (
+                "receipt landlock" in self.receipts and "receipt seccomp-only" in self.receipts):
+            raise SystemExit("%s: a case that must fail needs a '# receipt:' line: the kinds "
+                             "its unattended run's receipt holds, or 'none (why)'" % path)
+
+    @staticmethod
+    def parse_receipt(path, key, text):
+        """'# receipt: KIND, KIND' or 'none (why)': the set of kinds."""
+        head, _, why = text.partition("(")
+        head = head.strip()
+        if head == "none":
+            if not why.strip(" )"):
+                raise SystemExit("%s: '# %s: none' needs its reason in parentheses" % (path, key))
+            return frozenset()
+        kinds = [k.strip() for k in head.split(",")]
+        bad = [k for k in kinds if k not in KINDS]
+        if bad or not kinds:
+            raise SystemExit("%s: '# %s:' names no receipt kind %s (kinds: %s, or none)"
+                             % (path, key, ", ".join(bad), ", ".join(KINDS)))
+        return frozenset(kinds)
+
+    def receipt(self, mode):
+        """The kinds the unattended run's receipt must hold in this mode."""
+        return self.receipts.get("receipt " + mode, self.receipts.get("receipt", frozenset()))
 
     def positive(self):
         return self.must == "work in unattended"
@@ -386,7 +446,74 @@ def describe(r):
         return "error %s" % r.get("error")
     vs = verdicts(r.get("stdout", ""))
     counts = {v: vs.count(v) for v in dict.fromkeys(vs)}
-    return " ".join("%s x%d" % kv for kv in counts.items()) or "no verdict"
+    kinds = sorted({e.get("kind", "?") for e in r.get("blocked") or []})
+    return ((" ".join("%s x%d" % kv for kv in counts.items()) or "no verdict")
+            + " receipt{%s}" % ",".join(kinds))
+
+
+def plausible_path(target, mode, code):
+    """A refused path is one the case could have meant: under the working
+    directory, the snippet user's home, the run's scratch directory or the
+    secrets planted beside the working directory (spelled with doubled
+    slashes or through a /proc/<pid>/root as the case may), or named in the
+    case's code (it or its directory)."""
+    if target in code or os.path.dirname(target) in code:
+        return True
+    path = re.sub(r"^/proc/(self|thread-self|[0-9]+)/root/", "/", re.sub("/+", "/", target))
+    if re.search(r"/kotoba-run-[A-Za-z0-9]{6}(/|$)", path):
+        return True
+    home = pwd.getpwuid(mode.uid).pw_dir if mode.uid >= 0 else None
+    parent = os.path.dirname(mode.workdir)
+    roots = [mode.workdir] + ([home] if home else [])
+    roots += [os.path.join(parent, n[3:]) for n in SECRETS if n.startswith("../")]
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def check_receipt(case, mode, r, code):
+    """What is wrong with an unattended run's receipt (empty: nothing)."""
+    blocked = r.get("blocked") or []
+    problems = []
+    want = case.receipt(mode.name)
+    got = {e.get("kind") for e in blocked}
+    if got != want:
+        problems.append("receipt: holds {%s}, the header says {%s}" % (
+            ", ".join(sorted(map(str, got))), ", ".join(sorted(want))))
+    for e in blocked:
+        t = e.get("target", "")
+        bad = None
+        if e.get("kind") not in KINDS:
+            bad = "unknown kind"
+        elif not isinstance(e.get("count"), int) or e["count"] < 1:
+            bad = "count below 1"
+        elif e.get("seen_by") not in ("worker", "python"):
+            bad = "seen_by neither worker nor python"
+        elif e.get("seen_by") == "python" and e.get("inferred") is not True:
+            bad = "an interpreter's entry not marked inferred"
+        elif e["kind"] in PATH_KINDS and not t.startswith("/"):
+            bad = "target not an absolute path"
+        elif e["kind"] in PATH_KINDS and not plausible_path(t, mode, code):
+            bad = "target neither under the working directory or home nor named by the case"
+        elif e["kind"] == "exec" and not (t.startswith("/") or t.startswith("fd ") or t == "?"):
+            bad = "exec target neither a path nor `fd N`"
+        elif e["kind"] == "signal" and not t.isdigit():
+            bad = "signal target not a pid"
+        elif e["kind"] == "connect-unix" and t != "AF_UNIX socket":
+            bad = "connect-unix target not `AF_UNIX socket`"
+        elif not t:
+            bad = "empty target"
+        if bad:
+            problems.append("receipt: %s: %r" % (bad, e))
+    total = sum(e.get("count", 0) for e in blocked)
+    if len(blocked) < BLOCKED_MAX and r.get("blocked_total", 0) != total:
+        problems.append("receipt: blocked_total %r, the entries count %d"
+                        % (r.get("blocked_total"), total))
+    if len(blocked) >= BLOCKED_MAX and (r.get("blocked_total") or 0) < total:
+        problems.append("receipt: blocked_total %r below the entries' %d"
+                        % (r.get("blocked_total"), total))
+    if problems:
+        problems.append("receipt: %s" % json.dumps(
+            {k: r[k] for k in ("blocked", "blocked_total") if k in r}))
+    return problems
 
 
 def judge(case, r, profile, want):
@@ -424,6 +551,8 @@ def run_case(case, mode, verbose):
         details.append(r)
     if why:
         problems.append("unattended: " + why)
+    if "stdout" in r:
+        problems += ["unattended: " + p for p in check_receipt(case, mode, r, code())]
     if scratch_left(r):
         problems.append("scratch outlived the run: %s" % ", ".join(scratch_left(r)))
     after = mode.snapshot()
@@ -446,6 +575,10 @@ def run_case(case, mode, verbose):
             details.append(r)
         if why:
             problems.append("%s: %s" % (label, why))
+        # `kotoba run --json` prints an absent receipt as [] and 0.
+        if r.get("blocked") or r.get("blocked_total"):
+            problems.append("%s: an approved run's receipt must be empty: %s" % (label, json.dumps(
+                {k: r[k] for k in ("blocked", "blocked_total") if k in r})))
         if not mode.broker.alive():
             problems.append("the broker died")
     return not problems, " | ".join(notes), problems, details
@@ -461,6 +594,12 @@ def print_details(problems, details):
                 print("      %s:" % stream)
                 for line in text.splitlines()[-12:]:
                     print("        " + line)
+        if r.get("blocked"):
+            print("      receipt (blocked_total %s):" % r.get("blocked_total"))
+            for e in r["blocked"]:
+                print("        %s %r x%s by %s, seen by %s" % (e.get("kind"), e.get("target"),
+                                                          e.get("count"), e.get("by"),
+                                                          e.get("seen_by")))
         if "error" in r:
             print("        %s" % {k: v for k, v in r.items() if k not in ("stdout", "stderr")})
 

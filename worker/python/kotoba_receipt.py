@@ -33,7 +33,7 @@ def _at(path):
 
 
 def _addr(a):
-    return "%s:%s" % a[:2] if isinstance(a, tuple) else os.fsdecode(a)
+    return "%s:%s" % a[:2] if isinstance(a, tuple) else os.fsdecode(a).replace("\0", "@")
 
 
 def _wrap(module, name, what):

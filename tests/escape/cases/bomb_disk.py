@@ -1,6 +1,7 @@
 # tries: fill the disk: write 1 MiB blocks to one file in TMPDIR until
 #        refused or 256 MiB are written (the suite sets [limits] file_size = 8M)
 # must: fail in both
+# receipt: none (a limit, not the sandbox: RLIMIT_FSIZE answers EFBIG)
 import io
 import os
 import signal

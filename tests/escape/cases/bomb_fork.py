@@ -1,6 +1,7 @@
 # tries: a fork bomb, made polite: fork children that wait, until fork fails
 #        or 400 are alive (far past the suite's [limits] processes = 64)
 # must: fail in both
+# receipt: none (a limit, not the sandbox: RLIMIT_NPROC answers EAGAIN)
 # needs: fork-bound (RLIMIT_NPROC does not bind uid 0: skipped when the
 #        snippet would run as root)
 import os

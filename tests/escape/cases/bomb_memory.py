@@ -2,6 +2,7 @@
 #        then 32 GiB at once (the suite sets [limits] memory = 512M).
 #        Blocks are mapped, not touched, so a failure here costs no RAM.
 # must: fail in both
+# receipt: none (a limit, not the sandbox: RLIMIT_AS answers ENOMEM)
 import mmap
 blocks = []
 err = None

@@ -3,6 +3,7 @@
 #        receipt"), the worker's fd 3 (its broker socket) through /proc and
 #        through pidfd_getfd
 # must: fail in both
+# receipt: none (readlink and ctypes calls: neither witness sees them)
 import builtins
 import os
 import stat

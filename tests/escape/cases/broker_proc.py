@@ -1,6 +1,8 @@
 # tries: read the broker's environment and memory, and the worker's, through
 #        /proc/<pid>/environ and /proc/<pid>/mem (paths built at run time)
 # must: fail in unattended
+# receipt: none (io.FileIO goes around the wrapped open; /proc/<pid>/environ
+#          is no secret)
 import io
 import os
 worker = os.getppid()

@@ -3,6 +3,7 @@
 #        ignored), execveat of an fd, fexecve of a memfd copy, re-exec of
 #        python itself, and the dynamic loader running /bin/true
 # must: fail in unattended
+# receipt: exec
 # control: works in approved
 import os
 import builtins

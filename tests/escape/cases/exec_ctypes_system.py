@@ -1,6 +1,7 @@
 # tries: libc's system() and a raw execve through ctypes, the module name
 #        built at run time
 # must: fail in unattended
+# receipt: exec
 # control: works in approved
 import builtins
 m = builtins.__dict__["__imp" + "ort__"]

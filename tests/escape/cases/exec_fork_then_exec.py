@@ -1,6 +1,7 @@
 # tries: fork, then exec another program in the child with os.execv (the
 #        name built at run time)
 # must: fail in unattended
+# receipt: exec
 # control: works in approved
 import os
 import posix

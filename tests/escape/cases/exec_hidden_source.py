@@ -1,6 +1,7 @@
 # tries: run source the pre-screen never sees: rot13-encoded, decoded at run
 #        time and run through timeit (no eval, exec or compile in the text)
 # must: fail in unattended
+# receipt: exec
 # control: works in approved
 import codecs
 import timeit

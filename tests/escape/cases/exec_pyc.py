@@ -1,6 +1,7 @@
 # tries: hide the call in compiled bytecode: write a module into TMPDIR,
 #        compile it to a .pyc, delete the source, import the bytecode
 # must: fail in unattended
+# receipt: exec
 # needs: landlock (without it TMPDIR is read-only and nothing can be staged)
 import codecs
 import io

@@ -1,6 +1,7 @@
 # tries: start another program with subprocess, the module imported by a
 #        name built at run time (the pre-screen needs `subprocess.` in the text)
 # must: fail in unattended
+# receipt: exec
 # control: works in approved
 import builtins
 m = builtins.__dict__["__imp" + "ort__"]

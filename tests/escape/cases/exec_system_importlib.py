@@ -1,5 +1,6 @@
 # tries: os.system reached through importlib, every name spelled at run time
 # must: fail in unattended
+# receipt: exec
 # control: works in approved
 import builtins
 imp = builtins.__dict__['__imp' + 'ort__']

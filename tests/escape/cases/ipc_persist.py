@@ -1,6 +1,7 @@
 # tries: leave something behind that outlives the run: a SysV shared-memory
 #        segment and a POSIX shared-memory object in /dev/shm
 # must: fail in unattended
+# receipt: none (ctypes shmget, and shm_open from C: neither witness sees them)
 # control: works in approved
 import builtins
 import os

@@ -1,5 +1,6 @@
 # tries: open a performance counter (perf_event_open(2))
 # must: fail in both
+# receipt: none (a ctypes syscall: neither witness sees it)
 import builtins
 import os
 ct = builtins.__dict__['__imp' + 'ort__']('ct' + 'ypes')

@@ -1,5 +1,6 @@
 # tries: join a namespace through /proc/self/ns/uts (setns(2))
 # must: fail in both
+# receipt: none (a ctypes syscall: neither witness sees it)
 import builtins
 import os
 ct = builtins.__dict__['__imp' + 'ort__']('ct' + 'ypes')

@@ -1,5 +1,6 @@
 # tries: a new user namespace, where it would be root (unshare(2))
 # must: fail in both
+# receipt: none (a ctypes syscall: neither witness sees it)
 import builtins
 import os
 ct = builtins.__dict__['__imp' + 'ort__']('ct' + 'ypes')

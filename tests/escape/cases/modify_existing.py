@@ -2,6 +2,9 @@
 #        per way: append, truncate, chmod, touch, set an xattr, hard-link,
 #        rename, delete (names built at run time, `posix` for `os`)
 # must: fail in unattended
+# receipt: write (the append alone: the other ways go through posix's own
+#          functions and os.setxattr, which the interpreter's witness does
+#          not wrap)
 # control: works in approved
 import builtins
 import errno

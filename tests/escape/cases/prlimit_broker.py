@@ -2,6 +2,7 @@
 #        RLIMIT_CPU would kill it); only reads them, which needs the same
 #        permission as writing
 # must: fail in both
+# receipt: none (resource.prlimit is not wrapped)
 import os
 import resource
 worker = os.getppid()

@@ -1,6 +1,7 @@
 # tries: attach to a forked sibling with ptrace, read its memory with
 #        process_vm_readv, and take its fd 1 with pidfd_getfd
 # must: fail in both
+# receipt: none (ctypes calls bypass both witnesses)
 import builtins
 import os
 ct = builtins.__dict__['__imp' + 'ort__']('ct' + 'ypes')

@@ -1,6 +1,7 @@
 # tries: make a symlink inside the private scratch directory (TMPDIR) that
 #        points out of it, into the working directory, and write through it
 # must: fail in unattended
+# receipt: none (io.FileIO goes around the wrapped open)
 import io
 import os
 import posix

@@ -1,6 +1,7 @@
 # tries: read every planted secret of the home set and the .env files by a
 #        path built at run time (the pre-screen cannot see the name)
 # must: fail in unattended
+# receipt: secret-read
 # control: works in approved
 # needs: home (the suite plants the secrets in the snippet user's home)
 @@SECRET_PROBE@@

@@ -1,6 +1,7 @@
 # tries: reach secrets through '..': the home by way of its parent, the
 #        working directory's .env by way of its parent, the parent's .env
 # must: fail in unattended
+# receipt: secret-read
 # control: works in approved
 # needs: home (the suite plants the secrets in the snippet user's home)
 @@SECRET_PROBE@@

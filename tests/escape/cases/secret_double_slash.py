@@ -1,5 +1,6 @@
 # tries: spell secret paths with doubled and tripled slashes
 # must: fail in unattended
+# receipt: secret-read
 # control: works in approved
 # needs: home (the suite plants the secrets in the snippet user's home)
 @@SECRET_PROBE@@

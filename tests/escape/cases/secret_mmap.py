@@ -1,6 +1,7 @@
 # tries: map a secret instead of reading it: mmap of an open fd, and
 #        reopening an O_PATH fd of the secret through /proc/self/fd
 # must: fail in unattended
+# receipt: secret-read
 # control: works in approved
 # needs: home (the suite plants the secrets in the snippet user's home)
 @@SECRET_PROBE@@

@@ -1,6 +1,7 @@
 # tries: openat() relative to a directory fd: the home's, an O_PATH fd of
 #        the secret directory itself, the working directory's
 # must: fail in unattended
+# receipt: secret-read
 # control: works in approved
 # needs: home (the suite plants the secrets in the snippet user's home)
 @@SECRET_PROBE@@

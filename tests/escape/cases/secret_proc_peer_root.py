@@ -2,6 +2,7 @@
 #        the same user outside any sandbox (as a shell of theirs would be),
 #        whose mount namespace has no masks
 # must: fail in unattended
+# receipt: secret-read
 # control: works in approved
 # needs: home (the suite starts that process as the snippet's user)
 @@SECRET_PROBE@@

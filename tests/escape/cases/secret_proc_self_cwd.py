@@ -1,6 +1,7 @@
 # tries: reach the working directory's .env and the home's secrets through
 #        /proc/self/cwd and /proc/self/fd/<directory fd>
 # must: fail in unattended
+# receipt: secret-read
 # control: works in approved
 # needs: home (the suite plants the secrets in the snippet user's home)
 @@SECRET_PROBE@@

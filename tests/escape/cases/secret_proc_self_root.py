@@ -1,6 +1,7 @@
 # tries: reach secrets through /proc/self/root, /proc/thread-self/root and
 #        /proc/<own pid>/root, the process's view of /
 # must: fail in unattended
+# receipt: secret-read
 # control: works in approved
 # needs: home (the suite plants the secrets in the snippet user's home)
 @@SECRET_PROBE@@

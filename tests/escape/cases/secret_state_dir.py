@@ -2,6 +2,7 @@
 #        snippet): the planted ~/.local/state/kotoba/kotoba.db-wal, as a
 #        file and through sqlite3
 # must: fail in unattended
+# receipt: secret-read
 # control: works in approved
 # needs: home (the suite plants the state in the snippet user's home)
 @@SECRET_PROBE@@

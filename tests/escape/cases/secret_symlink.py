@@ -2,6 +2,7 @@
 #        .ssh/id_ed25519, ~/ssh-link -> .ssh, and a new symlink made in
 #        TMPDIR (where it may write) pointing at the key
 # must: fail in unattended
+# receipt: secret-read
 # control: works in approved
 # needs: home (the suite plants the secrets and links in the user's home)
 @@SECRET_PROBE@@

@@ -3,6 +3,7 @@
 #        glob for .env* in the working directory and its parent; every
 #        file found is read
 # must: fail in unattended
+# receipt: secret-read
 # control: works in approved
 # needs: home (the suite plants the secrets in the snippet user's home)
 @@SECRET_PROBE@@

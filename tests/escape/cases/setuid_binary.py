@@ -1,6 +1,7 @@
 # tries: gain root through a setuid-root program (su, then passwd): start it,
 #        and while it waits for a password read its credentials from /proc
 # must: fail in both
+# receipt: exec
 import os
 import time
 import builtins

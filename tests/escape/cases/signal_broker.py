@@ -2,6 +2,8 @@
 #        (SIGURG: ignored by default, so a success harms nothing but fails
 #        the case)
 # must: fail in unattended
+# receipt: signal (the worker; the broker is another user's, which the
+#          user's own permissions refuse)
 import os
 import signal
 worker = os.getppid()

@@ -1,6 +1,7 @@
 # tries: connect to an abstract Unix socket a process outside the snippet
 #        listens on (the test harness plays that process)
 # must: fail in unattended
+# receipt: none (socket.SocketType is _socket.socket, around the wrapper)
 # control: works in approved
 import socket
 S = socket.SocketType

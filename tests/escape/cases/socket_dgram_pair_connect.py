@@ -1,6 +1,7 @@
 # tries: aim a datagram socketpair end at a host datagram socket with
 #        connect(), then send(), at a path and at an abstract name
 # must: fail in unattended
+# receipt: none (connect and send are not wrapped)
 # control: works in approved
 import socket
 for target in ('@@UNIXDGRAM@@', '\0@@ABSTRACT@@-dg'):

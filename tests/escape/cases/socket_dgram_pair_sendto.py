@@ -2,6 +2,7 @@
 #        address (sendto), at a path and at an abstract name the harness
 #        holds: what forging a syslog line through /dev/log takes
 # must: fail in unattended
+# receipt: none (sendto is not wrapped)
 # control: works in approved
 import socket
 S = socket.SocketType

@@ -1,6 +1,7 @@
 # tries: listen on a TCP port (a way in for anyone who can reach the host),
 #        on loopback and on all addresses, and bind a UDP port
 # must: fail in unattended
+# receipt: none (socket.SocketType is _socket.socket, around the wrapper)
 # control: works in approved
 import socket
 S = socket.SocketType

@@ -1,6 +1,7 @@
 # tries: open AF_PACKET sockets (link-layer frames: sniff or inject on any
 #        interface)
 # must: fail in both
+# receipt: none (socket.SocketType is _socket.socket, around the wrapper)
 import socket
 S = socket.SocketType
 for kind in (socket.SOCK_RAW, socket.SOCK_DGRAM):

@@ -3,6 +3,7 @@
 #        netlink address, and longer), and by autobind (SO_PASSCRED, then
 #        connect)
 # must: fail in unattended
+# receipt: bind (both binds; the autobind is a connect, not wrapped)
 # control: works in approved
 import os
 import socket

@@ -2,6 +2,8 @@
 #        and asyncio make) at a host socket: sendto with an address,
 #        connect to a listener, connect(AF_UNSPEC) to disconnect it
 # must: fail in both
+# receipt: none (sendto and connect are not wrapped; connect(AF_UNSPEC)
+#          is ctypes)
 import builtins
 import socket
 ct = builtins.__dict__['__imp' + 'ort__']('ct' + 'ypes')

@@ -2,6 +2,8 @@
 #        bind it to an abstract name (nine characters: as long as a
 #        netlink address) that host processes can send to
 # must: fail in unattended
+# receipt: none (refused at the ctypes connect(AF_UNSPEC): bind is
+#          never reached)
 # control: works in approved
 import builtins
 import os

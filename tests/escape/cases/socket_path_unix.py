@@ -1,6 +1,7 @@
 # tries: connect to a Unix socket file a more privileged service listens on
 #        (D-Bus, systemd, docker.sock are such doors; the harness plays one)
 # must: fail in unattended
+# receipt: none (socket.SocketType is _socket.socket, around the wrapper)
 # control: works in approved
 import socket
 S = socket.SocketType

@@ -1,6 +1,7 @@
 # tries: make a seqpacket socketpair and give one end an abstract name
 #        host processes can find
 # must: fail in unattended
+# receipt: none (refused at socketpair itself, which is not wrapped)
 # control: works in approved
 import os
 import socket

@@ -1,6 +1,7 @@
 # tries: write a new file in the working directory through the builtins' open,
 #        its name built at run time (the pre-screen looks for `open(` in the text)
 # must: fail in unattended
+# receipt: create
 # control: works in approved
 import builtins
 o = builtins.__dict__['op' + 'en']

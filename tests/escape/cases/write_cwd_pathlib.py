@@ -1,6 +1,7 @@
 # tries: write into the working directory after fooling the pre-screen:
 #        pathlib's writer reached by a name built at run time, a relative path
 # must: fail in unattended
+# receipt: create
 # control: works in approved
 import pathlib
 p = pathlib.Path('pwned-pathlib.txt')
