@@ -102,6 +102,28 @@ def test_reading_a_planted_secret_is_named(make_broker, tmpdir_k):
     assert got == [("secret-read", token, "mount mask")], end
 
 
+def test_a_secret_reached_through_proc_or_a_dir_fd_is_named(make_broker, tmpdir_k):
+    # The worker judges a report after the snippet is gone: the interpreter
+    # names the file itself, not /proc/self/... or a name relative to an fd.
+    token, key = plant(tmpdir_k)
+    os.mkdir(os.path.join(tmpdir_k, "work"))
+    b = make_broker(config=config(tmpdir_k)).start()
+    code = ("d = os.open(%r, os.O_RDONLY)\n"
+            "os.chdir(%r)\n"
+            "for how in (lambda: o('/proc/self/fd/%%d/token' %% d),\n"
+            "            lambda: o('/proc/self/cwd/../token'),\n"
+            "            lambda: os.open('vault/key', os.O_RDONLY, dir_fd=d)):\n"
+            "    try:\n"
+            "        how()\n"
+            "    except PermissionError:\n"
+            "        print('refused')\n" % (tmpdir_k, os.path.join(tmpdir_k, "work")))
+    out, err, end = run(b, code, tmpdir_k)
+    assert out.count("refused") == 3, (out, err)
+    got, blocked = entries(end)
+    assert got == [("secret-read", token, "mount mask"), ("secret-read", key, "mount mask")], end
+    assert [e["count"] for e in blocked] == [2, 1], blocked
+
+
 def test_the_same_read_approved_has_no_receipt(make_broker, tmpdir_k):
     token, _ = plant(tmpdir_k)
     b = make_broker(config=config(tmpdir_k)).start()

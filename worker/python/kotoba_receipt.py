@@ -28,8 +28,29 @@ def _note(kind, target):
             pass
 
 
-def _at(path):
-    return None if isinstance(path, int) else os.path.abspath(os.fsdecode(path))
+def _at(path, dir_fd=None):
+    """The file as this process named it, at the moment of the call: from
+    dir_fd's directory when given, and through /proc/self, /proc/<pid> and
+    the fds under them resolved here, since the worker judges the line
+    after this process is gone."""
+    if isinstance(path, int):
+        return None
+    p = os.fsdecode(path)
+    if dir_fd is not None and not p.startswith("/"):
+        try:
+            p = os.path.join(os.readlink("/proc/self/fd/%d" % dir_fd), p)
+        except (OSError, TypeError, ValueError):
+            return None
+    if not p.startswith("/"):
+        p = os.path.join(os.getcwd(), p)
+    p = "/" + p.lstrip("/")
+    # Through /proc, `..` is the kernel's to resolve, not the text's.
+    if p.startswith("/proc/"):
+        try:
+            return os.path.realpath(p)
+        except (OSError, ValueError):
+            pass
+    return os.path.normpath(p)
 
 
 def _addr(a):
@@ -64,11 +85,16 @@ def _wrap(module, name, what):
 _WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC
 builtins.open = _wrap(io, "open", lambda f, m="r", *a, **kw: (
     "write" if set(m) & set("wax+") else "read", _at(f)))
-_wrap(os, "open", lambda p, fl, *a, **kw: ("write" if fl & _WRITE else "read", _at(p)))
-for _f, _kind, _i in (("remove", "delete", 0), ("unlink", "delete", 0), ("rmdir", "delete", 0),
-                      ("rename", "rename", 0), ("replace", "rename", 0), ("mkdir", "create", 0),
-                      ("symlink", "create", 1), ("link", "create", 1), ("truncate", "write", 0)):
-    _wrap(os, _f, lambda *a, kind=_kind, i=_i, **kw: (kind, _at(a[i])))
+_wrap(os, "open", lambda p, fl, *a, dir_fd=None, **kw: (
+    "write" if fl & _WRITE else "read", _at(p, dir_fd)))
+# Each: the function, what it does, which argument names the file, and
+# the keyword of the directory fd that argument is relative to.
+for _f, _kind, _i, _fd in (("remove", "delete", 0, "dir_fd"), ("unlink", "delete", 0, "dir_fd"),
+                           ("rmdir", "delete", 0, "dir_fd"), ("rename", "rename", 0, "src_dir_fd"),
+                           ("replace", "rename", 0, "src_dir_fd"), ("mkdir", "create", 0, "dir_fd"),
+                           ("symlink", "create", 1, "dir_fd"), ("link", "create", 1, "dst_dir_fd"),
+                           ("truncate", "write", 0, None)):
+    _wrap(os, _f, lambda *a, kind=_kind, i=_i, fd=_fd, **kw: (kind, _at(a[i], kw.get(fd))))
 _CODE = _wrap(os, "kill", lambda pid, sig: ("signal", str(int(pid)))).__code__
 
 
