@@ -910,7 +910,7 @@ def main():
     ap.add_argument("--corpus-mib", type=int, default=16)
     ap.add_argument("--idle-conns", type=int, default=1000)
     ap.add_argument("--docker-rounds", type=int, default=10)
-    ap.add_argument("--mask-runs", type=int, default=200)
+    ap.add_argument("--mask-runs", type=int, default=1000)
     ap.add_argument("--receipt-runs", type=int, default=300)
     ap.add_argument("--only", default="12345678", help="phases to run, e.g. 14")
     args = ap.parse_args()
