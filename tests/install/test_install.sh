@@ -74,7 +74,7 @@ if [ -f "$BUILD/libkotoba-client.a" ]; then
 		'so=$(readlink "$2/libkotoba-client.so") &&
 		 [ "$(stat -c %a "$1/include/kotoba-client.h")" = 644 ] &&
 		 [ "$(stat -c %a "$2/libkotoba-client.a")" = 644 ] &&
-		 [ "$so" = "$(basename "$3"/libkotoba-client.so.[0-9]*)" ] &&
+		 [ "$so" = "$(readlink "$3/libkotoba-client.so")" ] &&
 		 [ "$(stat -c %a "$2/$so")" = 755 ] &&
 		 grep -qx "prefix=/usr/local" "$2/pkgconfig/kotoba-client.pc" &&
 		 grep -qx "libdir=/usr/local/lib" "$2/pkgconfig/kotoba-client.pc"' _ "$R/$P" "$L" "$BUILD"
