@@ -49,41 +49,33 @@ static bool page(FILE *tty, const char *text, unsigned rows)
 	return true;
 }
 
-/* An escalation card's answer: nothing runs again unless the person
- * types r; the end of input leaves it. */
-static enum kotoba_choice read_escalation(FILE *tty)
-{
-	char line[64];
-
-	for (;;) {
-		fputs(CARD_ESCALATION_PROMPT, tty);
-		fflush(tty);
-		if (!read_line(tty, line, sizeof(line)))
-			return KOTOBA_CARD_LEAVE;
-		if (line[0] == 'r' || line[0] == 'R')
-			return KOTOBA_CARD_RERUN;
-		if (line[0] == 'l' || line[0] == 'L')
-			return KOTOBA_CARD_LEAVE;
-	}
-}
+/* The person's answer: the first letter of a line, either case, names a
+ * choice; anything else asks again.  The end of input takes the choice
+ * that runs nothing (deny, or leave on an escalation card). */
+struct prompt {
+	const char *question;
+	const char *letters;
+	enum kotoba_choice choices[3];
+	enum kotoba_choice at_end;
+};
 
 static enum kotoba_choice read_choice(FILE *tty, const struct kotoba_card *m)
 {
+	static const struct prompt run = { "Your choice [o/a/d]: ", "oad",
+		{ KOTOBA_CARD_ONCE, KOTOBA_CARD_ALWAYS, KOTOBA_CARD_DENY }, KOTOBA_CARD_DENY };
+	static const struct prompt escalation = { CARD_ESCALATION_PROMPT, "rl",
+		{ KOTOBA_CARD_RERUN, KOTOBA_CARD_LEAVE }, KOTOBA_CARD_LEAVE };
+	const struct prompt *p = m->escalate ? &escalation : &run;
 	char line[64];
+	const char *at;
 
-	if (m->escalate)
-		return read_escalation(tty);
 	for (;;) {
-		fputs("Your choice [o/a/d]: ", tty);
+		fputs(p->question, tty);
 		fflush(tty);
 		if (!read_line(tty, line, sizeof(line)))
-			return KOTOBA_CARD_DENY;
-		if (line[0] == 'o' || line[0] == 'O')
-			return KOTOBA_CARD_ONCE;
-		if (line[0] == 'a' || line[0] == 'A')
-			return KOTOBA_CARD_ALWAYS;
-		if (line[0] == 'd' || line[0] == 'D')
-			return KOTOBA_CARD_DENY;
+			return p->at_end;
+		if (line[0] && (at = strchr(p->letters, line[0] | 0x20)))
+			return p->choices[at - p->letters];
 	}
 }
 
