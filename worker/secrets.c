@@ -181,6 +181,33 @@ nomem:
 	return -ENOMEM;
 }
 
+/* A secret whose whole path is PATH_MAX or longer cannot be masked by
+ * it, yet a snippet working in its directory opens it by its name: when
+ * it is there, the run does not start (fails closed). */
+static int too_long(const char *dir, const char *name, size_t namelen, char *err,
+		    size_t errlen)
+{
+	char base[NAME_MAX + 1];
+	struct stat st;
+	int fd, rc, e;
+
+	if (namelen > NAME_MAX)
+		return 0; /* no file has that name */
+	memcpy(base, name, namelen);
+	base[namelen] = '\0';
+	fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return nothing_there(errno) ? 0 : -errno;
+	rc = fstatat(fd, base, &st, AT_SYMLINK_NOFOLLOW);
+	e = errno;
+	close(fd);
+	if (rc < 0)
+		return nothing_there(e) ? 0 : -e;
+	snprintf(err, errlen, "secret %s in %.200s... has a path of %d bytes or more, which cannot "
+		 "be masked", base, dir, PATH_MAX);
+	return -ENAMETOOLONG;
+}
+
 static int add_joined(struct plan *p, const char *dir, const char *name, size_t namelen,
 		      char *err, size_t errlen)
 {
@@ -189,7 +216,7 @@ static int add_joined(struct plan *p, const char *dir, const char *name, size_t 
 			 (int)namelen, name);
 
 	if (n < 0 || (size_t)n >= sizeof(path))
-		return 0; /* too long to open, so too long to read */
+		return too_long(dir, name, namelen, err, errlen);
 	return add_mask(p, path, err, errlen);
 }
 
@@ -262,7 +289,7 @@ static int add_in_parents(struct plan *p, const char *start, struct pstr name, c
  * spelled canonically and no symlink is on the way, which one openat2
  * with RESOLVE_NO_SYMLINKS tells, where realpath(3) reads a link per
  * component. */
-static void resolve_cwd(const char *cwd, char real[PATH_MAX])
+static int resolve_cwd(const char *cwd, char real[PATH_MAX])
 {
 	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
 				.resolve = RESOLVE_NO_SYMLINKS };
@@ -273,7 +300,9 @@ static void resolve_cwd(const char *cwd, char real[PATH_MAX])
 		snprintf(real, PATH_MAX, "%s", cwd);
 	} else if (!realpath(cwd, real)) {
 		real[0] = '\0';
+		return errno;
 	}
+	return 0;
 }
 
 /* The working directory as the job names it, and as the kernel resolves
@@ -585,6 +614,25 @@ static bool plain_is_real(struct dirs_seen *seen, const char *path)
 	return true;
 }
 
+/* A mount of part of a secret directory elsewhere (its root strictly
+ * inside the directory, on the same device) shows that part at its mount
+ * point: masked there whole, unless that point is inside the directory
+ * (real), which its own mask hides. */
+static int add_inner_mount(struct plan *p, const struct mount_entry *e,
+			   const struct mount_entry *home, const char *on_dev, const char *real,
+			   dev_t dev, char *err, size_t errlen)
+{
+	const char *inside;
+	struct stat st;
+
+	if (e == home || e->major != home->major || e->minor != home->minor ||
+	    !beneath(e->root, on_dev[0] ? on_dev : "/", &inside) || !inside[0] ||
+	    beneath(e->point, real, &inside) || already_masked(p, e->point) ||
+	    stat(e->point, &st) < 0 || st.st_dev != dev)
+		return 0;
+	return add_mask(p, e->point, err, errlen);
+}
+
 /* Every other place of one mask's file, through the mounts of its device. */
 static int add_aliases_of(struct plan *p, size_t mask, const struct mount_entry *v, size_t n,
 			  struct dirs_seen *seen, char *err, size_t errlen)
@@ -613,6 +661,8 @@ static int add_aliases_of(struct plan *p, size_t mask, const struct mount_entry 
 			 below[0] ? below : (strcmp(v[i].point, "/") ? "" : "/"));
 		rc = add_alias(p, alias, m.dev, m.ino, err, errlen);
 	}
+	for (size_t i = 0; rc == 0 && m.dir && i < n; i++)
+		rc = add_inner_mount(p, &v[i], home, on_dev, real, m.dev, err, errlen);
 	return rc;
 }
 
@@ -705,8 +755,14 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 			rc = add_in_cwd(p, job->secrets[i], err, errlen);
 		return rc;
 	}
-	/* A working directory that does not resolve fails at the cwd step. */
-	resolve_cwd(p->cwd, real_cwd);
+	/* A working directory that does not resolve fails at the cwd step;
+	 * one whose real path is too long for realpath(3) has parents whose
+	 * `.env` a snippet reaches through `..` and this could not name. */
+	if (resolve_cwd(p->cwd, real_cwd) == ENAMETOOLONG) {
+		snprintf(err, errlen, "the working directory's real path is %d bytes or more: the "
+			 ".env files above it cannot be masked", PATH_MAX);
+		return -ENAMETOOLONG;
+	}
 	for (size_t i = 0; rc == 0 && i < job->n_secrets; i++) {
 		struct pstr s = job->secrets[i];
 		char path[PATH_MAX];

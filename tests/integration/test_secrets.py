@@ -195,6 +195,87 @@ def test_a_second_mount_of_the_same_file_system_is_masked_too(make_broker, tmpdi
         subprocess.run(["umount", "-l", alias], check=True)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to bind-mount")
+def test_a_mount_of_part_of_a_secret_directory_is_masked_too(make_broker, tmpdir_k):
+    """A bind whose root lies inside a secret directory shows that part of
+    it elsewhere: its mount point is masked whole."""
+    token, key = plant(tmpdir_k)
+    part = os.path.join(tmpdir_k, "part")
+    os.mkdir(part)
+    subprocess.run(["mount", "--bind", os.path.dirname(key), part], check=True)
+    try:
+        b = make_broker(config=config(tmpdir_k)).start()
+        path = os.path.join(part, os.path.basename(key))
+        out, end = run(b, READ, path, False, tmpdir_k)
+        assert out == "PermissionError 13\n", (path, out, end)
+        out, end = run(b, READ, path, True, tmpdir_k)
+        assert out == PLANTED, (path, out)
+    finally:
+        subprocess.run(["umount", "-l", part], check=True)
+
+
+def deep_dir(base, length):
+    """A directory whose absolute path is `length` bytes, made by relative
+    steps (no call is handed a path of PATH_MAX or more), the snippet
+    user's; returns (a descriptor of it, its path)."""
+    u = snippet_user()
+    fd, path = os.open(base, os.O_DIRECTORY), base
+    while len(path) < length:
+        name = "d" * min(90, length - len(path) - 1)
+        os.mkdir(name, dir_fd=fd)
+        if os.geteuid() == 0:
+            os.chown(name, u.pw_uid, u.pw_gid, dir_fd=fd)
+        nfd = os.open(name, os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd, path = nfd, path + "/" + name
+    return fd, path
+
+
+def plant_at(fd, name):
+    u = snippet_user()
+    f = os.open(name, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+    os.write(f, PLANTED.encode())
+    os.close(f)
+    if os.geteuid() == 0:
+        os.chown(name, u.pw_uid, u.pw_gid, dir_fd=fd)
+
+
+def test_a_secret_whose_path_is_too_long_to_mask_stops_the_run(make_broker, tmpdir_k):
+    """In a working directory 4,089 bytes long, `.env` fits in PATH_MAX and
+    `.env.local` does not: a snippet there opens it by its name, so the
+    run does not start."""
+    fd, cwd = deep_dir(tmpdir_k, 4089)
+    b = make_broker().start()
+    out, end = run(b, "print('ran')\n", "", False, cwd)
+    assert end["type"] == "exit" and out == "ran\n", end  # control: nothing to mask
+    plant_at(fd, ".env.local")
+    os.close(fd)
+    out, end = run(b, "print('ran')\n", "", False, cwd)
+    assert end["type"] == "error" and end["code"] == "setup-failed" and \
+        end["step"] == "secrets" and ".env.local" in end["message"], end
+    assert out == ""
+
+
+def test_a_working_directory_whose_real_path_is_too_long_stops_the_run(make_broker, tmpdir_k):
+    """Reached through a short symlink, the working directory's real path
+    is over PATH_MAX: the `.env` above it, which `..` reaches, could not be
+    named to be masked, so the run does not start."""
+    fd, real = deep_dir(tmpdir_k, 4150)
+    plant_at(fd, ".env")
+    os.mkdir("proj", dir_fd=fd)
+    os.close(fd)
+    rel = os.path.relpath(real, tmpdir_k)
+    half = rel.index("/", len(rel) // 2)
+    os.symlink(rel[:half], os.path.join(tmpdir_k, "m"))
+    os.symlink("m" + rel[half:] + "/proj", os.path.join(tmpdir_k, "w"))
+    b = make_broker().start()
+    # A snippet that names ../.env is refused by the pre-screen; one that
+    # builds the name would read it: none runs.
+    out, end = run(b, "print('ran')\n", "", False, os.path.join(tmpdir_k, "w"))
+    assert end["type"] == "error" and end.get("step") == "secrets" and \
+        "real path" in end["message"], (out, end)
+
+
 # ---- the masks' namespace kept between a user's runs (PROTOCOL.md, "masks")
 
 NS = "import os\nprint(os.readlink('/proc/self/ns/mnt'))\n"
