@@ -362,3 +362,43 @@ def test_without_landlock_no_namespace_is_kept(make_broker, tmpdir_k):
     assert out["stdout"].decode().strip() != second, (out, second)
     out, end = run(b, READ, token, False, tmpdir_k)
     assert out == "PermissionError 13\n", (out, end)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as the snippet's user")
+def test_a_kept_namespace_the_user_changed_is_never_joined(make_broker, tmpdir_k):
+    """The user's own processes hold every capability in a kept namespace:
+    one enters it during a run and binds the secrets' directory elsewhere
+    without its masks.  The next run must not join it (nor copy it): it
+    stops at step `secrets`, and the run after it builds anew."""
+    token, key = plant(tmpdir_k)
+    peek = os.path.join(tmpdir_k, "peek")
+    os.mkdir(peek)
+    u = snippet_user()
+    b = make_broker(config=config(tmpdir_k)).start()
+    c = b.client()
+    c.exec("import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(3)\n", cwd=tmpdir_k)
+    pid = c.snippet_pid()
+    # As the user, unconfined: join the run's user and mount namespaces
+    # (the owner gets every capability there) and bind, in one process.
+    tamper = subprocess.run(
+        ["setpriv", "--reuid=%d" % u.pw_uid, "--regid=%d" % u.pw_gid, "--clear-groups",
+         "/usr/bin/python3", "-c",
+         "import ctypes, os, sys\n"
+         "libc = ctypes.CDLL(None, use_errno=True)\n"
+         "for ns in ('user', 'mnt'):\n"
+         "    fd = os.open('/proc/%s/ns/%s' % (sys.argv[1], ns), os.O_RDONLY)\n"
+         "    if libc.setns(fd, 0) != 0:\n"
+         "        sys.exit('setns %s: %s' % (ns, os.strerror(ctypes.get_errno())))\n"
+         "if libc.mount(sys.argv[2].encode(), sys.argv[3].encode(), None, 4096, None) != 0:\n"
+         "    sys.exit('mount: ' + os.strerror(ctypes.get_errno()))\n",
+         str(pid), tmpdir_k, peek], capture_output=True, text=True)
+    assert tamper.returncode == 0, tamper.stderr
+    assert c.until_end()["end"]["type"] == "exit"
+    c.close()
+    out, end = run(b, READ, os.path.join(peek, "token"), False, tmpdir_k)
+    assert end["type"] == "error" and end.get("step") == "secrets" and \
+        "mounts it was not made with" in end["message"], (out, end)
+    out, end = run(b, READ, os.path.join(peek, "token"), False, tmpdir_k)
+    assert end["type"] == "exit" and PLANTED not in out, (out, end)
+    out, end = run(b, READ, token, False, tmpdir_k)
+    assert out == "PermissionError 13\n", out
