@@ -85,8 +85,6 @@ struct run {
 	void *ctx;
 	int64_t after_seq;        /* run_request's */
 	bool escalating;          /* its exit said an escalation card follows */
-	bool handed_masks;        /* its job carried masks_uid's kept masks */
-	uid_t masks_uid;          /* the snippet's user (a root client's: root_user) */
 };
 
 static void on_sock(struct watch *w, uint32_t events);
@@ -325,13 +323,8 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 		rc = secrets_fill_job(r->b, id, &job, err, errlen);
 	if (rc == 0 && job.has_secrets && job.profile == PROFILE_UNATTENDED) {
 		job.mounts = secrets_mount_table();
-		struct msg_masks made;
-
-		masks_fd = secrets_kept(id->uid, now_ms(), &made);
-		job.has_masks_key = r->handed_masks = masks_fd >= 0;
-		r->masks_uid = id->uid;
-		memcpy(job.masks_key, made.key, sizeof(job.masks_key));
-		job.masks_table = made.table;
+		masks_fd = secrets_kept(id->uid, now_ms(), job.masks_key);
+		job.has_masks_key = masks_fd >= 0;
 	}
 	if (rc == 0 && (rc = enc_job(&f, &job)) < 0)
 		snprintf(err, errlen, "could not encode the job: %s", strerror(-rc));
@@ -729,8 +722,6 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		const struct msg_setup_error *e = &m->u.setup_error;
 
 		r->end = END_SETUP;
-		if (r->handed_masks)
-			secrets_forget(r->masks_uid);
 		snprintf(r->setup_step, sizeof(r->setup_step), "%.*s", (int)e->step.len, e->step.ptr);
 		snprintf(r->setup_msg, sizeof(r->setup_msg), "%.*s", (int)e->message.len,
 			 e->message.ptr);
@@ -780,7 +771,7 @@ static bool take_masks(struct run *r, const struct msg *m, int fd)
 
 	if (m->type == MSG_MASKS && fd >= 0 && r->end == END_FINISHED &&
 	    r->profile == PROFILE_UNATTENDED && masks_owner(fd, &owner)) {
-		secrets_keep(owner, fd, &m->u.masks, now_ms());
+		secrets_keep(owner, fd, m->u.masks.key, now_ms());
 		return true;
 	}
 	if (fd >= 0)

@@ -138,8 +138,6 @@ static struct kept {
 	uid_t uid;
 	int fd; /* -1: a free slot */
 	uint8_t key[PROTO_MASKS_KEY_LEN];
-	char *table; /* its own mount table, as made: the worker's copy */
-	size_t table_len;
 	uint64_t used;
 } kept[KEPT_MAX];
 static bool kept_ready;
@@ -157,8 +155,6 @@ static void kept_drop(struct kept *k)
 {
 	close(k->fd);
 	k->fd = -1;
-	free(k->table);
-	k->table = NULL;
 }
 
 static struct kept *kept_of(uid_t uid)
@@ -170,15 +166,14 @@ static struct kept *kept_of(uid_t uid)
 	return NULL;
 }
 
-int secrets_kept(uid_t uid, uint64_t now, struct msg_masks *made)
+int secrets_kept(uid_t uid, uint64_t now, uint8_t key[PROTO_MASKS_KEY_LEN])
 {
 	struct kept *k = kept_of(uid);
 
 	if (!k)
 		return -1;
 	k->used = now;
-	memcpy(made->key, k->key, sizeof(made->key));
-	made->table = (struct pstr){ k->table, k->table_len };
+	memcpy(key, k->key, PROTO_MASKS_KEY_LEN);
 	return k->fd;
 }
 
@@ -196,29 +191,14 @@ static struct kept *kept_slot(uid_t uid)
 	return k ? k : oldest;
 }
 
-void secrets_keep(uid_t uid, int fd, const struct msg_masks *made, uint64_t now)
+void secrets_keep(uid_t uid, int fd, const uint8_t key[PROTO_MASKS_KEY_LEN], uint64_t now)
 {
 	struct kept *k = kept_slot(uid);
-	char *table = malloc(made->table.len);
 
-	if (!table) { /* kept only with what checks it */
-		close(fd);
-		return;
-	}
-	memcpy(table, made->table.ptr, made->table.len);
 	if (k->fd >= 0)
 		kept_drop(k);
-	*k = (struct kept){ .uid = uid, .fd = fd, .table = table,
-			    .table_len = made->table.len, .used = now };
-	memcpy(k->key, made->key, sizeof(k->key));
-}
-
-void secrets_forget(uid_t uid)
-{
-	struct kept *k = kept_of(uid);
-
-	if (k)
-		kept_drop(k);
+	*k = (struct kept){ .uid = uid, .fd = fd, .used = now };
+	memcpy(k->key, key, PROTO_MASKS_KEY_LEN);
 }
 
 int secrets_kept_tick(uint64_t now)

@@ -32,16 +32,12 @@ const char *secrets_state(const struct broker *b, enum proto_profile profile);
 
 /* The masks' namespaces kept between a user's unattended runs
  * (PROTOCOL.md, "masks").  secrets_kept(): the uid's descriptor (the
- * table keeps it) and what its worker said of it (the set's key and the
- * namespace's own mount table's digest), or -1.  secrets_keep(): takes fd, in place
+ * table keeps it) and its key, or -1.  secrets_keep(): takes fd, in place
  * of the uid's earlier one.  secrets_kept_tick(): closes those unused for
  * a minute; the ms until the next such close, or -1. */
-int secrets_kept(uid_t uid, uint64_t now, struct msg_masks *made);
-void secrets_keep(uid_t uid, int fd, const struct msg_masks *made, uint64_t now);
+int secrets_kept(uid_t uid, uint64_t now, uint8_t key[PROTO_MASKS_KEY_LEN]);
+void secrets_keep(uid_t uid, int fd, const uint8_t key[PROTO_MASKS_KEY_LEN], uint64_t now);
 int secrets_kept_tick(uint64_t now);
-/* A run that was handed the uid's namespace failed to set up: the next
- * one makes a new one (a namespace someone changed is never used again). */
-void secrets_forget(uid_t uid);
 
 /* /proc/self/mountinfo as of now, read again only when it changed; len 0
  * when it cannot be read (the worker then reads its own). */

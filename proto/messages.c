@@ -354,7 +354,7 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		return -EINVAL;
 	if (m->mounts.len && !m->has_secrets)
 		return -EINVAL;
-	enc_begin(&e, "job", 9 + m->has_engine + m->has_secrets + 2 * m->has_masks_key +
+	enc_begin(&e, "job", 9 + m->has_engine + m->has_secrets + m->has_masks_key +
 			     (m->mounts.len > 0));
 	put_str(&e, "profile", profile_name(m->profile));
 	put_pstr(&e, "python", m->python);
@@ -381,10 +381,8 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		for (size_t i = 0; i < m->n_secrets; i++)
 			raw_str(&e, m->secrets[i].ptr, m->secrets[i].len);
 	}
-	if (m->has_masks_key) {
+	if (m->has_masks_key)
 		put_bin(&e, "masks", m->masks_key, sizeof(m->masks_key));
-		put_bin(&e, "masks_table", m->masks_table.ptr, m->masks_table.len);
-	}
 	if (m->mounts.len)
 		put_bin(&e, "mounts", m->mounts.ptr, m->mounts.len);
 	return enc_end(&e, f);
@@ -404,9 +402,8 @@ int enc_masks(struct frame *f, const struct msg_masks *m)
 {
 	struct enc e;
 
-	enc_begin(&e, "masks", 2);
+	enc_begin(&e, "masks", 1);
 	put_bin(&e, "key", m->key, sizeof(m->key));
-	put_bin(&e, "table", m->table.ptr, m->table.len);
 	return enc_end(&e, f);
 }
 
@@ -1219,32 +1216,12 @@ static int dec_job_mounts(struct dec *d, struct msg_job *m)
 
 /* Only beside the secret set of an unattended job: the engine's masks
  * are the container's volumes, not a namespace. */
-/* A kept namespace's mount table, as its maker read it: bytes, as mount
- * points need not be UTF-8; never empty (a namespace has a root). */
-static int dec_masks_table(struct dec *d, const char *key, bool required, struct pstr *out)
-{
-	const uint8_t *p = NULL;
-	size_t len = 0;
-	int rc = dec_bin(d, key, required, PROTO_MASKS_TABLE_MAX, &p, &len);
-
-	*out = (struct pstr){ NULL, 0 };
-	if (rc <= 0)
-		return rc;
-	if (!len)
-		return dec_fail(d, PERR_BAD_FIELD, "field '%s' must not be empty", key);
-	*out = (struct pstr){ (const char *)p, len };
-	return 1;
-}
-
 static int dec_job_masks(struct dec *d, struct msg_job *m)
 {
 	int rc = dec_masks_key(d, "masks", false, &m->has_masks_key, m->masks_key);
 
-	if (rc < 0 ||
-	    (rc = dec_masks_table(d, "masks_table", m->has_masks_key, &m->masks_table)) < 0)
+	if (rc < 0)
 		return rc;
-	if (rc > 0 && !m->has_masks_key)
-		return dec_fail(d, PERR_BAD_FIELD, "field 'masks_table' goes with 'masks' only");
 	if (m->has_masks_key && (!m->has_secrets || m->profile != PROFILE_UNATTENDED))
 		return dec_fail(d, PERR_BAD_FIELD, "field 'masks' is for an unattended job with "
 				"'secrets' only");
@@ -1274,11 +1251,8 @@ static int dec_job(struct dec *d, struct msg_job *m)
 static int dec_masks(struct dec *d, struct msg_masks *m)
 {
 	bool has;
-	int rc = dec_masks_key(d, "key", true, &has, m->key);
 
-	if (rc < 0 || (rc = dec_masks_table(d, "table", true, &m->table)) < 0)
-		return rc;
-	return 0;
+	return dec_masks_key(d, "key", true, &has, m->key);
 }
 
 static int dec_ready(struct dec *d, struct msg_ready *m)

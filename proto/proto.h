@@ -31,7 +31,6 @@
 #define PROTO_STEPS_MAX 4                    /* engine commands before the snippet */
 #define PROTO_SECRETS_MAX 64                 /* entries of job.secrets */
 #define PROTO_MASKS_KEY_LEN 32               /* job.masks, masks.key: a SHA-256 */
-#define PROTO_MASKS_TABLE_MAX 65536          /* masks.table, job.masks_table */
 #define PROTO_MOUNTS_MAX (1u << 20)          /* job.mounts: the mount table's text */
 #define PROTO_BLOCKED_MAX 16                 /* entries of a receipt (exit.blocked) */
 #define PROTO_BLOCKED_TARGET_MAX 255         /* bytes of one entry's target */
@@ -530,9 +529,6 @@ struct msg_job {
 	 * this frame as SCM_RIGHTS (PROTOCOL.md, "masks"). */
 	bool has_masks_key;
 	uint8_t masks_key[PROTO_MASKS_KEY_LEN];
-	/* ... and that namespace's own mount table as it was made, which the
-	 * snippet child holds its table against after joining it. */
-	struct pstr masks_table;
 	/* With secrets: /proc/self/mountinfo as the broker last read it;
 	 * len 0: absent (the worker reads its own). */
 	struct pstr mounts;
@@ -557,7 +553,6 @@ struct msg_finished {
 /* The masks' mount namespace, as SCM_RIGHTS with the frame, and its key. */
 struct msg_masks {
 	uint8_t key[PROTO_MASKS_KEY_LEN];
-	struct pstr table; /* its /proc/self/mountinfo once the masks were made */
 };
 
 /* Decodes a payload (header excluded).  Checks: exactly one msgpack map,

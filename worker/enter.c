@@ -96,12 +96,11 @@ static int kept_fd = -1;
  * it to the broker for the user's next run. */
 static int mounts_fd = -1;
 static bool new_masks;
-static struct pstr mounts_table; /* the new namespace's own, as made */
 
 static void secrets_step(const struct plan *p)
 {
 	const char *what;
-	int rc = mask_secrets(p, kept_fd, &mounts_table, &what);
+	int rc = mask_secrets(p, kept_fd, &what);
 
 	if (kept_fd >= 0)
 		close(kept_fd);
@@ -291,18 +290,11 @@ static void set_rlimits(const struct plan *p)
  * byte of data: SCM_RIGHTS needs some. */
 static void hand_over_gate(int listener)
 {
-	static char msg[GATE_REPORT_MAX];
 	int fds[2] = { listener, mounts_fd };
-	struct gate_report g = { .tag = new_masks ? CHILD_MSG_GATE_NEW_MASKS : CHILD_MSG_GATE,
-				 .table_len = new_masks ? (uint32_t)mounts_table.len : 0 };
-	size_t len = sizeof(g) + g.table_len;
-	ssize_t sent;
+	char tag = new_masks ? CHILD_MSG_GATE_NEW_MASKS : CHILD_MSG_GATE;
+	ssize_t sent = send_with_fds(report_fd, &tag, 1, fds, mounts_fd >= 0 ? 2 : 1);
 
-	memcpy(msg, &g, sizeof(g));
-	if (g.table_len)
-		memcpy(msg + sizeof(g), mounts_table.ptr, g.table_len);
-	sent = send_with_fds(report_fd, msg, len, fds, mounts_fd >= 0 ? 2 : 1);
-	if (sent != (ssize_t)len)
+	if (sent != 1)
 		die_step(step_name(STEP_EXEC_GATE), sent < 0 ? (int)-sent : EIO,
 			 "handing the exec gate to the supervisor");
 	close(listener);

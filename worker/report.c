@@ -56,9 +56,9 @@ bool report_finished(const struct run_result *r, const struct receipt *blocked)
 /* After `finished`: the masks' namespace this run made, for the user's
  * next unattended run (PROTOCOL.md, "masks").  No stderr line when it
  * cannot go: the run is over and reported, and the next builds anew. */
-bool report_masks(int mounts, const uint8_t key[PROTO_MASKS_KEY_LEN], struct pstr table)
+bool report_masks(int mounts, const uint8_t key[PROTO_MASKS_KEY_LEN])
 {
-	struct msg_masks m = { .table = table };
+	struct msg_masks m;
 	struct frame f = { 0 };
 	bool sent;
 

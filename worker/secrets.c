@@ -1113,90 +1113,8 @@ static bool masks_hold(const struct plan *p)
 	return true;
 }
 
-/* This mount namespace's own table, into buf (cap bytes, static: C
- * allocates nothing); its length, or 0 when unreadable or longer. */
-static size_t read_table(char *buf, size_t cap)
+int mask_secrets(const struct plan *p, int kept, const char **what)
 {
-	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-	size_t len = 0;
-	ssize_t got = 1;
-
-	if (fd < 0)
-		return 0;
-	while (got > 0 && len < cap) {
-		got = read(fd, buf + len, cap - len);
-		if (got < 0 && errno == EINTR)
-			got = 1;
-		else if (got > 0)
-			len += (size_t)got;
-	}
-	close(fd);
-	return got == 0 ? len : 0;
-}
-
-/* Where a mount point or a bind's source was unlinked on the host (a
- * secret removed and made again, a working directory replaced), the
- * kernel marks it deleted: no change made in the namespace.  Copies
- * text[0..len) to out without those marks; the new length. */
-static size_t unmarked(const char *text, size_t len, char *out)
-{
-	static const char *const marks[] = { "\\040(deleted)", "//deleted" };
-	size_t o = 0;
-
-	for (size_t i = 0; i < len;) {
-		size_t skip = 0;
-
-		for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]) && !skip; k++)
-			if (len - i >= strlen(marks[k]) && !memcmp(text + i, marks[k], strlen(marks[k])))
-				skip = strlen(marks[k]);
-		if (skip)
-			i += skip;
-		else
-			out[o++] = text[i++];
-	}
-	return o;
-}
-
-/* Whether line (with its newline) is one of table's lines. */
-static bool has_line(const char *table, size_t len, const char *line, size_t n)
-{
-	for (const char *at = table; (at = memmem(at, len - (size_t)(at - table), line, n));
-	     at++)
-		if (at == table || at[-1] == '\n')
-			return true;
-	return false;
-}
-
-/* The kept namespace's table against the one it was made with (the
- * job's): every mount here was there.  The user's own processes hold
- * every capability in the namespace: a mount they added or moved (a
- * secret directory bound elsewhere without its masks) fails this.  A
- * mount gone (the host unlinked what a mask sat on, which detaches it in
- * every namespace) does not: masks_hold() then finds the mask missing,
- * and the masks are made again in a copy. */
-static bool no_mount_added(const struct plan *p)
-{
-	static char now[PROTO_MASKS_TABLE_MAX], was[PROTO_MASKS_TABLE_MAX];
-	const struct pstr made = p->job->masks_table;
-	size_t len = read_table(now, sizeof(now)), was_len;
-
-	if (!len || !made.len || made.len > sizeof(was) || now[len - 1] != '\n')
-		return false;
-	len = unmarked(now, len, now);
-	was_len = unmarked(made.ptr, made.len, was);
-	for (size_t at = 0; at < len;) {
-		size_t n = (size_t)((char *)memchr(now + at, '\n', len - at) - (now + at)) + 1;
-
-		if (!has_line(was, was_len, now + at, n))
-			return false;
-		at += n;
-	}
-	return true;
-}
-
-int mask_secrets(const struct plan *p, int kept, struct pstr *table, const char **what)
-{
-	static char made_table[PROTO_MASKS_TABLE_MAX];
 	enum masks_made made;
 	int rc;
 
@@ -1209,12 +1127,6 @@ int mask_secrets(const struct plan *p, int kept, struct pstr *table, const char 
 	 * reload changed root_user) or whose masks do not all read back is
 	 * not used; the masks are made anew, in a copy where it was joined. */
 	made = kept >= 0 ? join_kept(kept) : MASKS_NONE;
-	/* A mount added there would live on in any copy: the run stops,
-	 * and the broker forgets the namespace (PROTOCOL.md, "masks"). */
-	if (made == MASKS_JOINED && !no_mount_added(p)) {
-		*what = "the kept namespace has mounts it was not made with";
-		return -ESTALE;
-	}
 	if (made == MASKS_JOINED && masks_hold(p))
 		return MASKS_JOINED;
 	if (made == MASKS_JOINED) {
@@ -1226,13 +1138,5 @@ int mask_secrets(const struct plan *p, int kept, struct pstr *table, const char 
 		return rc;
 	}
 	rc = make_masks(p, what);
-	if (rc < 0)
-		return rc;
-	if (made == MASKS_PATCHED)
-		return MASKS_PATCHED;
-	/* Unread (or over PROTO_MASKS_TABLE_MAX), the table leaves the
-	 * namespace unkept, never kept unchecked. */
-	table->len = read_table(made_table, sizeof(made_table));
-	table->ptr = made_table;
-	return table->len ? MASKS_NEW : MASKS_PATCHED;
+	return rc < 0 ? rc : made == MASKS_PATCHED ? MASKS_PATCHED : MASKS_NEW;
 }

@@ -23,10 +23,9 @@ int secrets_engine_args(const struct plan *p, char ***argv, char *err, size_t er
 /* In C, after the fds are closed and before anything resolves a
  * path for the snippet (cwd): a user and mount namespace with a mask over
  * each of p->masks.  Joins kept, the one an earlier run kept, when it is
- * not -1 (its key is this run's: p->join_kept), it has no mount it was
- * not made with (job masks_table; else -ESTALE) and every mask reads back
- * there; patches a private copy of it when not.  table: a new
- * namespace's own mount table (MASKS_NEW), for the broker to keep with it.  Returns what it did, or -errno
+ * not -1 (its key is this run's: p->join_kept) and every mask reads back
+ * there; patches a
+ * private copy of it when one does not.  Returns what it did, or -errno
  * with the failing call in *what.  Does not allocate. */
 enum masks_made {
 	MASKS_NONE,    /* nothing to mask */
@@ -34,6 +33,6 @@ enum masks_made {
 	MASKS_JOINED,  /* the kept ones, every mask read back */
 	MASKS_PATCHED, /* a copy of the kept ones with the masks made again */
 };
-int mask_secrets(const struct plan *p, int kept, struct pstr *table, const char **what);
+int mask_secrets(const struct plan *p, int kept, const char **what);
 
 #endif

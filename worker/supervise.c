@@ -11,7 +11,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -36,8 +35,6 @@ struct supervision {
 	bool oom_killed;            /* engine: the container ran out of memory */
 	int mounts;                 /* C's masks' mount namespace (CHILD_MSG_GATE); -1: none */
 	bool new_masks;             /* C made it: the broker may keep it */
-	char *mounts_table;         /* its own mount table as C made it (malloc'd) */
-	size_t mounts_table_len;
 	struct setup_report rep;
 	int status;
 	struct rusage ru;
@@ -181,8 +178,8 @@ static void child_exec_done(struct supervision *r)
 		r->broker_gone = true;
 }
 
-/* C's reports: a whole struct setup_report means a failed step; a
- * struct gate_report with a descriptor is the exec gate; EOF means exec succeeded (C's end
+/* C's reports: a whole struct setup_report means a failed step; one byte
+ * with a descriptor is the exec gate; EOF means exec succeeded (C's end
  * is CLOEXEC) or C died, which its status will say.  Returns false when
  * nothing was waiting. */
 static bool read_setup_report(struct supervision *r)
@@ -191,14 +188,8 @@ static bool read_setup_report(struct supervision *r)
 		char buf[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
-	/* A setup report, or the gate with the new namespace's table. */
-	static union {
-		struct setup_report rep;
-		struct gate_report gate;
-		char bytes[GATE_REPORT_MAX];
-	} in;
 	struct plan *p = r->plan;
-	struct iovec iov = { .iov_base = &in, .iov_len = sizeof(in) };
+	struct iovec iov = { .iov_base = &r->rep, .iov_len = sizeof(r->rep) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			     .msg_controllen = sizeof(ctl.buf) };
 	ssize_t n;
@@ -208,22 +199,13 @@ static bool read_setup_report(struct supervision *r)
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && errno == EAGAIN)
 		return false;
-	if (n >= (ssize_t)sizeof(in.gate) && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-	    (in.gate.tag == CHILD_MSG_GATE || in.gate.tag == CHILD_MSG_GATE_NEW_MASKS) &&
-	    (size_t)n == sizeof(in.gate) + in.gate.table_len) {
+	if (n == 1 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+	    (r->rep.step[0] == CHILD_MSG_GATE || r->rep.step[0] == CHILD_MSG_GATE_NEW_MASKS)) {
 		take_gate(r, received_fd(&mh));
 		r->mounts = received_fd_n(&mh, 1);
-		r->new_masks = in.gate.tag == CHILD_MSG_GATE_NEW_MASKS && r->mounts >= 0 &&
-			       in.gate.table_len > 0 &&
-			       (r->mounts_table = malloc(in.gate.table_len)) != NULL;
-		if (r->new_masks) {
-			memcpy(r->mounts_table, in.bytes + sizeof(in.gate), in.gate.table_len);
-			r->mounts_table_len = in.gate.table_len;
-		}
+		r->new_masks = r->rep.step[0] == CHILD_MSG_GATE_NEW_MASKS && r->mounts >= 0;
 		return true;
 	}
-	if (n > 0)
-		memcpy(&r->rep, &in.rep, (size_t)n < sizeof(r->rep) ? (size_t)n : sizeof(r->rep));
 
 	for (size_t i = 0; n > 0 && i < 2; i++)
 		if (received_fd_n(&mh, i) >= 0)
@@ -398,10 +380,7 @@ static int conclude(struct supervision *r)
 
 	/* The broker holds it from here: closing ours tears nothing down. */
 	if (rc == WORKER_EXIT_OK && r->ready && r->new_masks)
-		report_masks(r->mounts, r->plan->masks_key,
-			     (struct pstr){ r->mounts_table, r->mounts_table_len });
-	free(r->mounts_table);
-	r->mounts_table = NULL;
+		report_masks(r->mounts, r->plan->masks_key);
 	plan_remove_scratch(r->plan);
 	close(FD_BROKER);
 	return rc;

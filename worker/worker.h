@@ -60,7 +60,7 @@ struct setup_report {
 };
 
 /* What S learns from C over the report channel besides a failed step:
- * a struct gate_report carrying the exec gate's listener as SCM_RIGHTS and, when the
+ * one byte carrying the exec gate's listener as SCM_RIGHTS and, when the
  * secrets step made one, C's mount namespace after it (secrets.c), which
  * S keeps until it has reported the run's end, so that tearing the
  * namespace down (an RCU grace period) never delays that report.  One
@@ -69,14 +69,6 @@ struct setup_report {
 /* The same, when C made the namespace itself (not joined a kept one): S
  * may then hand it to the broker after the run (PROTOCOL.md, "masks"). */
 #define CHILD_MSG_GATE_NEW_MASKS 'N'
-/* The message itself: the tag, then with CHILD_MSG_GATE_NEW_MASKS the new
- * namespace's own mount table (table_len bytes, at most
- * PROTO_MASKS_TABLE_MAX), which the broker keeps beside it. */
-struct gate_report {
-	char tag;
-	uint32_t table_len;
-};
-#define GATE_REPORT_MAX (sizeof(struct gate_report) + PROTO_MASKS_TABLE_MAX)
 
 /* The engine's command lines (job->engine), NUL-terminated copies built by
  * S: each argv is NULL-terminated and malloc'd, argv[0] an absolute path;
@@ -254,6 +246,6 @@ void signal_descendants(int sig);
 bool report_ready(pid_t pid, uint64_t landlock_abi);
 bool report_setup_error(const char *step, int err, const char *msg);
 bool report_finished(const struct run_result *r, const struct receipt *blocked);
-bool report_masks(int mounts, const uint8_t key[PROTO_MASKS_KEY_LEN], struct pstr table);
+bool report_masks(int mounts, const uint8_t key[PROTO_MASKS_KEY_LEN]);
 
 #endif
