@@ -65,19 +65,22 @@ static uint64_t *job_limit(struct job_limits *l, size_t i)
 	return v[i];
 }
 
-/* An answer's choices: a run card's three, then an escalation card's two. */
-static const char *const choices[] = { "once", "always", "deny", "rerun", "leave", NULL };
-#define RUN_CHOICES 3
+const char *const card_run_choices[] = { "once", "always", "deny", NULL };
+const char *const card_escalation_choices[] = { "rerun", "leave", NULL };
+
+/* The canonical string of choice among set's; NULL: not one of them. */
+static const char *choice_in(const char *const *set, struct pstr choice)
+{
+	for (size_t i = 0; set[i]; i++)
+		if (pstr_eq(choice, set[i]))
+			return set[i];
+	return NULL;
+}
 
 bool card_choice_fits(const char *choice, bool escalate)
 {
-	for (size_t i = escalate ? RUN_CHOICES : 0; choices[i]; i++) {
-		if (!escalate && i == RUN_CHOICES)
-			break;
-		if (!strcmp(choice, choices[i]))
-			return true;
-	}
-	return false;
+	return choice_in(escalate ? card_escalation_choices : card_run_choices,
+			 pstr_c(choice)) != NULL;
 }
 
 /* ---- encoders ------------------------------------------------------------ */
@@ -461,9 +464,8 @@ static void put_family(struct enc *e, uint64_t grant_ttl_ms)
  * escalation card the first run's receipt and its audit row instead. */
 int enc_card(struct frame *f, const struct msg_card *m)
 {
-	size_t first = m->escalate ? RUN_CHOICES : 0;
-	size_t n = m->escalate ? sizeof(choices) / sizeof(choices[0]) - 1 - RUN_CHOICES
-			       : RUN_CHOICES;
+	const char *const *options = m->escalate ? card_escalation_choices : card_run_choices;
+	size_t n = 0;
 	struct enc e;
 
 	/* An encoder never reads past the fixed arrays. */
@@ -493,9 +495,11 @@ int enc_card(struct frame *f, const struct msg_card *m)
 		raw_uint(&e, m->labels[i].line);
 	}
 	put_key(&e, "options");
+	while (options[n])
+		n++;
 	raw_array(&e, n);
-	for (size_t i = first; i < first + n; i++)
-		raw_str(&e, choices[i], strlen(choices[i]));
+	for (size_t i = 0; i < n; i++)
+		raw_str(&e, options[i], strlen(options[i]));
 	if (!m->escalate)
 		put_family(&e, m->grant_ttl_ms);
 	put_uint(&e, "expires_ms", m->expires_ms);
@@ -1406,6 +1410,23 @@ static int dec_answer_terms(struct dec *d, struct msg_answer *m)
 	return 0;
 }
 
+/* Either kind's choice: which one the card takes is the gate's to say. */
+static int dec_choice(struct dec *d, const char **out)
+{
+	struct pstr s;
+	int rc = dec_str(d, "choice", true, 64, &s);
+
+	if (rc < 0)
+		return rc;
+	*out = choice_in(card_run_choices, s);
+	if (!*out)
+		*out = choice_in(card_escalation_choices, s);
+	if (!*out)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'choice' has an unknown value '%.*s'",
+				(int)s.len, s.ptr);
+	return 0;
+}
+
 static int dec_answer(struct dec *d, struct msg_answer *m)
 {
 	int rc;
@@ -1414,7 +1435,7 @@ static int dec_answer(struct dec *d, struct msg_answer *m)
 		return rc;
 	m->has_id = rc > 0;
 	if ((rc = dec_str(d, "card", true, NAME_FIELD_MAX, &m->card)) < 0 ||
-	    (rc = dec_enum(d, "choice", true, choices, &m->choice)) < 0)
+	    (rc = dec_choice(d, &m->choice)) < 0)
 		return rc;
 	return dec_answer_terms(d, m);
 }

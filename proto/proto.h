@@ -309,8 +309,11 @@ struct msg_queued {
 #define CARD_FAMILY_DETAIL_TTL \
 	"Any code she writes then runs on this computer without asking, for %s at most, or " \
 	"until you revoke it in Settings."
-/* Whether an answer's choice is one a card of that kind offers: once,
- * always, deny on a run card; rerun, leave on an escalation card. */
+/* What each kind of card offers, NULL-terminated, in the card's order:
+ * once, always, deny on a run card; rerun, leave on an escalation card. */
+extern const char *const card_run_choices[];
+extern const char *const card_escalation_choices[];
+/* Whether an answer's choice is one a card of that kind offers. */
 bool card_choice_fits(const char *choice, bool escalate);
 /* The detail a card shows: CARD_FAMILY_DETAIL, or with a grant_ttl_ms the
  * sentence above.  Returns out. */

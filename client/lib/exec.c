@@ -8,9 +8,6 @@
 #include "client/lib/internal.h"
 #include "proto/limits.h"
 
-static const char *const card_options[] = { "once", "always", "deny", NULL };
-static const char *const escalation_options[] = { "rerun", "leave", NULL };
-
 /* Splits "NAME=value" strings into the exec's env pairs; the broker checks
  * the names and keeps only its allowlist. */
 static enum kotoba_code put_env(struct msg_exec *e, const char *const *env,
@@ -99,10 +96,10 @@ static enum kotoba_choice ask(const struct kotoba_exec_opts *o, const struct msg
 	k->snippet_len = m->snippet.len;
 	k->expires_ms = m->expires_ms;
 	if (m->escalate) {
-		k->options = escalation_options;
+		k->options = card_escalation_choices;
 		return o->on_card ? o->on_card(o->arg, k) : KOTOBA_CARD_LEAVE;
 	}
-	k->options = card_options;
+	k->options = card_run_choices;
 	k->family = CARD_FAMILY;
 	k->family_button = CARD_FAMILY_BUTTON;
 	k->family_detail = card_family_detail(m->grant_ttl_ms, detail, sizeof(detail));
