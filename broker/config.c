@@ -807,30 +807,37 @@ static int set_value(struct config *c, const struct key *k, const char *s,
 	return -1;
 }
 
-/* k's value in file syntax; "?" for what no file could have set. */
-static void format_value(const struct config *c, const struct key *k,
-			 char *buf, size_t len)
+/* Room for a number, a boolean or a choice in file syntax; strings are
+ * never copied, so no string field's size is coupled to it. */
+#define NUMBER_TEXT 32
+
+/*
+ * k's value in file syntax; "?" for what no file could have set.  A string
+ * is the field itself (buf unused), so a long one is never cut short.
+ */
+static const char *format_value(const struct config *c, const struct key *k,
+				char buf[static NUMBER_TEXT])
 {
 	uint64_t v;
 
 	if (k->type == KEY_STRING) {
 		const char *s = cfield(c, k);
 
-		snprintf(buf, len, "%.*s", (int)strnlen(s, k->size - 1), s);
-		return;
+		return memchr(s, '\0', k->size) ? s : "?";
 	}
 	v = load_number(c, k);
 	if (k->type == KEY_BOOL) {
-		snprintf(buf, len, "%s", v == 0 ? "no" : v == 1 ? "yes" : "?");
+		snprintf(buf, NUMBER_TEXT, "%s", v == 0 ? "no" : v == 1 ? "yes" : "?");
 	} else if (k->type == KEY_ENUM) {
 		uint64_t n = 0;
 
 		while (k->choices[n])
 			n++;
-		snprintf(buf, len, "%s", v < n ? k->choices[v] : "?");
+		snprintf(buf, NUMBER_TEXT, "%s", v < n ? k->choices[v] : "?");
 	} else {
-		format_number(k->type, v, buf, len);
+		format_number(k->type, v, buf, NUMBER_TEXT);
 	}
+	return buf;
 }
 
 /* ---- lookup ------------------------------------------------------------ */
@@ -1207,7 +1214,7 @@ int config_load(struct config *c, const char *path, struct config_error *err)
 static int validate_fields(const struct config *c, struct config_error *err)
 {
 	struct config scratch = *c;
-	char buf[600], msg[sizeof(err->message)];
+	char buf[NUMBER_TEXT], msg[sizeof(err->message)];
 	size_t i;
 
 	for (i = 0; i < NKEYS; i++) {
@@ -1219,8 +1226,7 @@ static int validate_fields(const struct config *c, struct config_error *err)
 				  k->section, k->name);
 			return -1;
 		}
-		format_value(c, k, buf, sizeof(buf));
-		if (set_value(&scratch, k, buf, msg, sizeof(msg))) {
+		if (set_value(&scratch, k, format_value(c, k, buf), msg, sizeof(msg))) {
 			set_error(err, "", 0, "%s", msg);
 			return -1;
 		}
@@ -1313,19 +1319,19 @@ static void print_help(FILE *out, const char *help)
 void config_print(FILE *out, const struct config *c)
 {
 	struct config def;
-	char val[600], dval[600];
+	char nbuf[NUMBER_TEXT], dbuf[NUMBER_TEXT];
 	size_t i;
 
 	config_defaults(&def);
 	for (i = 0; i < NKEYS; i++) {
 		const struct key *k = &keys[i];
+		const char *val = format_value(c, k, nbuf);
+		const char *dval = format_value(&def, k, dbuf);
 
 		if (i == 0 || strcmp(k->section, keys[i - 1].section))
 			fprintf(out, "%s[%s]\n", i ? "\n" : "", k->section);
 		fputc('\n', out);
 		print_help(out, k->help);
-		format_value(c, k, val, sizeof(val));
-		format_value(&def, k, dval, sizeof(dval));
 		if (strcmp(val, dval))
 			fprintf(out, "# (default: %s)\n", dval);
 		fprintf(out, "%s =%s%s\n", k->name, *val ? " " : "", val);

@@ -662,6 +662,24 @@ static char *print_to_string(const struct config *c)
 	return buf;
 }
 
+/* "/s/00aaa...a /s/01aaa...a ..." filling all len - 1 bytes. */
+static void longest_secret_paths(char *buf, size_t len)
+{
+	size_t each = len / CONFIG_SECRET_PATHS_MAX, i;
+
+	assert_int_equal(each * CONFIG_SECRET_PATHS_MAX, len);
+	memset(buf, 'a', len);
+	for (i = 0; i < CONFIG_SECRET_PATHS_MAX; i++) {
+		char head[8];
+
+		snprintf(head, sizeof(head), "/s/%02zu", i);
+		memcpy(buf + i * each, head, strlen(head));
+		buf[i * each + each - 1] = ' ';
+	}
+	buf[len - 1] = '\0';
+	assert_int_equal(strlen(buf), len - 1);
+}
+
 static void test_print_round_trip(void **state UNUSED)
 {
 	struct config c, d;
@@ -674,6 +692,16 @@ static void test_print_round_trip(void **state UNUSED)
 	text = print_to_string(&c);
 	assert_non_null(strstr(text, "# (default: /usr/bin/python3)"));
 
+	config_defaults(&d);
+	assert_int_equal(config_load(&d, write_file(text), &err), 0);
+	assert_config_equal(&c, &d);
+	free(text);
+
+	/* The longest field, full: 32 secret places of 63 bytes each. */
+	config_defaults(&c);
+	longest_secret_paths(c.secret_paths, sizeof(c.secret_paths));
+	assert_int_equal(config_validate(&c, &err), 0);
+	text = print_to_string(&c);
 	config_defaults(&d);
 	assert_int_equal(config_load(&d, write_file(text), &err), 0);
 	assert_config_equal(&c, &d);
