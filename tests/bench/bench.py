@@ -8,7 +8,9 @@ asserts: each line ends with its target and MET / NOT MET, and the whole
 output is also written to --out (build/bench.txt).
 
   1. end to end: `kotoba run -c pass --no-channel` against python3 -B -c pass,
-     bubblewrap, and the fork + no_new_privs + seccomp + exec floor
+     bubblewrap, and the fork + no_new_privs + seccomp + exec floor;
+     1b. snippets that import the standard modules agents use, and numpy
+     (installed for the bench as python3-numpy), against bare python3
   2. broker overhead on the run path, from a protocol client (an upper
      bound; see README.md for the broker log line that would make it exact)
   3. throughput with 2, 8 and 32 clients against the machine's own limit
@@ -29,6 +31,12 @@ output is also written to --out (build/bench.txt).
      kotoba_receipt.py), brokers interleaved (target: the p50 difference at
      most 0.3 ms); and, for reference, a snippet that is refused an exec
      and a write, with and without
+
+Issue 18's targets for warm interpreters are printed beside today's, each
+marked "(warm interpreters)": kotoba -c pass <= 0.50 x python3 and <= 0.40 x
+bubblewrap, the imports <= 0.25 x and numpy <= 0.10 x bare python3, broker
+exec->ready p50 < 500 us, and 32 clients >= 2 x the machine's limit with no
+error in 5,000 runs.
 """
 import argparse
 import glob
@@ -250,20 +258,27 @@ def ratio_line(name, num, den, target=None, cmp=None):
     return med
 
 
+def apt_install(package, present, why):
+    """Installs a Debian package the bench compares with, as root; else
+    says how.  present() tells whether it is there already."""
+    if present():
+        return True
+    if os.geteuid() != 0:
+        say("*** %s is not installed; %s: sudo apt-get install %s" % (package, why, package))
+        return False
+    say("%s is not installed: installing it (apt-get install -y %s)" % (package, package))
+    for attempt in (1, 2):
+        if attempt == 2:
+            subprocess.run(["apt-get", "update", "-q"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        if subprocess.run(["apt-get", "install", "-y", "-q", package], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0:
+            break
+    return present()
+
+
 def bwrap_available():
-    if not shutil.which("bwrap"):
-        if os.geteuid() == 0:
-            say("bubblewrap is not installed: installing it (apt-get install -y bubblewrap)")
-            ok = subprocess.run(["apt-get", "install", "-y", "-q", "bubblewrap"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
-            if not ok:
-                subprocess.run(["apt-get", "update", "-q"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-                subprocess.run(["apt-get", "install", "-y", "-q", "bubblewrap"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        else:
-            say("*** bubblewrap is not installed; to compare with it run: "
-                "sudo apt-get install bubblewrap")
+    apt_install("bubblewrap", lambda: shutil.which("bwrap"), "to compare with it run")
     path = shutil.which("bwrap")
     if not path:
         say("*** SKIPPED: the bubblewrap comparison (bwrap not available)")
@@ -309,10 +324,12 @@ def end_to_end(args, broker, floor_bin, bpf):
     res = {"python_wall": statistics.median(py), "python_cpu": statistics.median(cpu["python3"])}
     res["kotoba"] = ratio_line("kotoba run -c pass / python3 -B -c pass", wall["kotoba"], py,
                                "<= 1.15", lambda m: m <= 1.15)
+    warm_target("kotoba run -c pass / python3 -B -c pass", res["kotoba"], 0.50)
     if bwrap:
         ratio_line("bwrap ... python3 / python3", wall["bwrap"], py)
-        ratio_line("kotoba / bwrap", wall["kotoba"], wall["bwrap"], "< 1.00",
-                   lambda m: m < 1.0)
+        res["bwrap"] = ratio_line("kotoba / bwrap", wall["kotoba"], wall["bwrap"], "< 1.00",
+                                  lambda m: m < 1.0)
+        warm_target("kotoba / bwrap", res["bwrap"], 0.40)
     else:
         say("kotoba / bwrap: SKIPPED (no bubblewrap)   target < 1.00: NOT MEASURED")
     ratio_line("floor (fork+NNP+seccomp+exec) / python3", wall["floor"], py)
@@ -320,6 +337,54 @@ def end_to_end(args, broker, floor_bin, bpf):
     say("python3 -B -c pass CPU: median %.1f ms (user+sys, from wait4)"
         % (res["python_cpu"] * 1e3))
     return res
+
+
+def warm_target(name, med, most):
+    """Issue 18's targets for a start from a warm interpreter, on a ratio
+    already printed above."""
+    target_line("%s (warm interpreters): median %.3f" % (name, med), "<= %.2f" % most,
+                med <= most, name + " (warm)")
+
+
+# Snippets whose imports a warm interpreter holds already (issue 18).
+IMPORT_SNIPPETS = [
+    ("stdlib imports", "import json, re, pathlib, urllib.request, csv, datetime", 0.25, None),
+    ("numpy", "import numpy; print(numpy.arange(10).sum())", 0.10, "python3-numpy"),
+]
+
+
+def module_present(module):
+    return subprocess.run([PYTHON, "-c", "import " + module], capture_output=True).returncode == 0
+
+
+def imports(args, broker):
+    """kotoba run against bare python3 for snippets that import what agents
+    use, interleaved: a start that pays for its imports, which issue 18's
+    warm interpreters are to have paid already."""
+    say("== 1b. snippets with imports: %d rounds each, interleaved with bare python3"
+        % args.pairs)
+    for name, code, most, package in IMPORT_SNIPPETS:
+        if package and not apt_install(package, lambda: module_present("numpy"),
+                                       "to time the numpy snippet"):
+            target_line("%s: SKIPPED (%s not installed)" % (name, package), "<= %.2f" % most,
+                        False, name + " / python3 (warm)")
+            continue
+        cmds = {"python3": [PYTHON, "-B", "-c", code],
+                "kotoba": [broker.kotoba, "run", "-c", code, "--no-channel", "--socket",
+                           broker.socket]}
+        wall = {n: [] for n in cmds}
+        for r in range(args.pairs + 2):
+            for n in (list(cmds) if r % 2 else list(cmds)[::-1]):
+                w, _, rc = timed_run(cmds[n])
+                if rc != 0:
+                    sys.exit("bench: %s exited %d: %s" % (n, rc, " ".join(cmds[n])))
+                if r >= 2:  # the first two rounds warm the page cache
+                    wall[n].append(w)
+        say("median wall ms: python3 %.1f, kotoba %.1f   (%s)"
+            % (statistics.median(wall["python3"]) * 1e3, statistics.median(wall["kotoba"]) * 1e3,
+               code))
+        med = ratio_line("kotoba / python3, " + name, wall["kotoba"], wall["python3"])
+        warm_target("kotoba / python3, " + name, med, most)
 
 
 # ---- 2. broker overhead ---------------------------------------------------
@@ -365,6 +430,10 @@ def broker_overhead(args, broker, work, e2e):
     for key in sorted(timing):
         say("broker log %-24s p50 %7.0f us  p99 %7.0f us  (n=%d)"
             % (key, pct(timing[key], 50), pct(timing[key], 99), len(timing[key])))
+    if "t_exec_to_ready_us" in timing:
+        ready = timing["t_exec_to_ready_us"]
+        target_line("broker exec->ready (broker log): p50 %.0f us" % pct(ready, 50),
+                    "p50 < 500 us", pct(ready, 50) < 500, "broker exec->ready")
     if "t_exec_to_ready_us" in timing and "t_exit_to_frame_us" in timing:
         both = [a + b for a, b in zip(timing["t_exec_to_ready_us"], timing["t_exit_to_frame_us"])]
         target_line("broker overhead, exec->ready + finished->exit frame (broker log): p50 %.0f "
@@ -453,7 +522,10 @@ def throughput(args, broker, work, e2e):
         % (cores, e2e["python_cpu"] * 1e3, limit))
     for n in (2, 8, 32):
         per = max(1, args.tput_total // n)
+        if n == 32:  # issue 18: zero errors in this many runs
+            per = max(per, -(-args.tput_runs_32 // (n * args.tput_rounds)))
         ks, bs, snip = [], [], []
+        nerr = 0
         cpu0 = proc_cpu(broker.proc.pid)
         for r in range(args.tput_rounds):
             if r % 2 == 0:
@@ -463,6 +535,7 @@ def throughput(args, broker, work, e2e):
                 b = bare_throughput(n, per)
                 k, errs, sc = kotoba_throughput(broker, work, n, per)
             snip += sc
+            nerr += len(errs)
             if errs:
                 say("*** %d clients: %d errors, first: %s" % (n, len(errs), errs[0][:200]))
             ks.append(k)
@@ -475,6 +548,10 @@ def throughput(args, broker, work, e2e):
         if n == 32:
             target_line(text, ">= 85% of the limit", k / limit >= 0.85,
                         "throughput, 32 clients")
+            target_line("32 clients (warm interpreters): %.2f x the limit, %d errors in %d runs"
+                        % (k / limit, nerr, args.tput_rounds * n * per),
+                        ">= 2.00 x, 0 errors", k / limit >= 2.0 and nerr == 0,
+                        "throughput, 32 clients (warm)")
         else:
             say(text + "   target: none at %d clients" % n)
         if snip:
@@ -907,6 +984,8 @@ def main():
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--tput-total", type=int, default=256)
     ap.add_argument("--tput-rounds", type=int, default=3)
+    ap.add_argument("--tput-runs-32", type=int, default=5000,
+                    help="runs at 32 clients, all rounds together")
     ap.add_argument("--corpus-mib", type=int, default=16)
     ap.add_argument("--idle-conns", type=int, default=1000)
     ap.add_argument("--docker-rounds", type=int, default=10)
@@ -951,6 +1030,8 @@ def main():
         pid = broker.proc.pid
         idle = (status_kb(pid, "VmRSS"), rss_text(pid))
         e2e = end_to_end(args, broker, floor_bin, bpf)
+        if "1" in args.only:
+            imports(args, broker)
         if pick_cost:
             say("seccomp_build(unattended) in-process, which the worker no longer runs per "
                 "snippet: %s" % build_cost)
