@@ -101,6 +101,7 @@ struct broker {
 	bool stopping;
 	uint64_t next_sid, next_run_id;
 	unsigned nsessions, nruns;
+	unsigned nspares;         /* warm jobs no snippet took yet (run.c) */
 	TAILQ_HEAD(, session) sessions;
 	TAILQ_HEAD(, run) runs;
 };
@@ -153,6 +154,9 @@ void runs_resume(struct client_link *cl); /* the client's queue drained */
 void runs_reap(struct broker *b);
 /* At shutdown: the workers that did not end in time are killed. */
 void runs_kill(struct broker *b);
+/* Every spare interpreter stops (a reload: they were built from the old
+ * configuration). */
+void runs_stop_spares(struct broker *b, const char *why);
 void runs_tick(struct broker *b, uint64_t now);
 int runs_next_deadline(struct broker *b, uint64_t now);
 

@@ -26,6 +26,7 @@
 #include <ini.h>
 
 #include "broker/config.h"
+#include "proto/names.h"
 
 /*
  * Debian builds libinih with INI_RUNTIME_OPTIONS, which exports
@@ -67,6 +68,7 @@ enum key_type {
 #define K_NAMES 0x8	/* names separated by commas or spaces */
 #define K_WORD 0x10	/* no whitespace (a command, an image) */
 #define K_SECRETS 0x20	/* secret places, separated by commas or blanks */
+#define K_MODULES 0x40	/* python module names, separated by commas or blanks */
 
 struct key {
 	const char *section;
@@ -221,6 +223,27 @@ static const struct key keys[] = {
 	    "snippet user's home (~/.vault-token), or a file name looked for\n"
 	    "in the working directory and each of its parents (.secrets.toml;\n"
 	    "a final * matches any rest of the name: .env.*)."),
+
+	BOOL("sandbox", "warm", warm, "no",
+	     "Spare interpreters: when a run ends, the broker starts the next\n"
+	     "one for the same user, profile, working directory and environment\n"
+	     "ahead, through the same worker and sandbox steps as any run, and\n"
+	     "hands it the next such snippet's code; a spare runs one snippet\n"
+	     "and is never reused.  Made only while fewer snippets run than the\n"
+	     "machine has CPUs.  no: every run starts its own interpreter."),
+	STR("sandbox", "preload", preload, K_EMPTY_OK | K_MODULES,
+	    "json,re,pathlib,urllib.request,csv,datetime,collections,itertools,functools,math,"
+	    "random,statistics,dataclasses,typing",
+	    "Modules a spare imports before it waits for code (each only if it\n"
+	    "imports), separated by commas or blanks; numpy or pandas may be\n"
+	    "added.  A spare costs their import's CPU whether or not its snippet\n"
+	    "uses them."),
+	NUM("sandbox", "warm_idle", KEY_DURATION, warm_idle_ms, SEC, HOUR, "60s",
+	    "A spare that no snippet took for this long is stopped."),
+	NUM("sandbox", "warm_max", KEY_COUNT, warm_max, 0, 4096, "16",
+	    "Spares at once, all users together."),
+	NUM("sandbox", "warm_per_user", KEY_COUNT, warm_per_user, 1, 64, "2",
+	    "Spares at once for one user."),
 
 	STR("docker", "cli", container_cli, K_WORD, "docker",
 	    "The engine's command-line client, docker or podman: a name looked\n"
@@ -678,6 +701,35 @@ static int check_secrets(const struct key *k, const char *s, char *msg, size_t l
 	return 0;
 }
 
+static int check_modules(const struct key *k, const char *s, char *msg, size_t len)
+{
+	const char *sep = ", \t";
+	char q[48], word[160];
+	unsigned count = 0;
+
+	while (*s) {
+		const char *why = NULL;
+		size_t n;
+
+		s += strspn(s, sep);
+		n = strcspn(s, sep);
+		if (!n)
+			break;
+		if (!proto_module_name_ok(s, n))
+			why = "is not a module name (identifiers joined by '.')";
+		else if (++count > PROTO_PRELOAD_MAX)
+			why = "is one module too many";
+		if (why) {
+			snprintf(word, sizeof(word), "%.*s", (int)n, s);
+			snprintf(msg, len, "[%s] %s: '%s' %s", k->section, k->name,
+				 clip(word, q, sizeof(q)), why);
+			return -1;
+		}
+		s += n;
+	}
+	return 0;
+}
+
 static bool has_control(const char *s)
 {
 	for (; *s; s++)
@@ -746,6 +798,8 @@ static int set_string(struct config *c, const struct key *k, const char *s,
 	if ((k->flags & K_NAMES) && check_names(k, s, msg, len))
 		return -1;
 	if ((k->flags & K_SECRETS) && check_secrets(k, s, msg, len))
+		return -1;
+	if ((k->flags & K_MODULES) && check_modules(k, s, msg, len))
 		return -1;
 	/* Zero the tail too, so equal configs are equal bytes. */
 	memset(field(c, k), 0, k->size);

@@ -66,6 +66,11 @@ struct config {
 	bool landlock;                 /* [sandbox] landlock = yes|no, default yes */
 	bool secrets;                  /* [sandbox] secrets = yes|no: mask the secret set, default yes */
 	char secret_paths[2048];       /* [sandbox] secret_paths: more secrets, comma/space list */
+	bool warm;                     /* [sandbox] warm = yes|no: spare interpreters */
+	char preload[1024];            /* [sandbox] preload: modules a spare imports, comma/space list */
+	uint64_t warm_idle_ms;         /* [sandbox] warm_idle, default 60s */
+	unsigned warm_max;             /* [sandbox] warm_max, spares in all, default 16 */
+	unsigned warm_per_user;        /* [sandbox] warm_per_user, default 2 */
 	char container_cli[64];        /* [docker] cli, default "docker" */
 	char container_image[128];     /* [docker] image, default "" */
 	char container_url[256];       /* [docker] url, engine API; "" = the CLI's own default */

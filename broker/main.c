@@ -223,6 +223,7 @@ static void reload_config(struct broker *b)
 		was_masking = b->cfg.secrets;
 		b->cfg = next;
 		audit_watch_secrets(was_masking, b->cfg.secrets);
+		runs_stop_spares(b, "the configuration was reloaded");
 		log_info("configuration reloaded: sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
 	}
 	sd_notify(0, "READY=1");
@@ -432,8 +433,8 @@ static int next_timeout(struct broker *b)
 }
 
 /* Stop accepting, cancel every run (each worker then kills its snippet),
- * stop the warm containers, and wait for the workers; a worker that does
- * not go is killed. */
+ * stop the spares and the warm containers, and wait for the workers; a
+ * worker that does not go is killed. */
 static void shut_down(struct broker *b)
 {
 	uint64_t deadline = now_ms() + SHUTDOWN_WAIT_MS;
@@ -443,12 +444,13 @@ static void shut_down(struct broker *b)
 	if (b->socket_path[0])
 		unlink(b->socket_path);
 	sessions_close_all(b);
+	runs_stop_spares(b, "the broker stops");
 	/* Busy containers go with their cancelled runs; these are idle. */
 	containers_stop_all(b);
-	while (b->nruns > 0 && now_ms() < deadline)
+	while (b->nruns + b->nspares > 0 && now_ms() < deadline)
 		loop_run_once(100);
 	runs_kill(b);
-	while (b->nruns > 0 && loop_run_once(100) == 0 && now_ms() < deadline + 1000)
+	while (b->nruns + b->nspares > 0 && loop_run_once(100) == 0 && now_ms() < deadline + 1000)
 		;
 }
 

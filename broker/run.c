@@ -85,10 +85,26 @@ struct run {
 	void *ctx;
 	int64_t after_seq;        /* run_request's */
 	bool escalating;          /* its exit said an escalation card follows */
+	/* A spare: a warm job no snippet has taken yet ("spares" below). */
+	bool spare;
+	bool warm;                /* its interpreter waits for `go` */
+	char *key;                /* what a run must share with it to take it */
+	size_t key_len;
+	uint64_t idle_at_ms;      /* stopped then, unless a run takes it */
+	uint64_t mounts_gen;      /* the mount table its masks were made under */
+	struct spare_spec *next;  /* a run's: the spare made when it ends */
+};
+
+/* What a spare is made of: a run's request without its code, copied. */
+struct spare_spec {
+	struct run_request rq;    /* cwd and env point into text */
+	struct env_pair env[PROTO_ENV_MAX];
+	char text[];
 };
 
 static void on_sock(struct watch *w, uint32_t events);
 static void on_output(struct watch *w, uint32_t events);
+static void maybe_complete(struct run *r);
 
 void run_describe(const struct run *r, struct run_info *out)
 {
@@ -285,6 +301,24 @@ static int engine_section(struct run *r, const struct run_request *rq, char *con
 	return 0;
 }
 
+/* [sandbox] preload's names into the job; the config holds them checked. */
+static void job_preload(const struct config *c, struct msg_job *job)
+{
+	const char *sep = ", \t", *s = c->preload;
+
+	job->warm = true;
+	job->n_preload = 0;
+	while (*s && job->n_preload < PROTO_PRELOAD_MAX) {
+		size_t n;
+
+		s += strspn(s, sep);
+		n = strcspn(s, sep);
+		if (n)
+			job->preload[job->n_preload++] = (struct pstr){ s, n };
+		s += n;
+	}
+}
+
 static int send_job(struct run *r, const struct run_request *rq, const struct identity *id,
 		    char *err, size_t errlen)
 {
@@ -321,7 +355,10 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 		rc = engine_section(r, rq, env, n_env, &job, err, errlen);
 	if (rc == 0)
 		rc = secrets_fill_job(r->b, id, &job, err, errlen);
+	if (r->spare)
+		job_preload(c, &job);
 	if (rc == 0 && job.has_secrets && job.profile == PROFILE_UNATTENDED) {
+		r->mounts_gen = secrets_mount_generation();
 		job.mounts = secrets_mount_table();
 		masks_fd = secrets_kept(id->uid, now_ms(), job.masks_key);
 		job.has_masks_key = masks_fd >= 0;
@@ -344,7 +381,7 @@ static unsigned runs_of_uid(struct broker *b, uid_t uid)
 	struct run *r;
 
 	TAILQ_FOREACH(r, &b->runs, blink)
-		n += r->uid == uid && !r->done && !r->engine_only;
+		n += r->uid == uid && !r->done && !r->engine_only && !r->spare;
 	return n;
 }
 
@@ -435,7 +472,11 @@ static int watch_run(struct run *r, int *fd)
 
 static void run_free(void *p)
 {
-	free(p);
+	struct run *r = p;
+
+	free(r->key);
+	free(r->next);
+	free(r);
 }
 
 static void run_release(struct run *r)
@@ -464,7 +505,10 @@ static void run_release(struct run *r)
 			return;
 	}
 	TAILQ_REMOVE(&r->b->runs, r, blink);
-	r->b->nruns--;
+	if (r->spare)
+		r->b->nspares--;
+	else
+		r->b->nruns--;
 	/* The worker is reaped: its snippet's processes are gone or going. */
 	cgroup_run_remove(&r->cg);
 	loop_defer_free(run_free, r);
@@ -522,31 +566,16 @@ static int spawn_worker(struct broker *b, struct run *r, const struct run_reques
 	return rc;
 }
 
-int run_start(struct broker *b, struct client_link *s, const struct run_request *rq,
-	      char *err, size_t errlen)
+/* Starts r's worker (a container claimed first in docker mode). */
+static int launch(struct broker *b, struct run *r, const struct run_request *rq,
+		  const struct identity *id, char *err, size_t errlen)
 {
-	int fd[F_COUNT], rc;
-	struct identity id;
-	struct run *r;
+	int fd[F_COUNT], rc = 0;
 
-	if (privsep_identity(rq->peer_uid, &id, err, errlen) < 0)
-		return -EPERM;
-	if ((rc = check_limits(b, rq, err, errlen)) < 0)
-		return rc;
-	r = run_new(b, s, rq);
-	if (!r)
-		return -ENOMEM;
-	TAILQ_INSERT_TAIL(&b->runs, r, blink);
-	b->nruns++;
-	if (s) {
-		TAILQ_INSERT_TAIL(&s->runs, r, slink);
-		s->nruns++;
-	}
 	for (int i = 0; i < F_COUNT; i++)
 		fd[i] = -1;
-	rc = 0;
 	if (b->cfg.sandbox == SANDBOX_DOCKER && !rq->engine) {
-		rc = container_claim(b, rq->peer_uid, &id, rq->cwd, &r->ct, err, errlen);
+		rc = container_claim(b, rq->peer_uid, id, rq->cwd, &r->ct, err, errlen);
 		if (rc == 0)
 			snprintf(r->container, sizeof(r->container), "%s", r->ct->name);
 	}
@@ -557,11 +586,11 @@ int run_start(struct broker *b, struct client_link *s, const struct run_request 
 			      errlen) < 0)
 		rc = -EIO;
 	if (rc == 0)
-		rc = spawn_worker(b, r, rq, &id, fd, err, errlen);
+		rc = spawn_worker(b, r, rq, id, fd, err, errlen);
 	if (rc == 0)
 		rc = watch_run(r, fd);
 	if (rc == 0)
-		rc = send_job(r, rq, &id, err, errlen);
+		rc = send_job(r, rq, id, err, errlen);
 	/* A worker that is already gone (its fork child could not take the
 	 * peer's identity, or exec failed) has said why on the socket: the
 	 * run goes on, so that reason, not EPIPE, reaches the client. */
@@ -575,12 +604,281 @@ int run_start(struct broker *b, struct client_link *s, const struct run_request 
 		r->end = END_SETUP;
 		snprintf(r->setup_step, sizeof(r->setup_step), "%s", step_name(STEP_WORKER));
 		run_release(r);
-		return rc;
 	}
+	return rc;
+}
+
+/* ---- spares ---------------------------------------------------------------
+ *
+ * [sandbox] warm: after a run starts, the next run with the same user,
+ * profile, working directory and environment is started ahead as a warm
+ * job (PROTOCOL.md, "go"): a worker like any other builds its sandbox and
+ * starts python3, which imports the preload list and waits.  The run that
+ * matches it takes it, `go` hands its code over, and a new spare is made
+ * for the one after.  A spare runs one snippet and is never reused; what
+ * could change between its start and `go` is checked again: the mount
+ * table here, the secret set, the working directory and the interpreter
+ * by the worker (warm.c), which starts cold when they no longer hold. */
+
+/* Everything a run's job is made of besides the code and the clock, each
+ * part length-prefixed; the configuration is not in it: a reload stops
+ * every spare. */
+static char *spare_key(const struct run_request *rq, size_t *len)
+{
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+
+	if (!f)
+		return NULL;
+	fprintf(f, "%u:%s:%zu:%s", (unsigned)rq->peer_uid, profile_name(rq->profile),
+		strlen(rq->cwd), rq->cwd);
+	for (size_t i = 0; i < rq->n_env; i++)
+		fprintf(f, "%zu:%.*s%zu:%.*s", rq->env[i].name.len, (int)rq->env[i].name.len,
+			rq->env[i].name.ptr, rq->env[i].value.len, (int)rq->env[i].value.len,
+			rq->env[i].value.ptr);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static bool warm_applies(const struct broker *b, const struct run_request *rq)
+{
+	return b->cfg.warm && b->cfg.warm_max > 0 && b->cfg.sandbox == SANDBOX_LOCAL &&
+	       !rq->engine && (rq->profile == PROFILE_UNATTENDED || rq->profile == PROFILE_APPROVED);
+}
+
+static struct run *spare_find(struct broker *b, uid_t uid, const char *key, size_t len,
+			      bool only_warm)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &b->runs, blink)
+		if (r->spare && !r->done && r->end == END_NONE && r->uid == uid &&
+		    (r->warm || !only_warm) && r->key_len == len && !memcmp(r->key, key, len))
+			return r;
+	return NULL;
+}
+
+/* Stopped: the worker sees EOF and ends what it started. */
+static void spare_stop(struct run *r, const char *why)
+{
+	log_info("uid=%u run=%" PRIu64 " spare stopped: %s", (unsigned)r->uid, r->run_id, why);
+	r->end = END_LOST;
+	r->kill_at_ms = now_ms() + BACKSTOP_MS;
+	r->abandon_at_ms = r->kill_at_ms + ABANDON_MS;
+	loop_close(&r->sock);
+	maybe_complete(r);
+}
+
+/* Spares of one user, at most one per key; none while the machine's CPUs
+ * are all taken by runs (a spare's start would take CPU from them). */
+static bool spare_room(struct broker *b, uid_t uid)
+{
+	static long cpus;
+	unsigned mine = 0;
+	struct run *r;
+
+	if (!cpus)
+		cpus = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+	if (b->nspares >= b->cfg.warm_max || b->nruns >= (unsigned long)cpus)
+		return false;
+	TAILQ_FOREACH(r, &b->runs, blink)
+		mine += r->spare && !r->done && r->uid == uid;
+	return mine < b->cfg.warm_per_user;
+}
+
+static char *copy_text(char *to, const char *from, size_t len, struct pstr *out)
+{
+	memcpy(to, from, len);
+	to[len] = '\0';
+	*out = (struct pstr){ to, len };
+	return to + len + 1;
+}
+
+static struct spare_spec *spare_spec(const struct run_request *rq)
+{
+	size_t need = strlen(rq->cwd) + 1;
+	struct spare_spec *sp;
+	struct pstr cwd;
+	char *t;
+
+	for (size_t i = 0; i < rq->n_env; i++)
+		need += rq->env[i].name.len + rq->env[i].value.len + 2;
+	if (!(sp = calloc(1, sizeof(*sp) + need)))
+		return NULL;
+	t = copy_text(sp->text, rq->cwd, strlen(rq->cwd), &cwd);
+	for (size_t i = 0; i < rq->n_env; i++) {
+		t = copy_text(t, rq->env[i].name.ptr, rq->env[i].name.len, &sp->env[i].name);
+		t = copy_text(t, rq->env[i].value.ptr, rq->env[i].value.len, &sp->env[i].value);
+	}
+	sp->rq = (struct run_request){ .code = "", .cwd = cwd.ptr, .env = sp->env,
+				       .n_env = rq->n_env, .profile = rq->profile,
+				       .approver = APPROVER_NONE, .peer_uid = rq->peer_uid,
+				       .peer_pid = rq->peer_pid };
+	return sp;
+}
+
+/* Made when the run that asked for it ends, not while it runs: its start
+ * (python3 and the preload's imports) would take CPU from that run. */
+static void spare_make(struct broker *b, const struct run_request *srq)
+{
+	char err[256] = "";
+	struct identity id_buf, *id = &id_buf;
+	struct run *r;
+	size_t len;
+	char *key;
+
+	if (!warm_applies(b, srq) || !spare_room(b, srq->peer_uid) ||
+	    privsep_identity(srq->peer_uid, id, err, sizeof(err)) < 0 ||
+	    !(key = spare_key(srq, &len)))
+		return;
+	if (spare_find(b, srq->peer_uid, key, len, false) || !(r = run_new(b, NULL, srq))) {
+		free(key);
+		return;
+	}
+	r->spare = true;
+	r->key = key;
+	r->key_len = len;
+	r->kill_at_ms = r->abandon_at_ms = UINT64_MAX;
+	r->idle_at_ms = now_ms() + b->cfg.warm_idle_ms;
+	TAILQ_INSERT_TAIL(&b->runs, r, blink);
+	b->nspares++;
+	if (launch(b, r, srq, id, err, sizeof(err)) < 0) {
+		log_warn("uid=%u could not start a spare: %s", (unsigned)srq->peer_uid, err);
+		return;
+	}
+	log_info("uid=%u run=%" PRIu64 " started spare worker pid=%d as %s, profile=%s",
+		 (unsigned)r->uid, r->run_id, (int)r->worker, id->name, profile_name(r->profile));
+}
+
+/* The spare becomes the run of rq, as run_new() would have made it. */
+static void spare_adopt(struct run *r, struct client_link *s, const struct run_request *rq)
+{
+	struct broker *b = r->b;
+
+	r->spare = false;
+	b->nspares--;
+	b->nruns++;
+	r->s = s;
+	if (s) {
+		TAILQ_INSERT_TAIL(&s->runs, r, slink);
+		s->nruns++;
+	}
+	r->id = rq->id;
+	r->ops = rq->ops;
+	r->ctx = rq->ctx;
+	r->after_seq = rq->after_seq;
+	r->approver = rq->approver;
+	r->n_labels = rq->n_labels;
+	memcpy(r->labels, rq->labels, sizeof(r->labels));
+	memcpy(r->sha256, rq->sha256, sizeof(r->sha256));
+	r->peer_pid = rq->peer_pid;
+	r->start_us = now_us();
+	r->t_arrived = rq->arrived_us ? rq->arrived_us : r->start_us;
+	r->kill_at_ms = now_ms() + rq->timeout_ms + b->cfg.grace_ms + BACKSTOP_MS;
+	r->abandon_at_ms = r->kill_at_ms + ABANDON_MS;
+	/* What the interpreter printed while it waited is not the run's. */
+	r->out_bytes[0] = r->out_bytes[1] = 0;
+	r->truncated = false;
+}
+
+/* `go`: the code's sealed memfd and the clock. */
+static int spare_go(struct run *r, const struct run_request *rq)
+{
+	struct msg_go go = { .timeout_ms = rq->timeout_ms };
+	struct frame f;
+	int code = seal_code(rq->code, rq->code_len), rc;
+
+	if (code < 0)
+		return code;
+	rc = enc_go(&f, &go);
+	if (rc == 0) {
+		rc = frame_send_fd(r->sock.fd, &f, code);
+		frame_free(&f);
+	}
+	close(code);
+	return rc;
+}
+
+/* rq runs in a spare of its key, when one waits and its mount table is
+ * still this one.  false: it starts cold. */
+static struct run *spare_take(struct broker *b, struct client_link *s,
+			      const struct run_request *rq)
+{
+	struct run *r;
+	size_t len;
+	char *key;
+	int rc;
+
+	if (!warm_applies(b, rq) || !(key = spare_key(rq, &len)))
+		return NULL;
+	r = spare_find(b, rq->peer_uid, key, len, true);
+	free(key);
+	if (!r)
+		return NULL;
+	if (r->profile == PROFILE_UNATTENDED && r->mounts_gen != secrets_mount_generation()) {
+		spare_stop(r, "the mount table changed since it started");
+		return NULL;
+	}
+	if ((rc = spare_go(r, rq)) < 0) {
+		log_warn("uid=%u run=%" PRIu64 " could not hand the code to the spare: %s",
+			 (unsigned)r->uid, r->run_id, strerror(-rc));
+		spare_stop(r, "go failed");
+		return NULL;
+	}
+	spare_adopt(r, s, rq);
+	log_info("uid=%u run=%" PRIu64 " took spare worker pid=%d, profile=%s", (unsigned)r->uid,
+		 r->run_id, (int)r->worker, profile_name(r->profile));
+	return r;
+}
+
+/* The run asks for a spare like itself, made when it ends. */
+static void spare_ask(struct broker *b, struct run *r, const struct run_request *rq)
+{
+	if (warm_applies(b, rq))
+		r->next = spare_spec(rq);
+}
+
+void runs_stop_spares(struct broker *b, const char *why)
+{
+	struct run *r, *tmp;
+
+	TAILQ_FOREACH_SAFE(r, &b->runs, blink, tmp)
+		if (r->spare && !r->done && r->end == END_NONE)
+			spare_stop(r, why);
+}
+
+int run_start(struct broker *b, struct client_link *s, const struct run_request *rq,
+	      char *err, size_t errlen)
+{
+	struct identity id;
+	struct run *r;
+	int rc;
+
+	if (privsep_identity(rq->peer_uid, &id, err, errlen) < 0)
+		return -EPERM;
+	if ((rc = check_limits(b, rq, err, errlen)) < 0)
+		return rc;
+	if ((r = spare_take(b, s, rq)))
+		return spare_ask(b, r, rq), 0;
+	r = run_new(b, s, rq);
+	if (!r)
+		return -ENOMEM;
+	TAILQ_INSERT_TAIL(&b->runs, r, blink);
+	b->nruns++;
+	if (s) {
+		TAILQ_INSERT_TAIL(&s->runs, r, slink);
+		s->nruns++;
+	}
+	if ((rc = launch(b, r, rq, &id, err, errlen)) < 0)
+		return rc;
 	log_info("uid=%u run=%" PRIu64 " started worker pid=%d as %s, profile=%s%s%s",
 		 (unsigned)r->uid, r->run_id, (int)r->worker, id.name,
 		 profile_name(r->engine_only ? PROFILE_ENGINE : r->profile), r->ct ? ", container " : "",
 		 r->ct ? r->ct->name : "");
+	spare_ask(b, r, rq);
 	return 0;
 }
 
@@ -699,6 +997,8 @@ static void maybe_complete(struct run *r)
 			  r->t_ready - r->t_arrived, sent - r->t_finished);
 	log_info("uid=%u run=%" PRIu64 " ended: %s", (unsigned)r->uid, r->run_id,
 		 r->end == END_FINISHED ? "finished" : r->end == END_SETUP ? r->setup_step : "lost");
+	if (r->next && r->end == END_FINISHED && !r->b->stopping)
+		spare_make(r->b, &r->next->rq);
 	run_release(r);
 }
 
@@ -706,7 +1006,18 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 {
 	struct frame f;
 
-	if (m->type == MSG_READY && !r->ready && r->end == END_NONE) {
+	if (m->type == MSG_WARM && r->spare && !r->warm && r->end == END_NONE) {
+		r->warm = true;
+		log_debug("uid=%u run=%" PRIu64 " spare pid=%" PRIu64 " waits for a snippet",
+			  (unsigned)r->uid, r->run_id, m->u.warm.pid);
+	} else if (m->type == MSG_SETUP_ERROR && r->spare && r->end == END_NONE) {
+		const struct msg_setup_error *e = &m->u.setup_error;
+
+		r->end = END_SETUP;
+		log_warn("uid=%u run=%" PRIu64 " spare failed at step %.*s: %.*s", (unsigned)r->uid,
+			 r->run_id, (int)e->step.len, e->step.ptr, (int)e->message.len,
+			 e->message.ptr);
+	} else if (m->type == MSG_READY && !r->ready && r->end == END_NONE && !r->spare) {
 		struct msg_started st = { r->id, r->profile, r->approver };
 
 		r->ready = true;
@@ -1037,6 +1348,10 @@ void runs_tick(struct broker *b, uint64_t now)
 	TAILQ_FOREACH_SAFE(r, &b->runs, blink, tmp) {
 		if (r->done || r->reaped)
 			continue;
+		if (r->spare && r->end == END_NONE && now >= r->idle_at_ms) {
+			spare_stop(r, "no snippet took it in [sandbox] warm_idle");
+			continue;
+		}
 		if (now >= r->abandon_at_ms) {
 			log_err("uid=%u run=%" PRIu64 " worker pid=%d gave no result; abandoning",
 				(unsigned)r->uid, r->run_id, (int)r->worker);
@@ -1064,6 +1379,8 @@ int runs_next_deadline(struct broker *b, uint64_t now)
 			next = r->kill_at_ms;
 		if (r->abandon_at_ms < next)
 			next = r->abandon_at_ms;
+		if (r->spare && r->end == END_NONE && r->idle_at_ms < next)
+			next = r->idle_at_ms;
 	}
 	/* A cgroup whose removal waits: tried again each second. */
 	if (cgroup_pending() && now + 1000 < next)

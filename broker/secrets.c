@@ -259,14 +259,26 @@ static bool table_read(void)
 	return table_len > 0;
 }
 
+static uint64_t table_generation;
+
 struct pstr secrets_mount_table(void)
 {
 	if (table_fd < 0) {
 		table_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 		if (table_fd < 0 || !table_read())
 			return (struct pstr){ NULL, 0 };
-	} else if (table_changed() && !table_read()) {
-		return (struct pstr){ NULL, 0 };
+	} else if (table_changed()) {
+		table_generation++;
+		if (!table_read())
+			return (struct pstr){ NULL, 0 };
 	}
 	return (struct pstr){ table, table_len };
+}
+
+uint64_t secrets_mount_generation(void)
+{
+	struct pstr t = secrets_mount_table();
+
+	/* Unreadable: a generation no spare was made under. */
+	return t.len ? table_generation : ++table_generation;
 }

@@ -42,5 +42,8 @@ int secrets_kept_tick(uint64_t now);
 /* /proc/self/mountinfo as of now, read again only when it changed; len 0
  * when it cannot be read (the worker then reads its own). */
 struct pstr secrets_mount_table(void);
+/* Counts the mount table's changes, read as secrets_mount_table() does:
+ * what a spare was masked under is what runs now while this holds. */
+uint64_t secrets_mount_generation(void);
 
 #endif

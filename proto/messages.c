@@ -45,7 +45,8 @@ static const char *const type_names[MSG_TYPE_COUNT] = {
 	[MSG_ERROR] = "error",	       [MSG_JOB] = "job",
 	[MSG_READY] = "ready",	       [MSG_SETUP_ERROR] = "setup_error",
 	[MSG_FINISHED] = "finished",   [MSG_QUEUED] = "queued",
-	[MSG_MASKS] = "masks",
+	[MSG_MASKS] = "masks",	       [MSG_GO] = "go",
+	[MSG_WARM] = "warm",
 };
 
 const char *msg_type_name(enum msg_type t)
@@ -357,8 +358,10 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		return -EINVAL;
 	if (m->mounts.len && !m->has_secrets)
 		return -EINVAL;
+	if (m->n_preload > PROTO_PRELOAD_MAX || (m->n_preload && !m->warm))
+		return -EINVAL;
 	enc_begin(&e, "job", 9 + m->has_engine + m->has_secrets + m->has_masks_key +
-			     (m->mounts.len > 0));
+			     (m->mounts.len > 0) + m->warm);
 	put_str(&e, "profile", profile_name(m->profile));
 	put_pstr(&e, "python", m->python);
 	put_pstr(&e, "cwd", m->cwd);
@@ -388,6 +391,30 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		put_bin(&e, "masks", m->masks_key, sizeof(m->masks_key));
 	if (m->mounts.len)
 		put_bin(&e, "mounts", m->mounts.ptr, m->mounts.len);
+	if (m->warm) {
+		put_key(&e, "preload");
+		raw_array(&e, m->n_preload);
+		for (size_t i = 0; i < m->n_preload; i++)
+			raw_str(&e, m->preload[i].ptr, m->preload[i].len);
+	}
+	return enc_end(&e, f);
+}
+
+int enc_go(struct frame *f, const struct msg_go *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "go", 1);
+	put_uint(&e, "timeout_ms", m->timeout_ms);
+	return enc_end(&e, f);
+}
+
+int enc_warm(struct frame *f, const struct msg_warm *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "warm", 1);
+	put_uint(&e, "pid", m->pid);
 	return enc_end(&e, f);
 }
 
@@ -1232,6 +1259,33 @@ static int dec_job_masks(struct dec *d, struct msg_job *m)
 	return dec_job_mounts(d, m);
 }
 
+/* Present: a warm job (the approved and unattended profiles only). */
+static int dec_job_preload(struct dec *d, struct msg_job *m)
+{
+	const msgpack_object *o = dec_find(d, "preload");
+
+	m->n_preload = 0;
+	m->warm = o != NULL;
+	if (!o)
+		return 0;
+	if (m->profile != PROFILE_UNATTENDED && m->profile != PROFILE_APPROVED)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'preload' is for profiles 'approved' "
+				"and 'unattended' only");
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > PROTO_PRELOAD_MAX)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'preload' must be an array of at most %d",
+				PROTO_PRELOAD_MAX);
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *s = &o->via.array.ptr[i];
+
+		if (s->type != MSGPACK_OBJECT_STR ||
+		    !proto_module_name_ok(s->via.str.ptr, s->via.str.size))
+			return dec_fail(d, PERR_BAD_FIELD, "field 'preload' holds an entry that is "
+					"not a module name");
+		m->preload[m->n_preload++] = (struct pstr){ s->via.str.ptr, s->via.str.size };
+	}
+	return 0;
+}
+
 static int dec_job(struct dec *d, struct msg_job *m)
 {
 	int rc, profile;
@@ -1247,9 +1301,19 @@ static int dec_job(struct dec *d, struct msg_job *m)
 	m->profile = (enum proto_profile)profile;
 	if ((rc = dec_job_limits(d, m)) < 0 ||
 	    (rc = dec_job_env(d, m)) < 0 || (rc = dec_job_secrets(d, m)) < 0 ||
-	    (rc = dec_job_masks(d, m)) < 0)
+	    (rc = dec_job_masks(d, m)) < 0 || (rc = dec_job_preload(d, m)) < 0)
 		return rc;
 	return dec_job_engine(d, m);
+}
+
+static int dec_go(struct dec *d, struct msg_go *m)
+{
+	return dec_uint(d, "timeout_ms", true, &m->timeout_ms);
+}
+
+static int dec_warm(struct dec *d, struct msg_warm *m)
+{
+	return dec_uint(d, "pid", true, &m->pid);
 }
 
 static int dec_masks(struct dec *d, struct msg_masks *m)
@@ -1616,6 +1680,8 @@ static int dec_body(struct dec *d, struct msg *out, size_t max_snippet)
 	case MSG_SETUP_ERROR: return dec_setup_error(d, &out->u.setup_error);
 	case MSG_FINISHED: return dec_finished(d, &out->u.finished);
 	case MSG_MASKS: return dec_masks(d, &out->u.masks);
+	case MSG_GO: return dec_go(d, &out->u.go);
+	case MSG_WARM: return dec_warm(d, &out->u.warm);
 	case MSG_CARD: return dec_card(d, &out->u.card, max_snippet);
 	case MSG_ANSWER: return dec_answer(d, &out->u.answer);
 	case MSG_GRANTS: return dec_id_only(d, &out->u.grants.id);
@@ -1758,4 +1824,38 @@ fail:
 	msgpack_unpacked_destroy(&up);
 	out->type = MSG_UNKNOWN;
 	return MSG_UNKNOWN;
+}
+
+int proto_encode(struct frame *f, const struct msg *m)
+{
+	switch (m->type) {
+	case MSG_HELLO: return enc_hello(f, &m->u.hello);
+	case MSG_EXEC: return enc_exec(f, &m->u.exec);
+	case MSG_ANSWER: return enc_answer(f, &m->u.answer);
+	case MSG_CANCEL: return enc_cancel(f, &m->u.cancel);
+	case MSG_GRANTS: return enc_grants(f, &m->u.grants);
+	case MSG_REVOKE: return enc_revoke(f, &m->u.revoke);
+	case MSG_AUDIT: return enc_audit(f, &m->u.audit);
+	case MSG_WELCOME: return enc_welcome(f, &m->u.welcome);
+	case MSG_STARTED: return enc_started(f, &m->u.started);
+	case MSG_QUEUED: return enc_queued(f, &m->u.queued);
+	case MSG_OUTPUT: return enc_output(f, &m->u.output);
+	case MSG_EXIT: return enc_exit(f, &m->u.exit);
+	case MSG_CARD: return enc_card(f, &m->u.card);
+	case MSG_GRANT_LIST: return enc_grant_list(f, &m->u.grant_list);
+	case MSG_AUDIT_ROWS: return enc_audit_rows(f, &m->u.audit_rows);
+	case MSG_OK: return enc_ok(f, &m->u.ok);
+	case MSG_ERROR: return enc_error(f, &m->u.error);
+	case MSG_JOB: return enc_job(f, &m->u.job);
+	case MSG_GO: return enc_go(f, &m->u.go);
+	case MSG_READY: return enc_ready(f, &m->u.ready);
+	case MSG_SETUP_ERROR: return enc_setup_error(f, &m->u.setup_error);
+	case MSG_FINISHED: return enc_finished(f, &m->u.finished);
+	case MSG_MASKS: return enc_masks(f, &m->u.masks);
+	case MSG_WARM: return enc_warm(f, &m->u.warm);
+	case MSG_UNKNOWN:
+	case MSG_TYPE_COUNT:
+	default:
+		return -EINVAL;
+	}
 }

@@ -38,3 +38,28 @@ int names_find(const struct proto_names *t, const char *s, size_t len)
 			return (int)i;
 	return -1;
 }
+
+static bool ident_start(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+bool proto_module_name_ok(const char *s, size_t n)
+{
+	bool start = true;
+
+	if (n == 0 || n > PROTO_MODULE_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (c == '.' && !start) {
+			start = true;
+			continue;
+		}
+		if (!ident_start(c) && (start || c < '0' || c > '9'))
+			return false;
+		start = false;
+	}
+	return !start;
+}

@@ -105,6 +105,7 @@
 	X(STEP_EXEC, "exec")                                                                       \
 	X(STEP_TIMEOUT, "timeout")                                                                 \
 	X(STEP_SUPERVISE, "supervise")                                                             \
+	X(STEP_WARM, "warm")                                                                       \
 	X(STEP_CLEANUP, "cleanup")                                                                 \
 	X(STEP_ENGINE, "engine")                                                                   \
 	X(STEP_IMAGE, "image")                                                                     \
@@ -166,6 +167,12 @@ extern const struct proto_names proto_profiles, proto_approvers, proto_decisions
 const char *names_get(const struct proto_names *t, unsigned v);
 /* The value named s (len bytes, not NUL-terminated), or -1. */
 int names_find(const struct proto_names *t, const char *s, size_t len);
+
+#define PROTO_PRELOAD_MAX 64      /* entries of job.preload, [sandbox] preload */
+#define PROTO_MODULE_NAME_MAX 128 /* bytes of one */
+/* A module name python3 can import: identifiers joined by '.', at most
+ * PROTO_MODULE_NAME_MAX bytes. */
+bool proto_module_name_ok(const char *s, size_t n);
 
 static inline const char *profile_name(enum proto_profile p)
 {

@@ -163,11 +163,13 @@ enum msg_type {
 	MSG_QUEUED,
 	/* broker -> worker */
 	MSG_JOB,
+	MSG_GO,
 	/* worker -> broker */
 	MSG_READY,
 	MSG_SETUP_ERROR,
 	MSG_FINISHED,
 	MSG_MASKS,
+	MSG_WARM,
 	MSG_TYPE_COUNT
 };
 
@@ -489,24 +491,48 @@ struct job_engine {
 	"    tb = tb.tb_next if tb is not None else None\n"                             \
 	"    hook(t, v.with_traceback(tb), tb)\n"                                        \
 	"sys.excepthook = h\n"                                                           \
-	"if sys.argv[2:]:\n"                                                             \
+	"a = sys.argv[1:]\n"                                                             \
+	"for m in ','.join(a[2:]).split(','):\n"                                        \
 	"    try:\n"                                                                     \
-	"        exec(sys.modules['_frozen_importlib_external'].SourceFileLoader(\n"      \
-	"            'kotoba_receipt', sys.argv[2]).get_code('kotoba_receipt'),\n"        \
-	"            {'fd': int(sys.argv[1])})\n"                                         \
+	"        m and __import__(m)\n"                                                  \
 	"    except Exception:\n"                                                        \
 	"        pass\n"                                                                 \
+	"if a[2:]:\n"                                                                    \
+	"    import socket\n"                                                            \
+	"if a[1:] and a[1]:\n"                                                           \
+	"    try:\n"                                                                     \
+	"        exec(sys.modules['_frozen_importlib_external'].SourceFileLoader(\n"      \
+	"            'kotoba_receipt', a[1]).get_code('kotoba_receipt'),\n"              \
+	"            {'fd': int(a[0])})\n"                                               \
+	"    except Exception:\n"                                                        \
+	"        pass\n"                                                                 \
+	"if a[2:]:\n"                                                                    \
+	"    m = socket.socket(fileno=0)\n"                                              \
+	"    m.send(b'w')\n"                                                             \
+	"    c = socket.recv_fds(m, 1, 1)[1]\n"                                          \
+	"    m.detach()\n"                                                               \
+	"    if not c:\n"                                                                \
+	"        os._exit(0)\n"                                                          \
+	"    os.dup2(c[0], 0)\n"                                                         \
+	"    os.close(c[0])\n"                                                           \
+	"    del socket\n"                                                               \
 	"sys.argv[:] = ['-']\n"                                                          \
 	"__file__, __cached__ = '<stdin>', None\n"                                       \
 	"c = compile(sys.stdin.buffer.read(), '<stdin>', 'exec', dont_inherit=True)\n"   \
-	"del os, site, sys, d, h\n"                                                      \
+	"del os, site, sys, d, h, a, m\n"                                                \
 	"exec(globals().pop('c'))\n"
 #define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-c", PYTHON_SNIPPET_MAIN
 /* In an unattended run the worker adds two arguments, the receipt pipe's fd and
  * the path of kotoba_receipt.py beside the worker (worker/receipt.c):
  * MAIN runs that file (its cached bytecode, made at build time: compiling
  * it at every start would cost more than the receipt may) before the
- * snippet.  A container's python3 gets neither, and runs no receipt. */
+ * snippet.  A container's python3 gets neither, and runs no receipt.
+ * A warm job adds a third, the preload list joined by ',' (empty strings
+ * stand for a receipt it has not): MAIN imports each (one that fails to
+ * import is skipped), runs the receipt, says so with one byte on its
+ * stdin, a socket, then takes the code's memfd from it (PROTOCOL.md, "go")
+ * and makes that its stdin: from there on it runs the code exactly as a
+ * cold start does. */
 #define PYTHON_RECEIPT_FD 4
 #define PYTHON_RECEIPT_FD_ARG "4"
 #define PYTHON_RECEIPT_FILE "kotoba_receipt.py"
@@ -535,6 +561,22 @@ struct msg_job {
 	/* With secrets: /proc/self/mountinfo as the broker last read it;
 	 * len 0: absent (the worker reads its own). */
 	struct pstr mounts;
+	/* A warm job (PROTOCOL.md, "go"): python3 starts, imports these
+	 * modules and waits for the code, which `go` brings. */
+	bool warm;
+	size_t n_preload;
+	struct pstr preload[PROTO_PRELOAD_MAX];
+};
+
+/* A warm job's snippet: the code's sealed memfd rides with the frame as
+ * SCM_RIGHTS; the wall clock starts now. */
+struct msg_go {
+	uint64_t timeout_ms;
+};
+
+/* A warm job's interpreter was exec'd as pid and waits for `go`. */
+struct msg_warm {
+	uint64_t pid;
 };
 
 struct msg_ready {
@@ -593,6 +635,8 @@ struct msg {
 		struct msg_setup_error setup_error;
 		struct msg_finished finished;
 		struct msg_masks masks;
+		struct msg_go go;
+		struct msg_warm warm;
 	} u;
 };
 
@@ -618,6 +662,10 @@ int enc_job(struct frame *f, const struct msg_job *m);
 int enc_ready(struct frame *f, const struct msg_ready *m);
 int enc_setup_error(struct frame *f, const struct msg_setup_error *m);
 int enc_masks(struct frame *f, const struct msg_masks *m);
+int enc_go(struct frame *f, const struct msg_go *m);
+/* Any decoded message again, by its type's encoder; -EINVAL: no type. */
+int proto_encode(struct frame *f, const struct msg *m);
+int enc_warm(struct frame *f, const struct msg_warm *m);
 int enc_finished(struct frame *f, const struct msg_finished *m);
 /* A receipt alone, as the audit trail keeps it: one msgpack map
  * {type: "receipt", blocked, blocked_total} (the frame's payload, after

@@ -145,6 +145,8 @@ static void prepare(struct plan *p)
 		fail_setup(p, step_name(STEP_SECRETS), -rc, "%s", err);
 	if ((rc = plan_engine(p, err, sizeof(err))) < 0)
 		fail_setup(p, step_name(STEP_JOB), -rc, "%s", err);
+	if ((rc = plan_warm(p, err, sizeof(err))) < 0)
+		fail_setup(p, step_name(STEP_WARM), -rc, "%s", err);
 	/* Probed here, at start, so that C applies and S reports the same
 	 * ABI (ready.landlock_abi). */
 	p->landlock_abi = landlock_plan_abi(p->job, p->profile);
@@ -199,20 +201,34 @@ static void run_engine_steps(struct plan *p, int sigfd)
 
 /* What C execs: python3 reading the code from stdin, or (engine) the
  * engine CLI's run command, which hands the same stdin to the container.
- * PYTHON_SNIPPET_ARGV says why python3 is started isolated. */
+ * PYTHON_SNIPPET_ARGV says why python3 is started isolated, and what its
+ * arguments after it are: the receipt's fd and program, and for a warm
+ * job the preload list (its stdin then the socket the code comes by; a
+ * cold child after a warm one has the code's memfd instead). */
 __attribute__((noreturn)) static void enter_snippet_child(struct plan *p)
 {
-	static char *python_argv[] = { (char *)"python3", PYTHON_SNIPPET_ARGV, NULL, NULL, NULL };
+	static char *python_argv[] = { (char *)"python3", PYTHON_SNIPPET_ARGV, NULL, NULL, NULL,
+				       NULL };
+	char **args = python_argv + sizeof(python_argv) / sizeof(*python_argv) - 4;
 	struct sandbox_exec x = { .path = p->python, .argv = python_argv, .envp = p->envp,
 				  .report_fd = p->err_w, .receipt_fd = p->receipt_w,
 				  .stdio = { -1, -1, -1 } };
+	bool warm = p->code_rx >= 0;
 
 	if (p->engine.run) {
 		x.path = p->engine.run[0];
 		x.argv = p->engine.run;
-	} else if (p->receipt_w >= 0) {
-		python_argv[sizeof(python_argv) / sizeof(*python_argv) - 3] = (char *)PYTHON_RECEIPT_FD_ARG;
-		python_argv[sizeof(python_argv) / sizeof(*python_argv) - 2] = p->receipt_py;
+	} else if (p->receipt_w >= 0 || warm) {
+		args[0] = (char *)(p->receipt_w >= 0 ? PYTHON_RECEIPT_FD_ARG : "");
+		args[1] = p->receipt_w >= 0 ? p->receipt_py : (char *)"";
+		args[2] = warm ? p->preload : NULL;
+	}
+	if (warm) {
+		x.stdio[FD_CODE] = p->code_rx;
+	} else if (p->code_fd >= 0) {
+		x.stdio[FD_CODE] = p->code_fd;
+		x.stdio[FD_STDOUT] = p->out_keep[0];
+		x.stdio[FD_STDERR] = p->out_keep[1];
 	}
 	enter_sandbox(p, &x);
 }
@@ -267,9 +283,57 @@ static int usage(void)
 	return 64;
 }
 
+/* Forks C: its report channel and receipt pipe first, S's copies of
+ * C's ends closed after. */
+static pid_t start_child(struct plan *p, struct receipt_log *log)
+{
+	pid_t pid;
+
+	open_report_channel(p);
+	open_receipt_pipe(p, log);
+	pid = fork();
+	if (pid < 0) {
+		char why[160];
+		int err = errno;
+
+		limit_named(err, "the worker", why, sizeof(why));
+		fail_setup(p, step_name(STEP_FORK), err, "fork: %s", why);
+	}
+	if (pid == 0)
+		enter_snippet_child(p);
+	close(p->err_w);
+	p->err_w = -1;
+	if (p->receipt_w >= 0)
+		close(p->receipt_w);
+	p->receipt_w = -1;
+	if (p->code_rx >= 0)
+		close(p->code_rx);
+	p->code_rx = -1;
+	warm_drop_outputs(p);
+	return pid;
+}
+
+/* `go` came, but the warm C no longer fits (warm.c): it is gone, and a
+ * cold child runs the code under what holds now. */
+static pid_t start_cold_child(struct plan *p, struct receipt_log *log)
+{
+	if (p->code_tx >= 0)
+		close(p->code_tx);
+	p->code_tx = -1;
+	if (p->err_r >= 0)
+		close(p->err_r);
+	p->err_r = -1;
+	if (log->fd >= 0)
+		close(log->fd);
+	memset(log, 0, sizeof(*log));
+	return start_child(p, log);
+}
+
 int main(int argc, char **argv)
 {
-	static struct plan plan = { .err_r = -1, .err_w = -1, .kept_masks = -1, .receipt_w = -1 };
+	static struct plan plan = { .err_r = -1, .err_w = -1, .kept_masks = -1, .receipt_w = -1,
+				    .code_tx = -1, .code_rx = -1, .code_fd = -1,
+				    .out_keep = { -1, -1 } };
 	static struct receipt_log log;
 	pid_t pid;
 	int sigfd, rc;
@@ -285,29 +349,16 @@ int main(int argc, char **argv)
 	check_std_fds(&plan);
 	read_job(&plan);
 	prepare(&plan);
-	open_report_channel(&plan);
-	open_receipt_pipe(&plan, &log);
 	sigfd = open_signalfd(&plan);
 	plan.supervisor = getpid();
 	if (plan.engine.run)
 		run_engine_steps(&plan, sigfd);
-	pid = fork();
-	if (pid < 0) {
-		char why[160];
-		int err = errno;
-
-		limit_named(err, "the worker", why, sizeof(why));
-		fail_setup(&plan, step_name(STEP_FORK), err, "fork: %s", why);
-	}
-	if (pid == 0)
-		enter_snippet_child(&plan);
-	close(plan.err_w);
-	plan.err_w = -1;
-	if (plan.receipt_w >= 0)
-		close(plan.receipt_w);
-	plan.receipt_w = -1;
+	warm_keep_outputs(&plan);
+	pid = start_child(&plan, &log);
 	release_std_streams();
 	rc = supervise(&plan, pid, sigfd, &log);
+	if (rc == SUPERVISE_COLD)
+		rc = supervise(&plan, start_cold_child(&plan, &log), sigfd, &log);
 	close(sigfd);
 	plan_free(&plan);
 	free(job_frame);

@@ -33,6 +33,14 @@ bool report_ready(pid_t pid, uint64_t landlock_abi)
 	return send_frame(&f, enc_ready(&f, &m), "ready");
 }
 
+bool report_warm(pid_t pid)
+{
+	struct msg_warm m = { .pid = (uint64_t)pid };
+	struct frame f = { 0 };
+
+	return send_frame(&f, enc_warm(&f, &m), "warm");
+}
+
 bool report_setup_error(const char *step, int err, const char *msg)
 {
 	struct msg_setup_error m = { .step = pstr_c(step), .err_no = err, .message = pstr_c(msg) };

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -32,6 +33,8 @@ struct supervision {
 	uint64_t deadline;          /* 0: no wall-clock limit */
 	uint64_t kill_at;           /* after the timeout; 0: at once */
 	bool ready, reaped, timed_out, failed, broker_gone;
+	bool awaiting_go;           /* a warm job before `go` (warm.c) */
+	bool warm_sent, go_cold;    /* `warm` reported; `go` came, C does not fit */
 	bool oom_killed;            /* engine: the container ran out of memory */
 	int mounts;                 /* C's masks' mount namespace (CHILD_MSG_GATE); -1: none */
 	bool new_masks;             /* C made it: the broker may keep it */
@@ -173,6 +176,8 @@ static void child_exec_done(struct supervision *r)
 				     "the child ended before the exec gate let its exec through");
 		return;
 	}
+	if (r->awaiting_go)
+		return; /* `warm` once python3 says it waits (take_waiting) */
 	r->ready = true;
 	if (!report_ready(r->child, r->plan->landlock_abi))
 		r->broker_gone = true;
@@ -238,9 +243,98 @@ static void serve_gate(struct supervision *r, short revents)
 		exec_gate_close(&r->gate);
 }
 
+static void step_failed(struct supervision *r, enum proto_step step, int err, const char *msg);
+
+/* A warm job's python3 says with one byte that it has imported the
+ * preload list and waits for the code: now `warm`.  EOF: it died, which
+ * its exit status says. */
+static void take_waiting(struct supervision *r)
+{
+	char byte;
+	ssize_t n;
+
+	do
+		n = read(r->plan->code_tx, &byte, 1);
+	while (n < 0 && errno == EINTR);
+	if (n == 1 && byte == 'w' && !r->warm_sent) {
+		r->warm_sent = true;
+		if (!report_warm(r->child))
+			r->broker_gone = true;
+	} else if (n != 0 || !r->warm_sent) {
+		step_failed(r, STEP_WARM, EPROTO, "the warm interpreter broke its bootstrap");
+	}
+}
+
+/* The clock starts when the snippet does: at `go` for a warm job. */
+static void start_clock(struct supervision *r)
+{
+	r->t_fork = monotonic_us();
+	if (r->plan->timeout_ms)
+		r->deadline = deadline_after_ms(r->t_fork, r->plan->timeout_ms);
+}
+
+static void step_failed(struct supervision *r, enum proto_step step, int err, const char *msg)
+{
+	snprintf(r->rep.step, sizeof(r->rep.step), "%s", step_name(step));
+	r->rep.err = err;
+	snprintf(r->rep.msg, sizeof(r->rep.msg), "%s", msg);
+	r->failed = true;
+}
+
+/* `go`: the code's memfd and the wall clock.  Handed to C when C still
+ * fits what the run would be built from now; else supervise() returns
+ * SUPERVISE_COLD and main.c starts a cold child with it. */
+static void take_go(struct supervision *r)
+{
+	struct plan *p = r->plan;
+	struct proto_error perr = { 0 };
+	uint8_t *buf = NULL;
+	struct msg m;
+	char err[200] = "";
+	bool fits = false;
+	ssize_t n = frame_read_blocking_fd(FD_BROKER, PROTO_FRAME_MAX_DEFAULT, &buf, &p->code_fd);
+	int rc;
+
+	if (n <= 0 || proto_decode(buf, (size_t)n, 0, &m, &perr) != MSG_GO || p->code_fd < 0 ||
+	    !r->warm_sent) {
+		free(buf);
+		if (p->code_fd >= 0)
+			close(p->code_fd);
+		p->code_fd = -1;
+		r->broker_gone = true; /* EOF, or not our broker: nothing runs */
+		return;
+	}
+	p->timeout_ms = m.u.go.timeout_ms;
+	free(buf);
+	r->awaiting_go = false;
+	start_clock(r);
+	rc = warm_still_fits(p, &fits, err, sizeof(err));
+	if (rc < 0) {
+		step_failed(r, STEP_SECRETS, -rc, err);
+		return;
+	}
+	if (!fits) {
+		r->go_cold = true;
+		return;
+	}
+	rc = warm_hand_over(p);
+	close(p->code_fd);
+	p->code_fd = -1;
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "handing the code to the interpreter: %s", strerror(-rc));
+		step_failed(r, STEP_WARM, -rc, err);
+		return;
+	}
+	r->ready = true;
+	if (!report_ready(r->child, p->landlock_abi))
+		r->broker_gone = true;
+}
+
 static void check_broker(struct supervision *r, short revents)
 {
-	if (broker_says_stop(revents))
+	if (r->awaiting_go && (revents & POLLIN))
+		take_go(r);
+	else if (broker_says_stop(revents))
 		r->broker_gone = true;
 }
 
@@ -270,17 +364,19 @@ static int poll_timeout(const struct supervision *r)
 
 static void watch(struct supervision *r)
 {
-	while (!r->reaped && !r->failed && !r->broker_gone) {
+	while (!r->reaped && !r->failed && !r->broker_gone && !r->go_cold) {
 		/* A negative fd is skipped by poll(): no report channel once
 		 * C has exec'd, no gate in the approved profile. */
-		struct pollfd pfd[5] = {
+		struct pollfd pfd[6] = {
 			{ .fd = FD_BROKER, .events = POLLIN },
 			{ .fd = r->sigfd, .events = POLLIN },
 			{ .fd = r->plan->err_r, .events = POLLIN },
 			{ .fd = r->gate.fd, .events = POLLIN },
 			{ .fd = receipt_wants_bytes(r->log) ? r->log->fd : -1, .events = POLLIN },
+			{ .fd = r->awaiting_go && !r->warm_sent ? r->plan->code_tx : -1,
+			  .events = POLLIN },
 		};
-		int n = poll(pfd, 5, poll_timeout(r));
+		int n = poll(pfd, 6, poll_timeout(r));
 
 		if (n < 0 && errno != EINTR) {
 			r->broker_gone = true; /* cannot watch: do not run unwatched */
@@ -294,6 +390,8 @@ static void watch(struct supervision *r)
 		 * `finished` even for a snippet that exits at once. */
 		if (n > 0 && pfd[2].fd >= 0 && pfd[2].revents)
 			read_setup_report(r);
+		if (n > 0 && pfd[5].fd >= 0 && pfd[5].revents)
+			take_waiting(r);
 		if (n > 0 && pfd[0].revents)
 			check_broker(r, pfd[0].revents);
 		if (n > 0 && pfd[1].revents)
@@ -357,6 +455,11 @@ static int report_end(struct supervision *r)
 		report_setup_error(r->rep.step, r->rep.err, r->rep.msg);
 		return WORKER_EXIT_FAIL;
 	}
+	if (r->awaiting_go) {
+		report_setup_error(step_name(STEP_WARM), ECHILD,
+				   "the warm interpreter ended before a snippet came");
+		return WORKER_EXIT_FAIL;
+	}
 	if (r->timed_out && !r->ready) {
 		report_setup_error(step_name(STEP_TIMEOUT), ETIMEDOUT,
 				   "the sandbox was not set up within the time limit");
@@ -408,15 +511,22 @@ static void engine_after(struct supervision *r)
 int supervise(struct plan *p, pid_t child, int sigfd, struct receipt_log *log)
 {
 	struct supervision r = { .plan = p, .child = child, .sigfd = sigfd,
-				 .gate = { .fd = -1 }, .log = log, .mounts = -1 };
+				 .gate = { .fd = -1 }, .log = log, .mounts = -1,
+				 .awaiting_go = p->code_tx >= 0 };
 	int rc;
 
-	r.t_fork = monotonic_us();
-	if (p->job->timeout_ms)
-		r.deadline = deadline_after_ms(r.t_fork, p->job->timeout_ms);
+	if (!r.awaiting_go)
+		start_clock(&r);
 	watch(&r);
-	/* Broker gone, setup failed, or C exited: nothing may stay. */
+	/* Broker gone, setup failed, C exited, or C is not to run the code:
+	 * nothing may stay. */
 	kill_all(&r);
+	if (r.go_cold) {
+		exec_gate_close(&r.gate);
+		if (r.mounts >= 0)
+			close(r.mounts);
+		return SUPERVISE_COLD;
+	}
 	if (!r.broker_gone)
 		final_report(&r);
 	exec_gate_close(&r.gate);

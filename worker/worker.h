@@ -37,6 +37,7 @@
 #include <limits.h>
 #include <linux/filter.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "proto/proto.h"
@@ -128,6 +129,16 @@ struct plan {
 	 * C; -1: none (the engine profile, which runs no python3 here). */
 	int receipt_w;
 	char receipt_py[PATH_MAX]; /* PYTHON_RECEIPT_FILE beside the worker */
+	/* A warm job (PROTOCOL.md, "go"): C's stdin is code_rx, one end of
+	 * a socket pair; S keeps code_tx and hands C the code's memfd
+	 * through it when `go` brings it (code_fd, -1 until then).  The
+	 * wall clock is the job's, or go's.  What C was built from that can
+	 * change before `go` comes is noted at start (warm_still_fits). */
+	int code_tx, code_rx, code_fd;
+	int out_keep[2]; /* S's copies of fds 1 and 2 for a cold child, until `go` */
+	uint64_t timeout_ms;
+	struct stat cwd_st, python_st;
+	char preload[PROTO_PRELOAD_MAX * (PROTO_MODULE_NAME_MAX + 1)]; /* "a,b.c" */
 };
 
 /* What the snippet's interpreter reported refused, not yet judged
@@ -247,5 +258,16 @@ bool report_ready(pid_t pid, uint64_t landlock_abi);
 bool report_setup_error(const char *step, int err, const char *msg);
 bool report_finished(const struct run_result *r, const struct receipt *blocked);
 bool report_masks(int mounts, const uint8_t key[PROTO_MASKS_KEY_LEN]);
+bool report_warm(pid_t pid);
+
+/* warm.c: a warm job's life before `go` and the hand-over. */
+int plan_warm(struct plan *p, char *err, size_t errlen);
+int warm_still_fits(struct plan *p, bool *fits, char *err, size_t errlen);
+int warm_hand_over(struct plan *p);
+void warm_keep_outputs(struct plan *p);
+void warm_drop_outputs(struct plan *p);
+/* supervise()'s return when `go` came but the interpreter no longer fits
+ * what the run would be built from now: S starts a cold child instead. */
+#define SUPERVISE_COLD (-2)
 
 #endif

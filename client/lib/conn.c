@@ -341,6 +341,8 @@ static bool answer_id(const struct msg *m, uint64_t *id)
 	case MSG_SETUP_ERROR:
 	case MSG_FINISHED:
 	case MSG_MASKS:
+	case MSG_GO:
+	case MSG_WARM:
 	case MSG_TYPE_COUNT:
 	default:
 		return false;

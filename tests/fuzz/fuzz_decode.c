@@ -21,39 +21,6 @@ static const enum proto_errcode codes[] = {
 	PE_SNIPPET_TOO_LARGE, PE_BAD_CWD,
 };
 
-static int encode(struct frame *f, const struct msg *m)
-{
-	switch (m->type) {
-	case MSG_HELLO: return enc_hello(f, &m->u.hello);
-	case MSG_EXEC: return enc_exec(f, &m->u.exec);
-	case MSG_ANSWER: return enc_answer(f, &m->u.answer);
-	case MSG_CANCEL: return enc_cancel(f, &m->u.cancel);
-	case MSG_GRANTS: return enc_grants(f, &m->u.grants);
-	case MSG_REVOKE: return enc_revoke(f, &m->u.revoke);
-	case MSG_AUDIT: return enc_audit(f, &m->u.audit);
-	case MSG_WELCOME: return enc_welcome(f, &m->u.welcome);
-	case MSG_STARTED: return enc_started(f, &m->u.started);
-	case MSG_QUEUED: return enc_queued(f, &m->u.queued);
-	case MSG_OUTPUT: return enc_output(f, &m->u.output);
-	case MSG_EXIT: return enc_exit(f, &m->u.exit);
-	case MSG_CARD: return enc_card(f, &m->u.card);
-	case MSG_GRANT_LIST: return enc_grant_list(f, &m->u.grant_list);
-	case MSG_AUDIT_ROWS: return enc_audit_rows(f, &m->u.audit_rows);
-	case MSG_OK: return enc_ok(f, &m->u.ok);
-	case MSG_ERROR: return enc_error(f, &m->u.error);
-	case MSG_JOB: return enc_job(f, &m->u.job);
-	case MSG_READY: return enc_ready(f, &m->u.ready);
-	case MSG_SETUP_ERROR: return enc_setup_error(f, &m->u.setup_error);
-	case MSG_FINISHED: return enc_finished(f, &m->u.finished);
-	case MSG_MASKS: return enc_masks(f, &m->u.masks);
-	case MSG_UNKNOWN:
-	case MSG_TYPE_COUNT:
-	default:
-		FUZZ_ASSERT(!"decoded to a type without an encoder");
-		return -1;
-	}
-}
-
 static bool known_code(const char *code)
 {
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
@@ -77,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	FUZZ_ASSERT(t == a.type && t > MSG_UNKNOWN && t < MSG_TYPE_COUNT);
-	FUZZ_ASSERT(encode(&f1, &a) == 0);
+	FUZZ_ASSERT(proto_encode(&f1, &a) == 0);
 	FUZZ_ASSERT(f1.len >= PROTO_HEADER_LEN);
 	t = proto_decode(f1.data + PROTO_HEADER_LEN, f1.len - PROTO_HEADER_LEN, MAX_SNIPPET, &b,
 			 &err);
@@ -85,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fprintf(stderr, "re-encoded %s does not decode: %s: %s\n", msg_type_name(a.type),
 			err.code, err.message);
 	FUZZ_ASSERT(t == a.type);
-	FUZZ_ASSERT(encode(&f2, &b) == 0);
+	FUZZ_ASSERT(proto_encode(&f2, &b) == 0);
 	FUZZ_ASSERT(f1.len == f2.len && !memcmp(f1.data, f2.data, f1.len));
 	frame_free(&f1);
 	frame_free(&f2);

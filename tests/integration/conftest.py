@@ -24,6 +24,9 @@ BROKERD = os.path.join(BUILD, "kotoba-brokerd")
 KOTOBA = os.path.join(BUILD, "kotoba")
 # A command the broker runs under, e.g. valgrind (make check-valgrind).
 WRAPPER = shlex.split(os.environ.get("KOTOBA_BROKER_WRAPPER", ""))
+# KOTOBA_WARM=yes or no: every broker gets [sandbox] warm so (unless its
+# test sets warm itself), so that a suite runs on both paths.
+WARM = os.environ.get("KOTOBA_WARM", "")
 
 
 SERVICE_USER = "kotoba"
@@ -64,6 +67,8 @@ class Broker:
         os.makedirs(self.state, exist_ok=True)
         self.log_path = os.path.join(tmp, "broker.log")
         self.args = [BROKERD, "--socket", self.socket, "--state-dir", self.state, "--verbose"]
+        if WARM and "warm =" not in (config or ""):
+            config = (config or "") + "\n[sandbox]\nwarm = %s\n" % WARM
         if config is not None:
             path = os.path.join(tmp, "broker.conf")
             with open(path, "w") as f:

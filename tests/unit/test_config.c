@@ -1,4 +1,4 @@
-// link: broker/config.c
+// link: broker/config.c proto/names.c
 /* SPDX-License-Identifier: MIT
  * broker/config.c: defaults, the file, every error with its file:line,
  * suffixes and overflow, KOTOBA_SANDBOX, precedence, print round trip,

@@ -1,0 +1,287 @@
+"""Spare interpreters ([sandbox] warm): a run that matches a spare takes it,
+runs exactly as a cold one would, and shares nothing with the runs before
+or beside it; what could change between a spare's start and its `go` (the
+secret set, the working directory, the mount table, the configuration)
+makes the worker or the broker start cold instead."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BROKERD
+from test_secrets import READ, plant, snippet_user
+
+WARM = "[sandbox]\nwarm = yes\n"
+
+
+def warm_broker(make_broker, extra=""):
+    return make_broker(config=WARM + extra).start()
+
+
+def run(b, code, cwd, env=None, timeout_ms=None):
+    """One unattended exec over the raw protocol: (stdout, stderr, end)."""
+    c = b.client()
+    fields = {"cwd": cwd}
+    if env:
+        fields["env"] = env
+    if timeout_ms:
+        fields["timeout_ms"] = timeout_ms
+    c.exec(code, **fields)
+    out = c.until_end()
+    c.close()
+    return out["stdout"].decode(), out["stderr"].decode(), out["end"]
+
+
+def wait_log(b, pattern, count=1, timeout=10):
+    """Waits until the broker's log has pattern count times; returns the log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = b.read_log()
+        if len(re.findall(pattern, log)) >= count:
+            return log
+        time.sleep(0.02)
+    raise AssertionError("no %r x%d in the log:\n%s" % (pattern, count, b.read_log()[-3000:]))
+
+
+def spare_waits(b, count=1):
+    """The count-th spare's python3 waits for code; returns its pid."""
+    log = wait_log(b, r"spare pid=\d+ waits for a snippet", count)
+    return int(re.findall(r"spare pid=(\d+) waits for a snippet", log)[count - 1])
+
+
+def took(b):
+    return len(re.findall(r"took spare worker", b.read_log()))
+
+
+def test_a_run_takes_the_spare_and_runs_as_a_cold_one(make_broker, tmpdir_k):
+    b = warm_broker(make_broker)
+    code = ("import sys\n"
+            "print(__name__, __file__, sys.argv, repr(sys.stdin.read()))\n"
+            "raise ValueError('at the end')\n")
+    cold = run(b, code, tmpdir_k)
+    spare_waits(b)
+    warm = run(b, code, tmpdir_k)
+    assert took(b) == 1, b.read_log()
+    assert cold[0] == warm[0] == "__main__ <stdin> ['-'] ''\n", (cold, warm)
+    assert cold[1] == warm[1], (cold, warm)
+    assert 'File "<stdin>", line 3, in <module>' in warm[1], warm
+    assert warm[2]["type"] == "exit" and warm[2]["code"] == 1, warm
+    assert warm[2]["profile"] == "unattended" and warm[2]["secrets"] == "masked", warm
+
+
+def test_state_and_randomness_are_not_shared(make_broker, tmpdir_k):
+    b = warm_broker(make_broker)
+    mess = ("import json, random, os\n"
+            "json.dumps = lambda *a, **k: 'patched'\n"
+            "json.left_behind = 1\n"
+            "print(random.random(), os.urandom(8).hex())\n")
+    look = ("import json, random, os\n"
+            "print(json.dumps([1]), hasattr(json, 'left_behind'))\n"
+            "print(random.random(), os.urandom(8).hex())\n")
+    first = run(b, mess, tmpdir_k)[0]
+    spare_waits(b)
+    second = run(b, look, tmpdir_k)[0].splitlines()
+    spare_waits(b, 2)
+    third = run(b, look, tmpdir_k)[0].splitlines()
+    assert took(b) == 2, b.read_log()
+    assert second[0] == third[0] == "[1] False", (second, third)
+    draws = {first.strip(), second[1], third[1]}
+    assert len(draws) == 3, draws
+
+
+def test_a_secret_made_after_the_spare_is_masked(make_broker, tmpdir_k):
+    # The spare's namespace masks what existed when it started: nothing.
+    b = warm_broker(make_broker, "secret_paths = %s/token, %s/vault\n" % (tmpdir_k, tmpdir_k))
+    work = os.path.join(tmpdir_k, "work")
+    os.mkdir(work)
+    os.chmod(work, 0o755)
+    run(b, "pass", work)
+    spare_waits(b)
+    token, key = plant(tmpdir_k)
+    with open(os.path.join(work, ".env"), "w") as f:
+        f.write("API_KEY=planted\n")
+    os.chmod(os.path.join(work, ".env"), 0o644)
+    # The names are built: the pre-screen would refuse them spelled out.
+    env_read = READ.replace("os.environ['SECRET_AT']", "os.getcwd() + '/.' + 'e' + 'nv'")
+    out, _, end = run(b, env_read + READ.replace("os.environ['SECRET_AT']", repr(token)), work)
+    assert out == "PermissionError 13\nPermissionError 13\n", out
+    assert end["secrets"] == "masked", end
+    # It went to the spare, which no longer fitted: the worker started cold.
+    assert took(b) == 1, b.read_log()
+
+
+def test_a_replaced_working_directory_is_the_new_one(make_broker, tmpdir_k):
+    b = warm_broker(make_broker)
+    work = os.path.join(tmpdir_k, "work")
+    os.mkdir(work)
+    os.chmod(work, 0o755)
+    run(b, "pass", work)
+    spare_waits(b)
+    os.rename(work, work + ".old")
+    os.mkdir(work)
+    os.chmod(work, 0o755)
+    open(os.path.join(work, "new-file"), "w").close()
+    out = run(b, "import os; print(sorted(os.listdir('.')))", work)[0]
+    assert out == "['new-file']\n", out
+
+
+def test_the_clock_starts_at_go(make_broker, tmpdir_k):
+    b = warm_broker(make_broker)
+    run(b, "pass", tmpdir_k)
+    spare_waits(b)
+    time.sleep(1.5)  # longer than the run's own limit
+    out, _, end = run(b, "import time; time.sleep(0.3); print('done')", tmpdir_k,
+                      timeout_ms=1000)
+    assert out == "done\n" and end["type"] == "exit" and end["code"] == 0, (out, end)
+    assert took(b) == 1
+    # ... and it holds: a warm run past its limit is stopped like a cold one.
+    spare_waits(b, 2)
+    out, _, end = run(b, "import time; time.sleep(5)", tmpdir_k, timeout_ms=500)
+    assert end["type"] == "exit" and end["timed_out"] and end["limit"] == "wall", end
+    assert took(b) == 2
+
+
+def test_only_the_same_environment_takes_a_spare(make_broker, tmpdir_k):
+    b = warm_broker(make_broker)
+    run(b, "pass", tmpdir_k, env={"TZ": "UTC"})
+    spare_waits(b)
+    out = run(b, "import os; print(os.environ.get('TZ'))", tmpdir_k, env={"TZ": "Asia/Tokyo"})[0]
+    assert out == "Asia/Tokyo\n" and took(b) == 0, b.read_log()
+    out = run(b, "import os; print(os.environ.get('TZ'))", tmpdir_k, env={"TZ": "UTC"})[0]
+    assert out == "UTC\n" and took(b) == 1, b.read_log()
+
+
+def test_a_run_cannot_reach_a_waiting_spare(make_broker, tmpdir_k):
+    """Another directory's spare of the same user waits while a run goes:
+    the run can neither signal it nor read its memory."""
+    b = warm_broker(make_broker)
+    other = os.path.join(tmpdir_k, "other")
+    os.mkdir(other)
+    os.chmod(other, 0o755)
+    run(b, "pass", other)
+    pid = spare_waits(b)
+    probe = ("import os, signal\n"
+             "for what in ('kill', 'mem'):\n"
+             "    try:\n"
+             "        if what == 'kill':\n"
+             "            os.kill(%d, signal.SIGKILL)\n"
+             "        else:\n"
+             "            open('/proc/%d/mem', 'rb').read(1)\n"
+             "        print(what, 'reached')\n"
+             "    except OSError as e:\n"
+             "        print(what, type(e).__name__)\n" % (pid, pid))
+    out = run(b, probe, tmpdir_k)[0]
+    assert "reached" not in out and out.count("PermissionError") == 2, out
+    os.kill(pid, 0)  # alive, and it still takes its snippet
+    assert run(b, "print('ok')", other)[0] == "ok\n" and took(b) == 1, b.read_log()
+
+
+def test_killing_a_warm_run_ends_it_and_the_next_gets_a_new_spare(make_broker, tmpdir_k):
+    b = warm_broker(make_broker)
+    run(b, "pass", tmpdir_k)
+    pid = spare_waits(b)
+    c = b.client()
+    c.exec("import os, time; print(os.getpid(), flush=True); time.sleep(30)", cwd=tmpdir_k)
+    assert c.snippet_pid() == pid
+    os.kill(pid, signal.SIGKILL)
+    end = c.until_end()["end"]
+    c.close()
+    assert end["type"] == "exit" and end["signal"] == signal.SIGKILL, end
+    # The killed run made no spare: the next starts cold, the one after is warm.
+    assert run(b, "print('a')", tmpdir_k)[0] == "a\n"
+    assert spare_waits(b, 2) != pid
+    assert run(b, "print('b')", tmpdir_k)[0] == "b\n" and took(b) == 2, b.read_log()
+
+
+def test_reload_and_idle_stop_spares(make_broker, tmpdir_k):
+    b = warm_broker(make_broker, "warm_idle = 1s\n")
+    run(b, "pass", tmpdir_k)
+    pid = spare_waits(b)
+    b.proc.send_signal(signal.SIGHUP)
+    wait_log(b, r"spare stopped: the configuration was reloaded")
+    run(b, "pass", tmpdir_k)
+    assert took(b) == 0
+    pid2 = spare_waits(b, 2)
+    assert pid2 != pid
+    wait_log(b, r"spare stopped: no snippet took it in \[sandbox\] warm_idle")
+    for p in (pid, pid2):
+        with pytest.raises(ProcessLookupError):
+            for _ in range(100):
+                os.kill(p, 0)
+                time.sleep(0.02)
+
+
+def test_a_changed_mount_table_stops_the_spare(make_broker, tmpdir_k):
+    if os.geteuid() != 0:
+        pytest.skip("mounting needs root")
+    b = warm_broker(make_broker)
+    run(b, "pass", tmpdir_k)
+    spare_waits(b)
+    where = os.path.join(tmpdir_k, "mnt")
+    os.mkdir(where)
+    subprocess.run(["mount", "-t", "tmpfs", "none", where], check=True)
+    try:
+        assert run(b, "print('ok')", tmpdir_k)[0] == "ok\n"
+        assert "spare stopped: the mount table changed" in b.read_log()
+        assert took(b) == 0
+    finally:
+        subprocess.run(["umount", where], check=True)
+
+
+def test_spares_are_capped_and_not_counted_as_runs(make_broker, tmpdir_k):
+    b = warm_broker(make_broker, "warm_per_user = 1\n[broker]\nmax_runs_per_uid = 1\n")
+    dirs = []
+    for i in range(2):
+        d = os.path.join(tmpdir_k, "d%d" % i)
+        os.mkdir(d)
+        os.chmod(d, 0o755)
+        dirs.append(d)
+    run(b, "pass", dirs[0])
+    spare_waits(b)
+    # A waiting spare takes no run slot: a run elsewhere still starts.
+    assert run(b, "print('elsewhere')", dirs[1])[0] == "elsewhere\n"
+    time.sleep(0.3)
+    assert len(re.findall(r"started spare worker", b.read_log())) == 1, b.read_log()
+
+
+def test_bad_preload_entries_are_errors_with_their_line(tmpdir_k):
+    path = os.path.join(tmpdir_k, "bad.conf")
+    with open(path, "w") as f:
+        f.write("[sandbox]\nwarm = yes\npreload = json, os;rm\n")
+    p = subprocess.run([BROKERD, "--config", path, "--check-config"], capture_output=True,
+                       text=True)
+    assert p.returncode != 0
+    assert "%s:3:" % path in p.stderr and "'os;rm' is not a module name" in p.stderr, p.stderr
+
+
+def test_a_failing_preload_module_is_skipped(make_broker, tmpdir_k):
+    b = warm_broker(make_broker, "preload = json, no_such_module_here, csv\n")
+    run(b, "pass", tmpdir_k)
+    spare_waits(b)
+    # sys.modules by another spelling: the pre-screen takes it for a shell.
+    out = run(b, "import sys; m = getattr(sys, 'mod' + 'ules'); print('json' in m, 'csv' in m)",
+              tmpdir_k)[0]
+    assert out == "True True\n" and took(b) == 1, (out, b.read_log())
+
+
+def test_the_approved_profile_has_spares_of_its_own(make_broker, tmpdir_k):
+    b = warm_broker(make_broker)
+    answer = lambda cl, m: cl.send({"type": "answer", "card": m["card"], "choice": "once"})  # noqa
+
+    def approved(code):
+        c = b.client(channel=True)
+        c.exec(code, cwd=tmpdir_k)
+        out = c.until_end(on_card=answer)
+        c.close()
+        return out["stdout"].decode(), out["end"]
+
+    approved("pass")
+    spare_waits(b)
+    run(b, "pass", tmpdir_k)  # unattended: not the approved spare
+    assert took(b) == 0
+    out, end = approved("import os; print(os.getuid())")
+    assert out == "%d\n" % snippet_user().pw_uid and end["profile"] == "approved", (out, end)
+    assert took(b) == 1, b.read_log()
