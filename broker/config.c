@@ -224,7 +224,7 @@ static const struct key keys[] = {
 	    "in the working directory and each of its parents (.secrets.toml;\n"
 	    "a final * matches any rest of the name: .env.*)."),
 
-	BOOL("sandbox", "warm", warm, "no",
+	BOOL("sandbox", "warm", warm, "yes",
 	     "Spare interpreters: when a run ends, the broker starts the next\n"
 	     "one for the same user, profile, working directory and environment\n"
 	     "ahead, through the same worker and sandbox steps as any run, and\n"

@@ -649,14 +649,19 @@ static bool warm_applies(const struct broker *b, const struct run_request *rq)
 	       !rq->engine && (rq->profile == PROFILE_UNATTENDED || rq->profile == PROFILE_APPROVED);
 }
 
+static bool spare_waiting(const struct run *r)
+{
+	return r->spare && !r->done && r->end == END_NONE;
+}
+
 static struct run *spare_find(struct broker *b, uid_t uid, const char *key, size_t len,
 			      bool only_warm)
 {
 	struct run *r;
 
 	TAILQ_FOREACH(r, &b->runs, blink)
-		if (r->spare && !r->done && r->end == END_NONE && r->uid == uid &&
-		    (r->warm || !only_warm) && r->key_len == len && !memcmp(r->key, key, len))
+		if (spare_waiting(r) && r->uid == uid && (r->warm || !only_warm) &&
+		    r->key_len == len && !memcmp(r->key, key, len))
 			return r;
 	return NULL;
 }
@@ -672,21 +677,32 @@ static void spare_stop(struct run *r, const char *why)
 	maybe_complete(r);
 }
 
-/* Spares of one user, at most one per key; none while the machine's CPUs
- * are all taken by runs (a spare's start would take CPU from them). */
+/* Room for one more spare of uid: none while the machine's CPUs are all
+ * taken by runs (a spare's start would take CPU from them), at most
+ * warm_max in all; at its warm_per_user, the user's oldest spare goes,
+ * so that a user who moved on to another directory gets one there. */
 static bool spare_room(struct broker *b, uid_t uid)
 {
 	static long cpus;
-	unsigned mine = 0;
-	struct run *r;
+	unsigned mine = 0, all = 0;
+	struct run *r, *oldest = NULL;
 
 	if (!cpus)
 		cpus = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-	if (b->nspares >= b->cfg.warm_max || b->nruns >= (unsigned long)cpus)
+	if (b->nruns >= (unsigned long)cpus)
 		return false;
-	TAILQ_FOREACH(r, &b->runs, blink)
-		mine += r->spare && !r->done && r->uid == uid;
-	return mine < b->cfg.warm_per_user;
+	TAILQ_FOREACH(r, &b->runs, blink) {
+		if (!spare_waiting(r))
+			continue;
+		all++;
+		if (r->uid == uid && mine++ == 0)
+			oldest = r;
+	}
+	if (mine >= b->cfg.warm_per_user && oldest) {
+		spare_stop(oldest, "its user's newer run wants a spare ([sandbox] warm_per_user)");
+		return true;
+	}
+	return all < b->cfg.warm_max;
 }
 
 static char *copy_text(char *to, const char *from, size_t len, struct pstr *out)
@@ -730,11 +746,11 @@ static void spare_make(struct broker *b, const struct run_request *srq)
 	size_t len;
 	char *key;
 
-	if (!warm_applies(b, srq) || !spare_room(b, srq->peer_uid) ||
-	    privsep_identity(srq->peer_uid, id, err, sizeof(err)) < 0 ||
-	    !(key = spare_key(srq, &len)))
+	if (!warm_applies(b, srq) || !(key = spare_key(srq, &len)))
 		return;
-	if (spare_find(b, srq->peer_uid, key, len, false) || !(r = run_new(b, NULL, srq))) {
+	if (spare_find(b, srq->peer_uid, key, len, false) || !spare_room(b, srq->peer_uid) ||
+	    privsep_identity(srq->peer_uid, id, err, sizeof(err)) < 0 ||
+	    !(r = run_new(b, NULL, srq))) {
 		free(key);
 		return;
 	}

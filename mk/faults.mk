@@ -2,7 +2,8 @@
 #
 #   make check-faults     kill -9 of the broker and of workers, a full or
 #                         read-only state directory, a missing interpreter,
-#                         a vanished working directory, /proc unreadable
+#                         a vanished working directory, /proc unreadable;
+#                         cold and with spare interpreters ([sandbox] warm)
 #   make check-valgrind   the integration suite with every broker under
 #                         valgrind memcheck: 0 errors, 0 bytes definitely
 #                         lost (not part of `make check`: README.md,
@@ -16,7 +17,8 @@ VALGRIND := valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definit
 .PHONY: check-faults check-valgrind
 
 check-faults: all reachable
-	KOTOBA_BUILD=$(abspath $(BUILD)) $(PYTEST) tests/faults
+	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_WARM=no $(PYTEST) tests/faults
+	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_WARM=yes $(PYTEST) tests/faults
 
 check-valgrind: all reachable
 	@./tests/deps.sh valgrind

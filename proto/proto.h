@@ -484,13 +484,6 @@ struct job_engine {
  * receipt's arguments (below) it first runs the receipt's wrappers. */
 #define PYTHON_SNIPPET_MAIN                                                              \
 	"import os, site, sys\n"                                                         \
-	"d = site.getusersitepackages()\n"                                               \
-	"if os.path.isdir(d):\n"                                                         \
-	"    sys.path.append(d)\n"                                                       \
-	"def h(t, v, tb, hook=sys.excepthook):\n"                                        \
-	"    tb = tb.tb_next if tb is not None else None\n"                             \
-	"    hook(t, v.with_traceback(tb), tb)\n"                                        \
-	"sys.excepthook = h\n"                                                           \
 	"a = sys.argv[1:]\n"                                                             \
 	"for m in ','.join(a[2:]).split(','):\n"                                        \
 	"    try:\n"                                                                     \
@@ -499,6 +492,13 @@ struct job_engine {
 	"        pass\n"                                                                 \
 	"if a[2:]:\n"                                                                    \
 	"    import socket\n"                                                            \
+	"d = site.getusersitepackages()\n"                                               \
+	"if os.path.isdir(d):\n"                                                         \
+	"    sys.path.append(d)\n"                                                       \
+	"def h(t, v, tb, hook=sys.excepthook):\n"                                        \
+	"    tb = tb.tb_next if tb is not None else None\n"                             \
+	"    hook(t, v.with_traceback(tb), tb)\n"                                        \
+	"sys.excepthook = h\n"                                                           \
 	"if a[1:] and a[1]:\n"                                                           \
 	"    try:\n"                                                                     \
 	"        exec(sys.modules['_frozen_importlib_external'].SourceFileLoader(\n"      \
@@ -515,7 +515,12 @@ struct job_engine {
 	"        os._exit(0)\n"                                                          \
 	"    os.dup2(c[0], 0)\n"                                                         \
 	"    os.close(c[0])\n"                                                           \
-	"    del socket\n"                                                               \
+	"    import io\n"                                                                \
+	"    c = io.FileIO(0, 'rb', closefd=False)\n"                                    \
+	"    c.name = '<stdin>'\n"                                                       \
+	"    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(c),\n"       \
+	"        sys.stdin.encoding, sys.stdin.errors, '\\n')\n"                          \
+	"    del socket, io\n"                                                           \
 	"sys.argv[:] = ['-']\n"                                                          \
 	"__file__, __cached__ = '<stdin>', None\n"                                       \
 	"c = compile(sys.stdin.buffer.read(), '<stdin>', 'exec', dont_inherit=True)\n"   \
@@ -529,10 +534,13 @@ struct job_engine {
  * snippet.  A container's python3 gets neither, and runs no receipt.
  * A warm job adds a third, the preload list joined by ',' (empty strings
  * stand for a receipt it has not): MAIN imports each (one that fails to
- * import is skipped), runs the receipt, says so with one byte on its
+ * import is skipped) before the user's site-packages joins sys.path, so
+ * that only the standard library and the system's packages, trusted as
+ * the interpreter is, run before the code; then it runs the receipt, says
+ * so with one byte on its
  * stdin, a socket, then takes the code's memfd from it (PROTOCOL.md, "go")
- * and makes that its stdin: from there on it runs the code exactly as a
- * cold start does. */
+ * and makes that its stdin (a new sys.stdin over it, as python3 makes one
+ * at start): from there on it runs the code exactly as a cold start does. */
 #define PYTHON_RECEIPT_FD 4
 #define PYTHON_RECEIPT_FD_ARG "4"
 #define PYTHON_RECEIPT_FILE "kotoba_receipt.py"

@@ -1095,14 +1095,18 @@ static enum masks_made join_kept(int kept)
  * says the set and the mount table are unchanged, not that each mount is
  * still over the same name: a secret unlinked and linked back is the same
  * file under a new name, and the user's own processes may unmount. */
-static bool masks_hold(const struct plan *p)
+static bool masks_hold_below(const struct plan *p, const char *root)
 {
+	char path[PATH_MAX + 32];
 	struct stat st;
 
 	for (size_t i = 0; i < p->n_masks; i++) {
 		const struct secret_mask *m = &p->masks[i];
+		int n = snprintf(path, sizeof(path), "%s%s", root, m->path);
 
-		if (stat(m->path, &st) < 0) {
+		if (n < 0 || (size_t)n >= sizeof(path))
+			return false;
+		if (stat(path, &st) < 0) {
 			if (nothing_there(errno))
 				continue;
 			return false;
@@ -1111,6 +1115,19 @@ static bool masks_hold(const struct plan *p)
 			return false;
 	}
 	return true;
+}
+
+static bool masks_hold(const struct plan *p)
+{
+	return masks_hold_below(p, "");
+}
+
+bool masks_hold_in(const struct plan *p, pid_t pid)
+{
+	char root[32];
+
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+	return masks_hold_below(p, root);
 }
 
 int mask_secrets(const struct plan *p, int kept, const char **what)

@@ -35,4 +35,10 @@ enum masks_made {
 };
 int mask_secrets(const struct plan *p, int kept, const char **what);
 
+/* In S: every path of p->masks shows its mask (or nothing) in the mount
+ * namespace of pid, read through /proc/<pid>/root: a secret unlinked and
+ * linked back under its name since is the same file, but its mount there
+ * went with the old name. */
+bool masks_hold_in(const struct plan *p, pid_t pid);
+
 #endif

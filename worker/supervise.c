@@ -308,23 +308,19 @@ static void take_go(struct supervision *r)
 	free(buf);
 	r->awaiting_go = false;
 	start_clock(r);
-	rc = warm_still_fits(p, &fits, err, sizeof(err));
+	rc = warm_still_fits(p, r->child, &fits, err, sizeof(err));
 	if (rc < 0) {
 		step_failed(r, STEP_SECRETS, -rc, err);
 		return;
 	}
-	if (!fits) {
+	/* An interpreter that no longer takes the code (it died since `warm`)
+	 * is replaced the same way. */
+	if (!fits || warm_hand_over(p) < 0) {
 		r->go_cold = true;
 		return;
 	}
-	rc = warm_hand_over(p);
 	close(p->code_fd);
 	p->code_fd = -1;
-	if (rc < 0) {
-		snprintf(err, sizeof(err), "handing the code to the interpreter: %s", strerror(-rc));
-		step_failed(r, STEP_WARM, -rc, err);
-		return;
-	}
 	r->ready = true;
 	if (!report_ready(r->child, p->landlock_abi))
 		r->broker_gone = true;

@@ -3,7 +3,8 @@
  * execs python3, which imports the preload list and then waits on its
  * stdin, a socket, for the code.  When `go` brings the code, S checks that
  * what C was built from still holds (the secret set, the working
- * directory, the interpreter) and hands the code's memfd over; when it no
+ * directory, the interpreter, and every mask still over its path in C's
+ * namespace) and hands the code's memfd over; when it no
  * longer holds, C is killed and S starts a cold child with the code
  * (main.c), so a run never gets a sandbox older than its `go` could see.
  */
@@ -99,14 +100,14 @@ static int same_secrets(struct plan *p, bool *same, char *err, size_t errlen)
 	return 0;
 }
 
-int warm_still_fits(struct plan *p, bool *fits, char *err, size_t errlen)
+int warm_still_fits(struct plan *p, pid_t child, bool *fits, char *err, size_t errlen)
 {
 	bool secrets_same = false;
 	int rc = same_secrets(p, &secrets_same, err, errlen);
 
 	if (rc < 0)
 		return rc;
-	*fits = secrets_same && same_place(p);
+	*fits = secrets_same && same_place(p) && masks_hold_in(p, child);
 	if (!*fits && p->kept_masks >= 0) {
 		/* A cold child makes its own masks from the set found now. */
 		close(p->kept_masks);

@@ -262,7 +262,7 @@ bool report_warm(pid_t pid);
 
 /* warm.c: a warm job's life before `go` and the hand-over. */
 int plan_warm(struct plan *p, char *err, size_t errlen);
-int warm_still_fits(struct plan *p, bool *fits, char *err, size_t errlen);
+int warm_still_fits(struct plan *p, pid_t child, bool *fits, char *err, size_t errlen);
 int warm_hand_over(struct plan *p);
 void warm_keep_outputs(struct plan *p);
 void warm_drop_outputs(struct plan *p);

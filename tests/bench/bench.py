@@ -131,6 +131,12 @@ def timed_run(argv):
 
 # ---- the broker -----------------------------------------------------------
 
+# The main brokers' limits: one user (root) holds the idle connections, so
+# its [quota] share is at most half of max_connections.
+BASE_CONF = ("[broker]\nmax_connections = 2200\nmax_runs = 64\nmax_runs_per_uid = 64\n"
+             "[quota]\nconnections = 1100\n")
+
+
 class Broker:
     def __init__(self, build, work, conf=""):
         self.brokerd = os.path.join(build, "kotoba-brokerd")
@@ -141,11 +147,9 @@ class Broker:
         self.log_path = os.path.join(work, "broker.log")
         os.makedirs(self.state, exist_ok=True)
         self.conf = os.path.join(work, "broker.conf")
+        os.makedirs(work, exist_ok=True)
         with open(self.conf, "w") as f:
-            # One user (root) holds the idle connections: its [quota] share is
-            # at most half of max_connections.
-            f.write(conf or "[broker]\nmax_connections = 2200\nmax_runs = 64\n"
-                    "max_runs_per_uid = 64\n[quota]\nconnections = 1100\n")
+            f.write(conf or BASE_CONF)
         os.chmod(self.conf, 0o644)
         self.proc = None
 
@@ -181,6 +185,31 @@ class Broker:
     def read_log(self):
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")
+
+    def wait_spare(self, timeout=2.0):
+        """Until a spare interpreter waits that no run took or stopped yet
+        (its start is not what a warm run measures); False if none came."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            log = self.read_log()
+            gone = sum(log.count(w) for w in ("took spare worker", "spare stopped",
+                                             "spare failed"))
+            if log.count("waits for a snippet") > gone:
+                return True
+            time.sleep(0.005)
+        return False
+
+    def spare_pids(self):
+        """(worker, python3) of each spare waiting now."""
+        log = self.read_log()
+        out = []
+        for run, worker in re.findall(r"run=(\d+) started spare worker pid=(\d+)", log):
+            if re.search(r"run=%s (took spare|spare stopped|spare failed)" % run, log):
+                continue
+            m = re.search(r"run=%s spare pid=(\d+) waits" % run, log)
+            if m:
+                out.append((int(worker), int(m.group(1))))
+        return out
 
     def children(self):
         pids = []
@@ -291,11 +320,22 @@ def bwrap_available():
     return path
 
 
-def end_to_end(args, broker, floor_bin, bpf):
-    say("== 1. end to end: %d rounds, each command once per round in rotating order" % args.pairs)
+def timed_kotoba(broker, argv):
+    """timed_run, after the warm broker's spare for it is ready."""
+    if broker is not None:
+        broker.wait_spare()
+    return timed_run(argv)
+
+
+def end_to_end(args, broker, cold, floor_bin, bpf):
+    say("== 1. end to end: %d rounds, each command once per round in rotating order; kotoba "
+        "with spare interpreters ([sandbox] warm = yes, each run after its spare is ready), "
+        "kotoba-cold without (warm = no)" % args.pairs)
     cmds = {
         "python3": [PYTHON, "-B", "-c", "pass"],
         "kotoba": [broker.kotoba, "run", "-c", "pass", "--no-channel", "--socket", broker.socket],
+        "kotoba-cold": [cold.kotoba, "run", "-c", "pass", "--no-channel", "--socket",
+                        cold.socket],
         "floor": [floor_bin, bpf, PYTHON, "-B", "-c", "pass"],
     }
     bwrap = bwrap_available()
@@ -312,7 +352,7 @@ def end_to_end(args, broker, floor_bin, bpf):
     for i in range(args.pairs):
         k = i % len(names)
         for name in names[k:] + names[:k]:
-            w, c, rc = timed_run(cmds[name])
+            w, c, rc = timed_kotoba(broker if name == "kotoba" else None, cmds[name])
             if rc != 0:
                 sys.exit("bench: %s exited %d" % (name, rc))
             wall[name].append(w)
@@ -325,15 +365,19 @@ def end_to_end(args, broker, floor_bin, bpf):
     res["kotoba"] = ratio_line("kotoba run -c pass / python3 -B -c pass", wall["kotoba"], py,
                                "<= 1.15", lambda m: m <= 1.15)
     warm_target("kotoba run -c pass / python3 -B -c pass", res["kotoba"], 0.50)
+    ratio_line("kotoba-cold run -c pass / python3 -B -c pass", wall["kotoba-cold"], py,
+               "<= 1.15", lambda m: m <= 1.15)
     if bwrap:
         ratio_line("bwrap ... python3 / python3", wall["bwrap"], py)
         res["bwrap"] = ratio_line("kotoba / bwrap", wall["kotoba"], wall["bwrap"], "< 1.00",
                                   lambda m: m < 1.0)
         warm_target("kotoba / bwrap", res["bwrap"], 0.40)
+        ratio_line("kotoba-cold / bwrap", wall["kotoba-cold"], wall["bwrap"], "< 1.00",
+                   lambda m: m < 1.0)
     else:
         say("kotoba / bwrap: SKIPPED (no bubblewrap)   target < 1.00: NOT MEASURED")
     ratio_line("floor (fork+NNP+seccomp+exec) / python3", wall["floor"], py)
-    ratio_line("kotoba / floor", wall["kotoba"], wall["floor"])
+    ratio_line("kotoba-cold / floor", wall["kotoba-cold"], wall["floor"])
     say("python3 -B -c pass CPU: median %.1f ms (user+sys, from wait4)"
         % (res["python_cpu"] * 1e3))
     return res
@@ -357,41 +401,85 @@ def module_present(module):
     return subprocess.run([PYTHON, "-c", "import " + module], capture_output=True).returncode == 0
 
 
-def imports(args, broker):
+def imports(args, build, work, broker, cold):
     """kotoba run against bare python3 for snippets that import what agents
-    use, interleaved: a start that pays for its imports, which issue 18's
-    warm interpreters are to have paid already."""
+    use, interleaved: cold, a start that pays for its imports; warm, a spare
+    that imported them before the code came ([sandbox] preload; numpy is
+    added to it for its line, as an administrator would)."""
     say("== 1b. snippets with imports: %d rounds each, interleaved with bare python3"
         % args.pairs)
     for name, code, most, package in IMPORT_SNIPPETS:
+        warm = broker
         if package and not apt_install(package, lambda: module_present("numpy"),
                                        "to time the numpy snippet"):
             target_line("%s: SKIPPED (%s not installed)" % (name, package), "<= %.2f" % most,
                         False, name + " / python3 (warm)")
             continue
-        cmds = {"python3": [PYTHON, "-B", "-c", code],
-                "kotoba": [broker.kotoba, "run", "-c", code, "--no-channel", "--socket",
-                           broker.socket]}
-        wall = {n: [] for n in cmds}
-        for r in range(args.pairs + 2):
-            for n in (list(cmds) if r % 2 else list(cmds)[::-1]):
-                w, _, rc = timed_run(cmds[n])
-                if rc != 0:
-                    sys.exit("bench: %s exited %d: %s" % (n, rc, " ".join(cmds[n])))
-                if r >= 2:  # the first two rounds warm the page cache
-                    wall[n].append(w)
-        say("median wall ms: python3 %.1f, kotoba %.1f   (%s)"
-            % (statistics.median(wall["python3"]) * 1e3, statistics.median(wall["kotoba"]) * 1e3,
-               code))
+        if package:
+            warm = Broker(build, os.path.join(work, "numpy"), BASE_CONF + "[sandbox]\n"
+                          "preload = json,re,pathlib,urllib.request,csv,datetime,numpy\n")
+            warm.start()
+        try:
+            wall = imports_timed(args, code, warm, cold)
+        finally:
+            if warm is not broker:
+                warm.stop()
+        say("median wall ms: python3 %.1f, kotoba %.1f, kotoba-cold %.1f   (%s)"
+            % tuple([statistics.median(wall[n]) * 1e3 for n in ("python3", "kotoba",
+                                                               "kotoba-cold")] + [code]))
         med = ratio_line("kotoba / python3, " + name, wall["kotoba"], wall["python3"])
         warm_target("kotoba / python3, " + name, med, most)
+        ratio_line("kotoba-cold / python3, " + name, wall["kotoba-cold"], wall["python3"])
+
+
+def imports_timed(args, code, warm, cold):
+    cmds = {"python3": [PYTHON, "-B", "-c", code],
+            "kotoba": [warm.kotoba, "run", "-c", code, "--no-channel", "--socket", warm.socket],
+            "kotoba-cold": [cold.kotoba, "run", "-c", code, "--no-channel", "--socket",
+                            cold.socket]}
+    wall = {n: [] for n in cmds}
+    names = list(cmds)
+    for r in range(args.pairs + 2):
+        k = r % len(names)
+        for n in names[k:] + names[:k]:
+            w, _, rc = timed_kotoba(warm if n == "kotoba" else None, cmds[n])
+            if rc != 0:
+                sys.exit("bench: %s exited %d: %s" % (n, rc, " ".join(cmds[n])))
+            if r >= 2:  # the first two rounds warm the page cache and the spares
+                wall[n].append(w)
+    return wall
 
 
 # ---- 2. broker overhead ---------------------------------------------------
 
+def warm_overhead(args, broker, work):
+    """exec -> ready of runs that each take a spare (the broker's log)."""
+    n = args.warm_runs
+    log_off = len(broker.read_log())
+    c = Client(broker.socket, work)
+    c.hello()
+    for i in range(n):
+        broker.wait_spare()
+        c.exec_timed(STAMP, i + 1)
+    c.close()
+    time.sleep(0.2)
+    log = broker.read_log()[log_off:]
+    took = {r for r in re.findall(r"run=(\d+) took spare worker", log)}
+    ready = [int(us) for r, us in re.findall(r"run=(\d+) t_exec_to_ready_us=(\d+)", log)
+             if r in took]
+    if not ready:
+        target_line("broker exec->ready, warm: no run took a spare", "p50 < 500 us", False,
+                    "broker exec->ready (warm)")
+        return
+    target_line("broker exec->ready, warm (broker log, %d of %d runs took a spare): p50 %.0f us, "
+                "p99 %.0f us" % (len(ready), n, pct(ready, 50), pct(ready, 99)), "p50 < 500 us",
+                pct(ready, 50) < 500, "broker exec->ready (warm)")
+
+
 def broker_overhead(args, broker, work, e2e):
     n = args.runs
-    say("== 2. broker overhead, %d sequential runs on one connection (client-side upper bound)" % n)
+    say("== 2. broker overhead, %d sequential runs on one connection (client-side upper bound); "
+        "a broker with [sandbox] warm = no" % n)
     log_off = len(broker.read_log())
     c = Client(broker.socket, work)
     c.hello()
@@ -689,9 +777,22 @@ def memory(args, broker, work, idle_rss):
             say("  its snippet child (python3 sleeping) pid %d: %s" % (ch, rss_text(ch)))
     if not workers:
         say("worker RSS: no kotoba-worker child of the broker found")
+    spare_memory(broker)
     while m.get("type") not in ("exit", "error"):
         m = c.recv()
     c.close()
+
+
+def spare_memory(broker):
+    """What a waiting spare holds: its worker and its python3 with the
+    preload list imported."""
+    broker.wait_spare()
+    spares = broker.spare_pids()
+    if not spares:
+        say("spare RSS: no spare waits")
+    for worker, py in spares[:1]:
+        say("a spare waiting: worker pid %d: %s; python3 with [sandbox] preload imported pid "
+            "%d: %s   target: none (reference)" % (worker, rss_text(worker), py, rss_text(py)))
 
 
 def _comm(pid):
@@ -844,7 +945,8 @@ def mask_brokers(build, work):
         proj = os.path.join(d, "project")
         plant(proj, [".env"])
         os.chmod(d, 0o755)
-        b = Broker(build, d, "[sandbox]\nsecrets = %s\nsecret_paths = %s\n"
+        # Cold runs: each pays for its masks (a spare pays before the run).
+        b = Broker(build, d, "[sandbox]\nwarm = no\nsecrets = %s\nsecret_paths = %s\n"
                    % (mode, " ".join(paths)))
         b.start()
         out[name] = (b, proj)
@@ -922,7 +1024,7 @@ def receipt_brokers(build, work):
         os.chmod(d, 0o755)
         # the snippet's user may write there: only the sandbox refuses it
         os.chmod(os.path.join(d, "project"), 0o777)
-        b = Broker(build, d, "[broker]\n" + conf)
+        b = Broker(build, d, "[broker]\n" + conf + "[sandbox]\nwarm = no\n")
         b.start()
         out[name] = b
     return out
@@ -982,6 +1084,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--pairs", type=int, default=40)
     ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--warm-runs", type=int, default=300,
+                    help="part 2: runs that each wait for and take a spare")
     ap.add_argument("--tput-total", type=int, default=256)
     ap.add_argument("--tput-rounds", type=int, default=3)
     ap.add_argument("--tput-runs-32", type=int, default=5000,
@@ -1023,15 +1127,17 @@ def main():
            len(os.sched_getaffinity(0)), *os.getloadavg(), os.geteuid()))
     say("ratios are medians of interleaved pairs; the spread is the interquartile range")
     say("floor: the worker's seccomp program built ahead (%s)" % floor_prog)
-    broker = Broker(build, work)
+    broker = Broker(build, work, BASE_CONF + "[sandbox]\nwarm = yes\n")
+    cold = Broker(build, os.path.join(work, "cold"), BASE_CONF + "[sandbox]\nwarm = no\n")
     broker.start()
+    cold.start()
     try:
         time.sleep(0.3)
         pid = broker.proc.pid
         idle = (status_kb(pid, "VmRSS"), rss_text(pid))
-        e2e = end_to_end(args, broker, floor_bin, bpf)
+        e2e = end_to_end(args, broker, cold, floor_bin, bpf)
         if "1" in args.only:
-            imports(args, broker)
+            imports(args, build, work, broker, cold)
         if pick_cost:
             say("seccomp_build(unattended) in-process, which the worker no longer runs per "
                 "snippet: %s" % build_cost)
@@ -1041,7 +1147,8 @@ def main():
             say("seccomp_build(unattended) in-process, which the worker runs once per snippet: "
                 "%s" % build_cost)
         if "2" in args.only:
-            broker_overhead(args, broker, work, e2e)
+            broker_overhead(args, cold, work, e2e)
+            warm_overhead(args, broker, work)
         if "3" in args.only:
             throughput(args, broker, work, e2e)
         if "4" in args.only:
@@ -1055,8 +1162,9 @@ def main():
         if "8" in args.only:
             receipts(args, build, work)
     finally:
+        cold.stop()
         broker.stop()
-        log = broker.read_log()
+        log = broker.read_log() + cold.read_log()
         if "ERROR" in log or "runtime error" in log:
             say("*** the broker log has errors: %s" % os.path.join(work, "broker.log"))
         else:

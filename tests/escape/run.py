@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """The escape suite: hostile snippets against the real broker, worker and
-kernel, under both kernel profiles, with Landlock on and off.
+kernel, under both kernel profiles, with Landlock on and off, each cold and
+with spare interpreters ([sandbox] warm).
 
 Each file in cases/ is a snippet with a header:
 
@@ -58,7 +59,11 @@ an empty receipt.  The kinds show in each case's line, `receipt{...}`;
 
 Prints one line per case and mode, then exactly `N passed, N failed`;
 exits 1 when anything failed.  Run: make check-escape, or
-    KOTOBA_BUILD=build /usr/bin/python3 tests/escape/run.py [--mode both|landlock|seccomp-only] [CASE...]
+    KOTOBA_BUILD=build /usr/bin/python3 tests/escape/run.py [--mode MODE] [CASE...]
+with MODE all (the default), landlock, seccomp-only, landlock-warm or
+seccomp-only-warm: the last two are the first two with [sandbox] warm = yes,
+where a run takes a spare interpreter when one fits (each mode's last line
+says how many did).
 """
 import argparse
 import ctypes
@@ -90,6 +95,7 @@ root_user = {root_user}
 
 [sandbox]
 landlock = {landlock}
+warm = {warm}
 
 [limits]
 memory = 512M
@@ -311,13 +317,15 @@ class Env:
 
 
 class Mode:
-    def __init__(self, env, name, landlock):
+    def __init__(self, env, name, landlock, warm=False):
         self.env = env
         self.name = name
         self.landlock = landlock
+        self.warm = warm
         d = tempfile.mkdtemp(dir=env.root)
         os.chmod(d, 0o755)
         self.broker = Broker(d, config=CONFIG.format(landlock="yes" if landlock else "no",
+                                                     warm="yes" if warm else "no",
                                                      root_user=env.case_user or "nobody"))
         self.broker.start()
         self.workdir = os.path.join(d, "work")
@@ -333,14 +341,25 @@ class Mode:
         return uid, gid
 
     def run(self, code, approve, cwd=None):
+        if self.warm:
+            # Time for the spare the last run of this kind left to start:
+            # the case then meets the warm path, not a cold start.
+            time.sleep(0.15)
         return self.broker.run_json(code, "--cwd", cwd or self.workdir, timeout=120,
                                     approve=approve)
 
     def plant(self):
         """The working directory as every case finds it: owned by the
-        snippet's user, so file permissions never refuse for the profile."""
-        shutil.rmtree(self.workdir)
-        os.makedirs(self.workdir)
+        snippet's user, so file permissions never refuse for the profile.
+        A warm mode keeps the directory and every planted file that is
+        still what was planted (rewritten in place): a spare holds the
+        directory and masked the secrets by their files, and a new inode
+        would make each run start cold instead of taking the spare."""
+        if self.warm:
+            self.empty_workdir()
+        else:
+            shutil.rmtree(self.workdir)
+            os.makedirs(self.workdir)
         files = {"readme-fixture.txt": FIXTURE}
         files.update({"victim-%s.txt" % v: "victim\n" for v in VICTIMS})
         for name, text in files.items():
@@ -352,6 +371,17 @@ class Mode:
         os.chmod(self.workdir, 0o755)
         if self.home:
             self.plant_secrets()
+
+    def empty_workdir(self):
+        """Everything in the working directory goes but the planted files,
+        which plant() rewrites in place."""
+        keep = {"readme-fixture.txt"} | {"victim-%s.txt" % v for v in VICTIMS}
+        keep |= {n.split("/")[0] for n in dict(SECRETS, **PLAIN)
+                 if not n.startswith(("~/", "../"))}
+        for name in os.listdir(self.workdir):
+            p = os.path.join(self.workdir, name)
+            if name not in keep:
+                self.remove_path(p)
 
     def remove_planted(self):
         """What plant_secrets made, gone (the home's included)."""
@@ -372,7 +402,8 @@ class Mode:
         """Each of SECRETS afresh, the user's own, readable by the user
         alone: only the profile, never permissions, may keep a snippet out."""
         planted = dict(SECRETS, **PLAIN)
-        self.remove_planted()
+        if not self.warm:
+            self.remove_planted()
         for name, what in planted.items():
             if name.startswith("~/"):
                 base, rel = self.home, name[2:]
@@ -387,13 +418,25 @@ class Mode:
                 os.makedirs(d, mode=0o700, exist_ok=True)
                 os.chown(d, self.uid, self.gid)
             if what.startswith("-> "):
+                if os.path.islink(path) and os.readlink(path) == what[3:]:
+                    continue
+                self.remove_path(path)
                 os.symlink(what[3:], path)
                 os.lchown(path, self.uid, self.gid)
                 continue
+            if os.path.islink(path) or os.path.isdir(path):
+                self.remove_path(path)
             with open(path, "w") as f:
                 f.write(PLAIN.get(name) or "%s %s\n" % (SECRET_MARK, name))
             os.chown(path, self.uid, self.gid)
             os.chmod(path, 0o644 if name in PLAIN else 0o600)
+
+    @staticmethod
+    def remove_path(path):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
 
     def snapshot(self):
         """Every name under the working directory (the planted venv's too)."""
@@ -411,6 +454,9 @@ class Mode:
                     st.st_mode, st.st_size, st.st_mtime_ns, st.st_nlink, digest,
                     tuple(sorted(os.listxattr(p))))
         return snap
+
+    def spares_taken(self):
+        return len(re.findall(r"took spare worker", self.broker.read_log()))
 
     def stop(self):
         self.broker.stop()
@@ -606,7 +652,8 @@ def print_details(problems, details):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mode", choices=("both", "landlock", "seccomp-only"), default="both")
+    ap.add_argument("--mode", choices=("all", "landlock", "seccomp-only", "landlock-warm",
+                                       "seccomp-only-warm"), default="all")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every run's output")
     ap.add_argument("cases", nargs="*", help="case names (default: all)")
     args = ap.parse_args()
@@ -622,14 +669,16 @@ def main():
     env = None
     try:
         env = Env(root)
-        modes = [("landlock", True), ("seccomp-only", False)]
-        if args.mode != "both":
+        modes = [("landlock", True, False), ("seccomp-only", False, False),
+                 ("landlock-warm", True, True), ("seccomp-only-warm", False, True)]
+        if args.mode != "all":
             modes = [m for m in modes if m[0] == args.mode]
-        for name, landlock in modes:
-            mode = Mode(env, name, landlock)
+        for name, landlock, warm in modes:
+            mode = Mode(env, name, landlock, warm)
             user = pwd.getpwuid(mode.uid).pw_name if mode.uid >= 0 else "?"
-            print("# mode %s: [sandbox] landlock = %s; snippets run as %s (uid %d)"
-                  % (name, "yes" if landlock else "no", user, mode.uid))
+            print("# mode %s: [sandbox] landlock = %s, warm = %s; snippets run as %s (uid %d)"
+                  % (name, "yes" if landlock else "no", "yes" if warm else "no", user,
+                     mode.uid))
             if landlock and not abi:
                 print("# SKIP LOUDLY: this kernel has no Landlock; the landlock mode "
                       "runs on the seccomp fallback")
@@ -650,6 +699,8 @@ def main():
                         print_details(problems, details)
                     sys.stdout.flush()
             finally:
+                if warm:
+                    print("# mode %s: %d runs took a spare" % (name, mode.spares_taken()))
                 mode.stop()
     finally:
         if env and env.peer:

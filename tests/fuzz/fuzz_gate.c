@@ -148,6 +148,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	TAILQ_INIT(&b.sessions);
 	TAILQ_INIT(&b.runs);
 	config_defaults(&b.cfg);
+	/* The fake worker takes no warm job: spares are test_warm.py's. */
+	b.cfg.warm = false;
 	b.cfg.max_runs = 3;
 	b.cfg.max_runs_per_uid = 2;
 	b.cfg.max_cards_per_conn = 2;

@@ -113,6 +113,45 @@ def test_a_secret_made_after_the_spare_is_masked(make_broker, tmpdir_k):
     assert took(b) == 1, b.read_log()
 
 
+def test_a_secret_linked_back_after_the_spare_is_masked(make_broker, tmpdir_k):
+    """The same file under the same name, so the same key: but unlinking it
+    took the spare's mask away with the old name."""
+    b = warm_broker(make_broker)
+    work = os.path.join(tmpdir_k, "work")
+    os.mkdir(work)
+    os.chmod(work, 0o755)
+    env = os.path.join(work, ".env")
+    with open(env, "w") as f:
+        f.write("API_KEY=planted\n")
+    u = snippet_user()
+    os.chown(env, u.pw_uid, u.pw_gid)
+    code = READ.replace("os.environ['SECRET_AT']", "os.getcwd() + '/.' + 'e' + 'nv'")
+    assert run(b, code, work)[0] == "PermissionError 13\n"
+    spare_waits(b)
+    aside = os.path.join(tmpdir_k, "aside")
+    os.link(env, aside)
+    os.unlink(env)
+    os.link(aside, env)
+    os.unlink(aside)
+    assert run(b, code, work)[0] == "PermissionError 13\n"
+    assert took(b) == 1, b.read_log()
+
+
+def test_stdin_is_the_code_as_in_a_cold_run(make_broker, tmpdir_k):
+    b = warm_broker(make_broker)
+    code = ("import sys\n"
+            "i = sys.stdin\n"
+            "print(i.name, i.encoding, i.seekable(), i.buffer.seekable(), i is sys.__stdin__)\n"
+            "i.seek(0)\n"
+            "print(len(i.read()), i.tell())\n")
+    cold = run(b, code, tmpdir_k)
+    spare_waits(b)
+    warm = run(b, code, tmpdir_k)
+    assert took(b) == 1
+    assert cold[:2] == warm[:2] and cold[0] == "<stdin> utf-8 True True True\n%d %d\n" % (
+        len(code), len(code)), (cold, warm)
+
+
 def test_a_replaced_working_directory_is_the_new_one(make_broker, tmpdir_k):
     b = warm_broker(make_broker)
     work = os.path.join(tmpdir_k, "work")
@@ -154,27 +193,32 @@ def test_only_the_same_environment_takes_a_spare(make_broker, tmpdir_k):
     assert out == "UTC\n" and took(b) == 1, b.read_log()
 
 
-def test_a_run_cannot_reach_a_waiting_spare(make_broker, tmpdir_k):
+@pytest.mark.parametrize("landlock", ["yes", "no"])
+def test_a_run_cannot_reach_a_waiting_spare(make_broker, tmpdir_k, landlock):
     """Another directory's spare of the same user waits while a run goes:
-    the run can neither signal it nor read its memory."""
-    b = warm_broker(make_broker)
+    the run can neither signal it nor write its memory, nor (with Landlock)
+    read it."""
+    b = warm_broker(make_broker, "landlock = %s\n" % landlock)
     other = os.path.join(tmpdir_k, "other")
     os.mkdir(other)
     os.chmod(other, 0o755)
     run(b, "pass", other)
     pid = spare_waits(b)
-    probe = ("import os, signal\n"
-             "for what in ('kill', 'mem'):\n"
+    # posix for os, flags by number: the pre-screen would refuse the snippet.
+    probe = ("import os, posix, signal\n"
+             "for what, flags in (('kill', None), ('write', 2), ('read', 0)):\n"
              "    try:\n"
-             "        if what == 'kill':\n"
+             "        if flags is None:\n"
              "            os.kill(%d, signal.SIGKILL)\n"
              "        else:\n"
-             "            open('/proc/%d/mem', 'rb').read(1)\n"
+             "            posix.open('/proc/%d/mem', flags)\n"
              "        print(what, 'reached')\n"
              "    except OSError as e:\n"
              "        print(what, type(e).__name__)\n" % (pid, pid))
-    out = run(b, probe, tmpdir_k)[0]
-    assert "reached" not in out and out.count("PermissionError") == 2, out
+    out = run(b, probe, tmpdir_k)[0].splitlines()
+    assert out[:2] == ["kill PermissionError", "write PermissionError"], out
+    if landlock == "yes":
+        assert out[2] == "read PermissionError", out
     os.kill(pid, 0)  # alive, and it still takes its snippet
     assert run(b, "print('ok')", other)[0] == "ok\n" and took(b) == 1, b.read_log()
 
@@ -240,11 +284,18 @@ def test_spares_are_capped_and_not_counted_as_runs(make_broker, tmpdir_k):
         os.chmod(d, 0o755)
         dirs.append(d)
     run(b, "pass", dirs[0])
-    spare_waits(b)
-    # A waiting spare takes no run slot: a run elsewhere still starts.
+    first = spare_waits(b)
+    # A waiting spare takes no run slot: a run elsewhere still starts ...
     assert run(b, "print('elsewhere')", dirs[1])[0] == "elsewhere\n"
-    time.sleep(0.3)
-    assert len(re.findall(r"started spare worker", b.read_log())) == 1, b.read_log()
+    # ... and its spare takes the place of the first (one per user here).
+    second = spare_waits(b, 2)
+    wait_log(b, r"spare stopped: its user's newer run wants a spare")
+    with pytest.raises(ProcessLookupError):
+        for _ in range(200):
+            os.kill(first, 0)
+            time.sleep(0.02)
+    os.kill(second, 0)
+    assert run(b, "print('back')", dirs[1])[0] == "back\n" and took(b) == 1, b.read_log()
 
 
 def test_bad_preload_entries_are_errors_with_their_line(tmpdir_k):

@@ -121,6 +121,8 @@ static int setup(void **state UNUSED)
 	TAILQ_INIT(&b.sessions);
 	TAILQ_INIT(&b.runs);
 	config_defaults(&b.cfg);
+	/* The fake worker takes no warm job: spares are test_warm.py's. */
+	b.cfg.warm = false;
 	if (!mkdtemp(state_dir))
 		return -1;
 	snprintf(b.state_dir, sizeof(b.state_dir), "%s", state_dir);

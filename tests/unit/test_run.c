@@ -105,6 +105,8 @@ static int setup(void **state UNUSED)
 {
 	memset(&b, 0, sizeof(b));
 	config_defaults(&b.cfg);
+	/* The fake worker takes no warm job: spares are test_warm.py's. */
+	b.cfg.warm = false;
 	TAILQ_INIT(&b.runs);
 	TAILQ_INIT(&b.sessions);
 	memset(&cl, 0, sizeof(cl));
