@@ -666,6 +666,49 @@ static struct run *spare_find(struct broker *b, uid_t uid, const char *key, size
 	return NULL;
 }
 
+/* Users whose spares go unused: two in a row stopped unused (their runs
+ * change directory or environment each time) and that user gets none for
+ * warm_idle, so that spares cost a bounded share of CPU nobody uses. */
+#define SPARE_MISSES_MAX 2
+static struct spare_luck {
+	uid_t uid;
+	unsigned misses;
+	uint64_t none_until_ms;
+} luck[64];
+
+static struct spare_luck *luck_of(uid_t uid)
+{
+	struct spare_luck *oldest = &luck[0];
+
+	for (size_t i = 0; i < sizeof(luck) / sizeof(luck[0]); i++) {
+		if (luck[i].uid == uid && (luck[i].misses || luck[i].none_until_ms))
+			return &luck[i];
+		if (luck[i].none_until_ms < oldest->none_until_ms)
+			oldest = &luck[i];
+	}
+	*oldest = (struct spare_luck){ .uid = uid };
+	return oldest;
+}
+
+static void spare_missed(const struct run *r)
+{
+	struct spare_luck *l = luck_of(r->uid);
+
+	if (++l->misses >= SPARE_MISSES_MAX) {
+		l->none_until_ms = now_ms() + r->b->cfg.warm_idle_ms;
+		l->misses = 0;
+		log_info("uid=%u spares went unused %d times in a row: none for %" PRIu64 " ms",
+			 (unsigned)r->uid, SPARE_MISSES_MAX, r->b->cfg.warm_idle_ms);
+	}
+}
+
+static bool spare_unlucky(uid_t uid)
+{
+	struct spare_luck *l = luck_of(uid);
+
+	return l->none_until_ms > now_ms();
+}
+
 /* Stopped: the worker sees EOF and ends what it started. */
 static void spare_stop(struct run *r, const char *why)
 {
@@ -689,7 +732,7 @@ static bool spare_room(struct broker *b, uid_t uid)
 
 	if (!cpus)
 		cpus = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-	if (b->nruns >= (unsigned long)cpus)
+	if (b->nruns >= (unsigned long)cpus || spare_unlucky(uid))
 		return false;
 	TAILQ_FOREACH(r, &b->runs, blink) {
 		if (!spare_waiting(r))
@@ -699,8 +742,9 @@ static bool spare_room(struct broker *b, uid_t uid)
 			oldest = r;
 	}
 	if (mine >= b->cfg.warm_per_user && oldest) {
+		spare_missed(oldest);
 		spare_stop(oldest, "its user's newer run wants a spare ([sandbox] warm_per_user)");
-		return true;
+		return !spare_unlucky(uid);
 	}
 	return all < b->cfg.warm_max;
 }
@@ -845,6 +889,7 @@ static struct run *spare_take(struct broker *b, struct client_link *s,
 		return NULL;
 	}
 	spare_adopt(r, s, rq);
+	luck_of(r->uid)->misses = 0;
 	log_info("uid=%u run=%" PRIu64 " took spare worker pid=%d, profile=%s", (unsigned)r->uid,
 		 r->run_id, (int)r->worker, profile_name(r->profile));
 	return r;
@@ -1365,6 +1410,7 @@ void runs_tick(struct broker *b, uint64_t now)
 		if (r->done || r->reaped)
 			continue;
 		if (r->spare && r->end == END_NONE && now >= r->idle_at_ms) {
+			spare_missed(r);
 			spare_stop(r, "no snippet took it in [sandbox] warm_idle");
 			continue;
 		}

@@ -485,6 +485,13 @@ struct job_engine {
 #define PYTHON_SNIPPET_MAIN                                                              \
 	"import os, site, sys\n"                                                         \
 	"a = sys.argv[1:]\n"                                                             \
+	"if a[1:] and a[1]:\n"                                                           \
+	"    try:\n"                                                                     \
+	"        exec(sys.modules['_frozen_importlib_external'].SourceFileLoader(\n"      \
+	"            'kotoba_receipt', a[1]).get_code('kotoba_receipt'),\n"              \
+	"            {'fd': int(a[0])})\n"                                               \
+	"    except Exception:\n"                                                        \
+	"        pass\n"                                                                 \
 	"for m in ','.join(a[2:]).split(','):\n"                                        \
 	"    try:\n"                                                                     \
 	"        m and __import__(m)\n"                                                  \
@@ -499,13 +506,6 @@ struct job_engine {
 	"    tb = tb.tb_next if tb is not None else None\n"                             \
 	"    hook(t, v.with_traceback(tb), tb)\n"                                        \
 	"sys.excepthook = h\n"                                                           \
-	"if a[1:] and a[1]:\n"                                                           \
-	"    try:\n"                                                                     \
-	"        exec(sys.modules['_frozen_importlib_external'].SourceFileLoader(\n"      \
-	"            'kotoba_receipt', a[1]).get_code('kotoba_receipt'),\n"              \
-	"            {'fd': int(a[0])})\n"                                               \
-	"    except Exception:\n"                                                        \
-	"        pass\n"                                                                 \
 	"if a[2:]:\n"                                                                    \
 	"    m = socket.socket(fileno=0)\n"                                              \
 	"    m.send(b'w')\n"                                                             \
@@ -520,6 +520,7 @@ struct job_engine {
 	"    c.name = '<stdin>'\n"                                                       \
 	"    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(c),\n"       \
 	"        sys.stdin.encoding, sys.stdin.errors, '\\n')\n"                          \
+	"    sys.stdin.mode = 'r'\n"                                                     \
 	"    del socket, io\n"                                                           \
 	"sys.argv[:] = ['-']\n"                                                          \
 	"__file__, __cached__ = '<stdin>', None\n"                                       \
@@ -533,11 +534,12 @@ struct job_engine {
  * it at every start would cost more than the receipt may) before the
  * snippet.  A container's python3 gets neither, and runs no receipt.
  * A warm job adds a third, the preload list joined by ',' (empty strings
- * stand for a receipt it has not): MAIN imports each (one that fails to
- * import is skipped) before the user's site-packages joins sys.path, so
- * that only the standard library and the system's packages, trusted as
- * the interpreter is, run before the code; then it runs the receipt, says
- * so with one byte on its
+ * stand for a receipt it has not): after the receipt's wrappers (so that
+ * what a module binds at import, tokenize's open, is the wrapped one),
+ * MAIN imports each (one that fails to import is skipped) before the
+ * user's site-packages joins sys.path, so that only the standard library
+ * and the system's packages, trusted as the interpreter is, run before the
+ * code; then it says so with one byte on its
  * stdin, a socket, then takes the code's memfd from it (PROTOCOL.md, "go")
  * and makes that its stdin (a new sys.stdin over it, as python3 makes one
  * at start): from there on it runs the code exactly as a cold start does. */

@@ -204,6 +204,25 @@ bool receipt_wants_bytes(const struct receipt_log *l)
 	return l->fd >= 0 && l->bytes < RECEIPT_BYTES_MAX;
 }
 
+/* A warm job at `go`: what its interpreter reported before the code came
+ * (the preload's imports run under the wrappers) is not the snippet's. */
+void receipt_forget(struct receipt_log *l)
+{
+	char buf[4096];
+	int fd = l->fd;
+	ssize_t n;
+
+	do
+		n = fd >= 0 ? read(fd, buf, sizeof(buf)) : 0;
+	while (n > 0 || (n < 0 && errno == EINTR));
+	memset(l, 0, sizeof(*l));
+	l->fd = fd;
+	if (n == 0 && fd >= 0) {
+		close(fd); /* the interpreter is gone: nothing more comes */
+		l->fd = -1;
+	}
+}
+
 /* ---- what S believes of them --------------------------------------------- */
 
 static bool under(const char *path, const struct secret_mask *m)

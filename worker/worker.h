@@ -246,6 +246,7 @@ bool receipt_find_program(char *path, size_t len);
 int receipt_open_pipe(struct receipt_log *l, int *write_end);
 void receipt_read(struct receipt_log *l);
 bool receipt_wants_bytes(const struct receipt_log *l);
+void receipt_forget(struct receipt_log *l);
 void receipt_conclude(struct receipt_log *l, const struct plan *p);
 
 /* supervise.c: S's life after the fork; returns the exit status. */

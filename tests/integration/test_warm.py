@@ -141,15 +141,65 @@ def test_stdin_is_the_code_as_in_a_cold_run(make_broker, tmpdir_k):
     b = warm_broker(make_broker)
     code = ("import sys\n"
             "i = sys.stdin\n"
-            "print(i.name, i.encoding, i.seekable(), i.buffer.seekable(), i is sys.__stdin__)\n"
+            "print(i.name, i.mode, i.encoding, i.seekable(), i.buffer.seekable(),\n"
+            "      i is sys.__stdin__)\n"
             "i.seek(0)\n"
             "print(len(i.read()), i.tell())\n")
     cold = run(b, code, tmpdir_k)
     spare_waits(b)
     warm = run(b, code, tmpdir_k)
     assert took(b) == 1
-    assert cold[:2] == warm[:2] and cold[0] == "<stdin> utf-8 True True True\n%d %d\n" % (
+    assert cold[:2] == warm[:2] and cold[0] == "<stdin> r utf-8 True True True\n%d %d\n" % (
         len(code), len(code)), (cold, warm)
+
+
+def test_the_receipt_names_what_preloaded_modules_were_refused(make_broker, tmpdir_k):
+    """tokenize and linecache keep the open they imported: in a spare they
+    import it after the receipt's wrappers, so their refusals are named."""
+    b = warm_broker(make_broker)
+    work = os.path.join(tmpdir_k, "work")
+    os.mkdir(work)
+    os.chmod(work, 0o755)
+    with open(os.path.join(work, ".env"), "w") as f:
+        f.write("API_KEY=planted\n")
+    code = ("import os, tokenize, linecache\n"
+            "p = os.getcwd() + '/.' + 'e' + 'nv'\n"
+            "try:\n"
+            "    tokenize.open(p)\n"
+            "except OSError as e:\n"
+            "    print(type(e).__name__)\n"
+            "print(linecache.getlines(p))\n")
+    ends = []
+    for i in range(2):
+        if i:
+            spare_waits(b)
+        out, _, end = run(b, code, work)
+        assert out == "PermissionError\n[]\n", out
+        ends.append(end)
+    assert took(b) == 1
+    for end in ends:
+        kinds = [(e["kind"], e["target"]) for e in end.get("blocked", [])]
+        assert ("secret-read", os.path.join(work, ".env")) in kinds, end
+
+
+def test_a_user_whose_spares_go_unused_gets_none_for_a_while(make_broker, tmpdir_k):
+    b = warm_broker(make_broker, "warm_per_user = 1\n")
+    dirs = []
+    for i in range(3):
+        d = os.path.join(tmpdir_k, "d%d" % i)
+        os.mkdir(d)
+        os.chmod(d, 0o755)
+        dirs.append(d)
+    for d in dirs:
+        run(b, "pass", d)
+        time.sleep(0.2)
+    wait_log(b, r"spares went unused 2 times in a row")
+    made = len(re.findall(r"started spare worker", b.read_log()))
+    for d in dirs:
+        run(b, "pass", d)
+    time.sleep(0.3)
+    assert len(re.findall(r"started spare worker", b.read_log())) == made, b.read_log()
+    assert took(b) == 0
 
 
 def test_a_replaced_working_directory_is_the_new_one(make_broker, tmpdir_k):

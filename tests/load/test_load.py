@@ -56,6 +56,11 @@ max_cards_per_conn = 4
 [quota]
 connections = 1024
 cards = 256
+[sandbox]
+# The rounds count the broker's descendants and descriptors before and
+# after: a spare waiting for the next run is one of each (test_warm.py;
+# the two-user rounds below run with spares).
+warm = no
 """
 
 
