@@ -385,23 +385,16 @@ static unsigned runs_of_uid(struct broker *b, uid_t uid)
 	return n;
 }
 
-static struct run *run_new(struct broker *b, struct client_link *s, const struct run_request *rq)
+/* What a run takes from its request, and its clock: at its start, or
+ * when it takes a spare. */
+static void take_request(struct run *r, const struct run_request *rq)
 {
-	struct run *r = calloc(1, sizeof(*r));
+	struct broker *b = r->b;
 
-	if (!r)
-		return NULL;
-	r->b = b;
-	r->s = s;
 	r->id = rq->id;
-	r->run_id = ++b->next_run_id;
-	r->uid = rq->peer_uid;
-	r->engine_only = rq->engine != NULL;
 	r->ops = rq->ops;
 	r->ctx = rq->ctx;
 	r->after_seq = rq->after_seq;
-	r->sock.fd = r->out[0].fd = r->out[1].fd = -1;
-	r->profile = rq->profile;
 	r->approver = rq->approver;
 	r->n_labels = rq->n_labels;
 	memcpy(r->labels, rq->labels, sizeof(r->labels));
@@ -417,6 +410,22 @@ static struct run *run_new(struct broker *b, struct client_link *s, const struct
 	if (b->cfg.sandbox == SANDBOX_DOCKER || rq->engine)
 		r->kill_at_ms += rq->timeout_ms + ENGINE_AFTER_MS;
 	r->abandon_at_ms = r->kill_at_ms + ABANDON_MS;
+}
+
+static struct run *run_new(struct broker *b, struct client_link *s, const struct run_request *rq)
+{
+	struct run *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->b = b;
+	r->s = s;
+	r->run_id = ++b->next_run_id;
+	r->uid = rq->peer_uid;
+	r->engine_only = rq->engine != NULL;
+	r->sock.fd = r->out[0].fd = r->out[1].fd = -1;
+	r->profile = rq->profile;
+	take_request(r, rq);
 	return r;
 }
 
@@ -826,19 +835,7 @@ static void spare_adopt(struct run *r, struct client_link *s, const struct run_r
 		TAILQ_INSERT_TAIL(&s->runs, r, slink);
 		s->nruns++;
 	}
-	r->id = rq->id;
-	r->ops = rq->ops;
-	r->ctx = rq->ctx;
-	r->after_seq = rq->after_seq;
-	r->approver = rq->approver;
-	r->n_labels = rq->n_labels;
-	memcpy(r->labels, rq->labels, sizeof(r->labels));
-	memcpy(r->sha256, rq->sha256, sizeof(r->sha256));
-	r->peer_pid = rq->peer_pid;
-	r->start_us = now_us();
-	r->t_arrived = rq->arrived_us ? rq->arrived_us : r->start_us;
-	r->kill_at_ms = now_ms() + rq->timeout_ms + b->cfg.grace_ms + BACKSTOP_MS;
-	r->abandon_at_ms = r->kill_at_ms + ABANDON_MS;
+	take_request(r, rq);
 	/* What the interpreter printed while it waited is not the run's. */
 	r->out_bytes[0] = r->out_bytes[1] = 0;
 	r->truncated = false;
@@ -918,12 +915,13 @@ int run_start(struct broker *b, struct client_link *s, const struct run_request 
 	struct run *r;
 	int rc;
 
-	if (privsep_identity(rq->peer_uid, &id, err, errlen) < 0)
-		return -EPERM;
 	if ((rc = check_limits(b, rq, err, errlen)) < 0)
 		return rc;
+	/* A spare was made as the peer's identity: no lookup on this path. */
 	if ((r = spare_take(b, s, rq)))
 		return spare_ask(b, r, rq), 0;
+	if (privsep_identity(rq->peer_uid, &id, err, errlen) < 0)
+		return -EPERM;
 	r = run_new(b, s, rq);
 	if (!r)
 		return -ENOMEM;

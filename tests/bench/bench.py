@@ -187,17 +187,19 @@ class Broker:
             return f.read().decode(errors="replace")
 
     def wait_spare(self, timeout=2.0):
-        """Until a spare interpreter waits that no run took or stopped yet
-        (its start is not what a warm run measures); False if none came."""
+        """Until the spare the last run made waits for its snippet (its start
+        is not what a warm run measures); False if none came.  Then marks
+        the log: the next call waits for the spare the coming run makes."""
         deadline = time.monotonic() + timeout
+        ok = False
         while time.monotonic() < deadline:
             log = self.read_log()
-            gone = sum(log.count(w) for w in ("took spare worker", "spare stopped",
-                                             "spare failed"))
-            if log.count("waits for a snippet") > gone:
-                return True
+            if "waits for a snippet" in log[getattr(self, "mark", 0):]:
+                ok = True
+                break
             time.sleep(0.005)
-        return False
+        self.mark = len(self.read_log())
+        return ok
 
     def spare_pids(self):
         """(worker, python3) of each spare waiting now."""
@@ -465,6 +467,11 @@ def warm_overhead(args, broker, work):
     time.sleep(0.2)
     log = broker.read_log()[log_off:]
     took = {r for r in re.findall(r"run=(\d+) took spare worker", log)}
+    stopped = {}
+    for why in re.findall(r"spare stopped: (.*)", log):
+        stopped[why] = stopped.get(why, 0) + 1
+    say("warm runs: %d of %d took a spare; spares stopped: %s" % (
+        len(took), n, ", ".join("%d (%s)" % (v, k) for k, v in stopped.items()) or "none"))
     ready = [int(us) for r, us in re.findall(r"run=(\d+) t_exec_to_ready_us=(\d+)", log)
              if r in took]
     if not ready:
