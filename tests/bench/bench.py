@@ -784,22 +784,33 @@ def memory(args, broker, work, idle_rss):
             say("  its snippet child (python3 sleeping) pid %d: %s" % (ch, rss_text(ch)))
     if not workers:
         say("worker RSS: no kotoba-worker child of the broker found")
-    spare_memory(broker)
+    spare_memory(os.path.dirname(broker.brokerd), work)
     while m.get("type") not in ("exit", "error"):
         m = c.recv()
     c.close()
 
 
-def spare_memory(broker):
+def spare_memory(build, work):
     """What a waiting spare holds: its worker and its python3 with the
-    preload list imported."""
-    broker.wait_spare()
-    spares = broker.spare_pids()
-    if not spares:
-        say("spare RSS: no spare waits")
-    for worker, py in spares[:1]:
-        say("a spare waiting: worker pid %d: %s; python3 with [sandbox] preload imported pid "
-            "%d: %s   target: none (reference)" % (worker, rss_text(worker), py, rss_text(py)))
+    default preload list imported (a broker of its own: phase 3's clients
+    may have left this user without spares for a while)."""
+    b = Broker(build, os.path.join(work, "spare"), BASE_CONF + "[sandbox]\nwarm = yes\n")
+    b.start()
+    try:
+        c = Client(b.socket, work)
+        c.hello()
+        c.exec_timed("pass", 1)
+        c.close()
+        b.wait_spare(5.0)
+        spares = b.spare_pids()
+        if not spares:
+            say("spare RSS: no spare waits")
+        for worker, py in spares[:1]:
+            say("a spare waiting: worker pid %d: %s; python3 with [sandbox] preload imported "
+                "pid %d: %s   target: none (reference)" % (worker, rss_text(worker), py,
+                                                         rss_text(py)))
+    finally:
+        b.stop()
 
 
 def _comm(pid):
