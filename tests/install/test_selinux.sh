@@ -93,6 +93,9 @@ has "the snippet keeps its rlimits and TMPDIR (rlimitinh, noatsecure)" -A -s kot
 has "the worker can kill every process of its snippet" -A -s kotoba_worker_t -t kotoba_snippet_t -c process -p sigkill
 has "the worker reads a refused exec's program from its snippet's memory" -A -s kotoba_worker_t -t kotoba_snippet_t -c process -p ptrace
 has "snippets read the receipt's wrappers (usr_t)" -A -s kotoba_snippet_t -t usr_t -c file -p read
+has "snippets write the receipt pipe their worker hands them" -A -s kotoba_snippet_t -t kotoba_worker_t -c fifo_file -p write
+has "a spare takes its code over its worker's socket" -A -s kotoba_snippet_t -t kotoba_worker_t -c unix_stream_socket -p read,write
+none "snippets cannot connect to their worker's sockets" -A -s kotoba_snippet_t -t kotoba_worker_t -c unix_stream_socket -p connectto
 none "snippets cannot read their worker's memory" -A -s kotoba_snippet_t -t kotoba_worker_t -c process -p ptrace
 has "user domains can connect to the broker" -A -s staff_t -t kotoba_broker_t -c unix_stream_socket -p connectto
 has "the broker writes its state" -A -s kotoba_broker_t -t kotoba_var_lib_t -c file -p write
