@@ -313,9 +313,9 @@ static void take_go(struct supervision *r)
 		step_failed(r, STEP_SECRETS, -rc, err);
 		return;
 	}
+	receipt_forget(r->log);
 	/* An interpreter that no longer takes the code (it died since `warm`)
 	 * is replaced the same way. */
-	receipt_forget(r->log);
 	if (!fits || warm_hand_over(p) < 0) {
 		r->go_cold = true;
 		return;

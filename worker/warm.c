@@ -132,6 +132,7 @@ int warm_hand_over(struct plan *p)
 			     .msg_controllen = sizeof(ctl.buf) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 	ssize_t n;
+	int err;
 
 	memset(ctl.buf, 0, sizeof(ctl.buf));
 	cm->cmsg_level = SOL_SOCKET;
@@ -141,10 +142,13 @@ int warm_hand_over(struct plan *p)
 	do
 		n = sendmsg(p->code_tx, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
+	err = n < 0 ? errno : EIO;
 	close(p->code_tx);
 	p->code_tx = -1;
+	if (n != 1)
+		return -err; /* a cold child still needs the outputs */
 	warm_drop_outputs(p);
-	return n == 1 ? 0 : n < 0 ? -errno : -EIO;
+	return 0;
 }
 
 /* A warm job's S keeps the output pipes past the fork, for a cold child
