@@ -611,29 +611,10 @@ static bool valid_name(const char *s, size_t n)
 	return n > 0;
 }
 
-static int check_names(const struct key *k, const char *s, char *msg,
-		       size_t len)
+static const char *name_problem(const char *s, size_t n)
 {
-	const char *sep = ", \t";
-	char q[48];
-
-	while (*s) {
-		size_t n;
-
-		s += strspn(s, sep);
-		n = strcspn(s, sep);
-		if (n && !valid_name(s, n)) {
-			char word[48];
-
-			snprintf(word, sizeof(word), "%.*s", (int)n, s);
-			snprintf(msg, len, "[%s] %s: '%s' is not a user or group "
-				 "name or id (letters, digits, '.', '_', '-')",
-				 k->section, k->name, clip(word, q, sizeof(q)));
-			return -1;
-		}
-		s += n;
-	}
-	return 0;
+	return valid_name(s, n) ? NULL
+				: "is not a user or group name or id (letters, digits, '.', '_', '-')";
 }
 
 /* One secret_paths entry: "/abs", "~/rel" or a bare file name, without
@@ -673,59 +654,45 @@ static const char *secret_entry_problem(const char *s, size_t n)
 	return NULL;
 }
 
-static int check_secrets(const struct key *k, const char *s, char *msg, size_t len)
+static const char *module_problem(const char *s, size_t n)
 {
-	const char *sep = ", \t";
-	char q[48], word[300];
-	unsigned count = 0;
-
-	while (*s) {
-		const char *why;
-		size_t n;
-
-		s += strspn(s, sep);
-		n = strcspn(s, sep);
-		if (!n)
-			break;
-		snprintf(word, sizeof(word), "%.*s", (int)n, s);
-		why = secret_entry_problem(s, n);
-		if (!why && ++count > CONFIG_SECRET_PATHS_MAX)
-			why = "is one entry too many (at most " CONFIG_SECRET_PATHS_MAX_TEXT ")";
-		if (why) {
-			snprintf(msg, len, "[%s] %s: '%s' %s", k->section, k->name,
-				 clip(word, q, sizeof(q)), why);
-			return -1;
-		}
-		s += n;
-	}
-	return 0;
+	return proto_module_name_ok(s, n) ? NULL : "is not a module name (identifiers joined by '.')";
 }
 
-static int check_modules(const struct key *k, const char *s, char *msg, size_t len)
+/* What a list key's entries must be, and how many there may be. */
+struct list_rule {
+	const char *(*problem)(const char *s, size_t n); /* NULL when fine */
+	unsigned max;                                     /* 0: any number */
+	const char *too_many;
+};
+
+static const struct list_rule names_rule = { name_problem, 0, NULL };
+static const struct list_rule secrets_rule = {
+	secret_entry_problem, CONFIG_SECRET_PATHS_MAX,
+	"is one entry too many (at most " CONFIG_SECRET_PATHS_MAX_TEXT ")"
+};
+static const struct list_rule modules_rule = { module_problem, PROTO_PRELOAD_MAX,
+					       "is one module too many" };
+
+static int check_list(const struct key *k, const char *s, const struct list_rule *rule,
+		      char *msg, size_t len)
 {
-	const char *sep = ", \t";
-	char q[48], word[160];
+	char q[48], word[300];
 	unsigned count = 0;
+	const char *w;
+	size_t n;
 
-	while (*s) {
-		const char *why = NULL;
-		size_t n;
+	while ((n = config_list_next(&s, &w))) {
+		const char *why = rule->problem(w, n);
 
-		s += strspn(s, sep);
-		n = strcspn(s, sep);
-		if (!n)
-			break;
-		if (!proto_module_name_ok(s, n))
-			why = "is not a module name (identifiers joined by '.')";
-		else if (++count > PROTO_PRELOAD_MAX)
-			why = "is one module too many";
+		if (!why && rule->max && ++count > rule->max)
+			why = rule->too_many;
 		if (why) {
-			snprintf(word, sizeof(word), "%.*s", (int)n, s);
+			snprintf(word, sizeof(word), "%.*s", (int)n, w);
 			snprintf(msg, len, "[%s] %s: '%s' %s", k->section, k->name,
 				 clip(word, q, sizeof(q)), why);
 			return -1;
 		}
-		s += n;
 	}
 	return 0;
 }
@@ -795,11 +762,11 @@ static int set_string(struct config *c, const struct key *k, const char *s,
 			 why);
 		return -1;
 	}
-	if ((k->flags & K_NAMES) && check_names(k, s, msg, len))
+	if ((k->flags & K_NAMES) && check_list(k, s, &names_rule, msg, len))
 		return -1;
-	if ((k->flags & K_SECRETS) && check_secrets(k, s, msg, len))
+	if ((k->flags & K_SECRETS) && check_list(k, s, &secrets_rule, msg, len))
 		return -1;
-	if ((k->flags & K_MODULES) && check_modules(k, s, msg, len))
+	if ((k->flags & K_MODULES) && check_list(k, s, &modules_rule, msg, len))
 		return -1;
 	/* Zero the tail too, so equal configs are equal bytes. */
 	memset(field(c, k), 0, k->size);

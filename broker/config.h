@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 enum sandbox_mode { SANDBOX_LOCAL, SANDBOX_DOCKER, SANDBOX_NONE };
 
@@ -119,6 +120,22 @@ int config_validate(const struct config *c, struct config_error *err);
 void config_print(FILE *out, const struct config *c);
 /* "FILE:LINE: message", "FILE: message" or "message", and a newline. */
 void config_error_print(FILE *out, const struct config_error *err);
+
+/* The entries of a list value (allow_users, secret_paths, preload: commas
+ * or blanks between them), one a call: *word is the next and *s moves past
+ * it; the length is returned, 0 when none is left.  Inline: the modules
+ * that read these lists are in config.c's layer (ARCHITECTURE.md). */
+static inline size_t config_list_next(const char **s, const char **word)
+{
+	static const char sep[] = ", \t";
+	size_t n;
+
+	*s += strspn(*s, sep);
+	*word = *s;
+	n = strcspn(*s, sep);
+	*s += n;
+	return n;
+}
 const char *sandbox_mode_name(enum sandbox_mode m);
 
 #endif

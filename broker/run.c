@@ -304,19 +304,13 @@ static int engine_section(struct run *r, const struct run_request *rq, char *con
 /* [sandbox] preload's names into the job; the config holds them checked. */
 static void job_preload(const struct config *c, struct msg_job *job)
 {
-	const char *sep = ", \t", *s = c->preload;
+	const char *s = c->preload, *w;
+	size_t n;
 
 	job->warm = true;
 	job->n_preload = 0;
-	while (*s && job->n_preload < PROTO_PRELOAD_MAX) {
-		size_t n;
-
-		s += strspn(s, sep);
-		n = strcspn(s, sep);
-		if (n)
-			job->preload[job->n_preload++] = (struct pstr){ s, n };
-		s += n;
-	}
+	while (job->n_preload < PROTO_PRELOAD_MAX && (n = config_list_next(&s, &w)))
+		job->preload[job->n_preload++] = (struct pstr){ w, n };
 }
 
 static int send_job(struct run *r, const struct run_request *rq, const struct identity *id,
@@ -619,12 +613,12 @@ static int launch(struct broker *b, struct run *r, const struct run_request *rq,
 
 /* ---- spares ---------------------------------------------------------------
  *
- * [sandbox] warm: after a run starts, the next run with the same user,
+ * [sandbox] warm: when a run ends, the next run with the same user,
  * profile, working directory and environment is started ahead as a warm
  * job (PROTOCOL.md, "go"): a worker like any other builds its sandbox and
  * starts python3, which imports the preload list and waits.  The run that
- * matches it takes it, `go` hands its code over, and a new spare is made
- * for the one after.  A spare runs one snippet and is never reused; what
+ * matches it takes it, `go` hands its code over, and when that run ends a
+ * new spare is made for the one after.  A spare runs one snippet and is never reused; what
  * could change between its start and `go` is checked again: the mount
  * table here, the secret set, the working directory and the interpreter
  * by the worker (warm.c), which starts cold when they no longer hold. */
@@ -904,7 +898,7 @@ void runs_stop_spares(struct broker *b, const char *why)
 	struct run *r, *tmp;
 
 	TAILQ_FOREACH_SAFE(r, &b->runs, blink, tmp)
-		if (r->spare && !r->done && r->end == END_NONE)
+		if (spare_waiting(r))
 			spare_stop(r, why);
 }
 
@@ -918,8 +912,10 @@ int run_start(struct broker *b, struct client_link *s, const struct run_request 
 	if ((rc = check_limits(b, rq, err, errlen)) < 0)
 		return rc;
 	/* A spare was made as the peer's identity: no lookup on this path. */
-	if ((r = spare_take(b, s, rq)))
-		return spare_ask(b, r, rq), 0;
+	if ((r = spare_take(b, s, rq))) {
+		spare_ask(b, r, rq);
+		return 0;
+	}
 	if (privsep_identity(rq->peer_uid, &id, err, errlen) < 0)
 		return -EPERM;
 	r = run_new(b, s, rq);

@@ -66,7 +66,8 @@ static int add(struct msg_job *job, const struct identity *id, const char *s, si
 int secrets_fill_job(const struct broker *b, const struct identity *id, struct msg_job *job,
 		     char *err, size_t errlen)
 {
-	const char *sep = ", \t", *s = b->cfg.secret_paths;
+	const char *s = b->cfg.secret_paths, *w;
+	size_t n;
 	int rc = 0;
 
 	job->has_secrets = false;
@@ -80,15 +81,9 @@ int secrets_fill_job(const struct broker *b, const struct identity *id, struct m
 		for (size_t i = 0; rc == 0 && i < N_BUILTIN; i++)
 			if (!strchr(builtin[i], '/'))
 				rc = add(job, id, builtin[i], strlen(builtin[i]), err, errlen);
-		while (rc == 0 && *s) {
-			size_t n;
-
-			s += strspn(s, sep);
-			n = strcspn(s, sep);
-			if (n && !memchr(s, '/', n) && s[0] != '~')
-				rc = add(job, id, s, n, err, errlen);
-			s += n;
-		}
+		while (rc == 0 && (n = config_list_next(&s, &w)))
+			if (!memchr(w, '/', n) && w[0] != '~')
+				rc = add(job, id, w, n, err, errlen);
 		return rc;
 	}
 	if (job->profile != PROFILE_UNATTENDED)
@@ -98,15 +93,8 @@ int secrets_fill_job(const struct broker *b, const struct identity *id, struct m
 		rc = add(job, id, builtin[i], strlen(builtin[i]), err, errlen);
 	if (rc == 0 && b->state_dir[0] == '/')
 		rc = add(job, id, b->state_dir, strlen(b->state_dir), err, errlen);
-	while (rc == 0 && *s) {
-		size_t n;
-
-		s += strspn(s, sep);
-		n = strcspn(s, sep);
-		if (n)
-			rc = add(job, id, s, n, err, errlen);
-		s += n;
-	}
+	while (rc == 0 && (n = config_list_next(&s, &w)))
+		rc = add(job, id, w, n, err, errlen);
 	return rc;
 }
 
