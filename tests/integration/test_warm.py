@@ -17,6 +17,14 @@ from test_secrets import READ, plant, snippet_user
 WARM = "[sandbox]\nwarm = yes\n"
 
 
+def subdir(parent, name):
+    """A working directory the snippet's user may enter."""
+    d = os.path.join(parent, name)
+    os.mkdir(d)
+    os.chmod(d, 0o755)
+    return d
+
+
 def warm_broker(make_broker, extra=""):
     return make_broker(config=WARM + extra).start()
 
@@ -95,9 +103,7 @@ def test_state_and_randomness_are_not_shared(make_broker, tmpdir_k):
 def test_a_secret_made_after_the_spare_is_masked(make_broker, tmpdir_k):
     # The spare's namespace masks what existed when it started: nothing.
     b = warm_broker(make_broker, "secret_paths = %s/token, %s/vault\n" % (tmpdir_k, tmpdir_k))
-    work = os.path.join(tmpdir_k, "work")
-    os.mkdir(work)
-    os.chmod(work, 0o755)
+    work = subdir(tmpdir_k, "work")
     run(b, "pass", work)
     spare_waits(b)
     token, key = plant(tmpdir_k)
@@ -117,9 +123,7 @@ def test_a_secret_linked_back_after_the_spare_is_masked(make_broker, tmpdir_k):
     """The same file under the same name, so the same key: but unlinking it
     took the spare's mask away with the old name."""
     b = warm_broker(make_broker)
-    work = os.path.join(tmpdir_k, "work")
-    os.mkdir(work)
-    os.chmod(work, 0o755)
+    work = subdir(tmpdir_k, "work")
     env = os.path.join(work, ".env")
     with open(env, "w") as f:
         f.write("API_KEY=planted\n")
@@ -157,9 +161,7 @@ def test_the_receipt_names_what_preloaded_modules_were_refused(make_broker, tmpd
     """tokenize and linecache keep the open they imported: in a spare they
     import it after the receipt's wrappers, so their refusals are named."""
     b = warm_broker(make_broker)
-    work = os.path.join(tmpdir_k, "work")
-    os.mkdir(work)
-    os.chmod(work, 0o755)
+    work = subdir(tmpdir_k, "work")
     with open(os.path.join(work, ".env"), "w") as f:
         f.write("API_KEY=planted\n")
     code = ("import os, tokenize, linecache\n"
@@ -184,12 +186,7 @@ def test_the_receipt_names_what_preloaded_modules_were_refused(make_broker, tmpd
 
 def test_a_user_whose_spares_go_unused_gets_none_for_a_while(make_broker, tmpdir_k):
     b = warm_broker(make_broker, "warm_per_user = 1\n")
-    dirs = []
-    for i in range(3):
-        d = os.path.join(tmpdir_k, "d%d" % i)
-        os.mkdir(d)
-        os.chmod(d, 0o755)
-        dirs.append(d)
+    dirs = [subdir(tmpdir_k, "d%d" % i) for i in range(3)]
     for d in dirs:
         run(b, "pass", d)
         time.sleep(0.2)
@@ -204,14 +201,11 @@ def test_a_user_whose_spares_go_unused_gets_none_for_a_while(make_broker, tmpdir
 
 def test_a_replaced_working_directory_is_the_new_one(make_broker, tmpdir_k):
     b = warm_broker(make_broker)
-    work = os.path.join(tmpdir_k, "work")
-    os.mkdir(work)
-    os.chmod(work, 0o755)
+    work = subdir(tmpdir_k, "work")
     run(b, "pass", work)
     spare_waits(b)
     os.rename(work, work + ".old")
-    os.mkdir(work)
-    os.chmod(work, 0o755)
+    subdir(tmpdir_k, "work")
     open(os.path.join(work, "new-file"), "w").close()
     out = run(b, "import os; print(sorted(os.listdir('.')))", work)[0]
     assert out == "['new-file']\n", out
@@ -249,9 +243,7 @@ def test_a_run_cannot_reach_a_waiting_spare(make_broker, tmpdir_k, landlock):
     the run can neither signal it nor write its memory, nor (with Landlock)
     read it."""
     b = warm_broker(make_broker, "landlock = %s\n" % landlock)
-    other = os.path.join(tmpdir_k, "other")
-    os.mkdir(other)
-    os.chmod(other, 0o755)
+    other = subdir(tmpdir_k, "other")
     run(b, "pass", other)
     pid = spare_waits(b)
     # posix for os, flags by number: the pre-screen would refuse the snippet.
@@ -327,12 +319,7 @@ def test_a_changed_mount_table_stops_the_spare(make_broker, tmpdir_k):
 
 def test_spares_are_capped_and_not_counted_as_runs(make_broker, tmpdir_k):
     b = warm_broker(make_broker, "warm_per_user = 1\n[broker]\nmax_runs_per_uid = 1\n")
-    dirs = []
-    for i in range(2):
-        d = os.path.join(tmpdir_k, "d%d" % i)
-        os.mkdir(d)
-        os.chmod(d, 0o755)
-        dirs.append(d)
+    dirs = [subdir(tmpdir_k, "d%d" % i) for i in range(2)]
     run(b, "pass", dirs[0])
     first = spare_waits(b)
     # A waiting spare takes no run slot: a run elsewhere still starts ...
