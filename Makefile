@@ -106,11 +106,15 @@ reachable:
 # ---- running ---------------------------------------------------------------
 # As root the broker becomes its service user `kotoba` at once: create it
 # (and its group) from the same sysusers.d file an install uses.
-run: all reachable
+# The unit and integration suites need it too, to change uids as production does.
+.PHONY: service-user
+service-user:
 	@if [ "$$(id -u)" = 0 ] && ! getent passwd kotoba >/dev/null; then \
 		./tests/deps.sh systemd && \
 		echo "creating the service user kotoba (dist/systemd/kotoba.sysusers)" && \
 		systemd-sysusers $(abspath dist/systemd/kotoba.sysusers); fi
+
+run: all reachable service-user
 	$(BUILD)/kotoba-brokerd $(ARGS)
 
 # ---- tests -----------------------------------------------------------------
@@ -119,7 +123,7 @@ PYTEST := /usr/bin/python3 -m pytest -q -p no:cacheprovider
 check: all check-unit check-integration check-asan $(CHECK_EXTRA)
 	@echo "make check: all suites passed"
 
-check-unit: all unit-bins
+check-unit: all unit-bins service-user
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 # SANITIZED=1 tells the tests that memory figures are the sanitizer's.
