@@ -735,8 +735,12 @@ static bool spare_room(struct broker *b, uid_t uid)
 
 	if (!cpus)
 		cpus = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-	if (b->nruns >= (unsigned long)cpus || spare_unlucky(uid))
+	if (b->nruns >= (unsigned long)cpus)
 		return false;
+	if (spare_unlucky(uid)) {
+		log_debug("uid=%u no spare: its spares went unused", (unsigned)uid);
+		return false;
+	}
 	TAILQ_FOREACH(r, &b->runs, blink) {
 		if (!spare_waiting(r))
 			continue;

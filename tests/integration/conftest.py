@@ -57,6 +57,22 @@ def ensure_user(name):
     return pwd.getpwnam(name)
 
 
+# How long a test waits for a condition before it fails.  Only a backstop:
+# every wait ends as soon as its condition holds, so it may be generous
+# (a sanitizer build under `make check-stress` is many times slower).
+BACKSTOP_S = 120
+
+
+def wait_for(cond, what, timeout=BACKSTOP_S):
+    """Polls cond() until it is true; fails naming what it waited for."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("waited %d s for %s" % (timeout, what))
+        time.sleep(0.02)
+    return True
+
+
 class Broker:
     """One broker process and its temporary directories."""
 
@@ -216,15 +232,19 @@ class Client:
                 out["end"] = m
                 return out
 
-    def snippet_pid(self):
-        """Reads frames until the snippet's first stdout line: its pid."""
+    def first_line(self):
+        """Reads frames until the snippet's first stdout line, and returns it."""
         buf = b""
         while b"\n" not in buf:
             m = self.recv()
             assert m["type"] in ("started", "output"), m
             if m["type"] == "output" and m["stream"] == "stdout":
                 buf += m["data"]
-        return int(buf.split(b"\n")[0])
+        return buf.split(b"\n")[0].decode()
+
+    def snippet_pid(self):
+        """Reads frames until the snippet's first stdout line: its pid."""
+        return int(self.first_line())
 
     def close(self):
         self.sock.close()

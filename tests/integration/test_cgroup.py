@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import BROKERD, KOTOBA, Broker, SERVICE_USER
+from conftest import BROKERD, KOTOBA, Broker, SERVICE_USER, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: only a broker started "
                                 "as root can make cgroups on this machine")
@@ -25,32 +25,53 @@ MIB = 1 << 20
 LIMIT = 1 << 30  # [limits] memory below
 
 # Three children, each touching 600 MiB: every one is far under RLIMIT_AS
-# (1 GiB per process), and together they are 1.8 GiB.
+# (1 GiB per process), and together they are 1.8 GiB.  Each holds its
+# memory until all three do, or until one of them is gone: not for a time,
+# which a loaded machine may need just to touch the pages.
 THREE_CHILDREN = """
-import os, time
+import os, select
+ready_r, ready_w = os.pipe()
+go_r, go_w = os.pipe()
 kids = []
 for i in range(3):
     pid = os.fork()
     if pid == 0:
+        os.close(ready_r); os.close(go_w)
         block = b"\\x01" * (600 * 2**20)
-        time.sleep(1.5)
+        os.write(ready_w, b"r")
+        os.read(go_r, 1)
         os._exit(0)
     kids.append(pid)
-print(" ".join(str(os.waitpid(k, 0)[1]) for k in kids))
+os.close(ready_w); os.close(go_r)
+status, ready = {}, 0
+while ready < 3 and not status:
+    if select.select([ready_r], [], [], 0.05)[0]:
+        ready += len(os.read(ready_r, 3))
+    for k in kids:
+        pid, st = os.waitpid(k, os.WNOHANG)
+        if pid:
+            status[k] = st
+os.close(go_w)
+print(" ".join(str(status[k] if k in status else os.waitpid(k, 0)[1]) for k in kids))
 """
 
+# Every child lives until the loop is over (the pipe's EOF), however long
+# the forks take.
 FORK_UNTIL_REFUSED = """
-import os, resource, time
+import os, resource
 print(resource.getrlimit(resource.RLIMIT_NPROC)[0])
+r, w = os.pipe()
 n = 0
 try:
     while n < 1000:
         if os.fork() == 0:
-            time.sleep(2)
+            os.close(w)
+            os.read(r, 1)
             os._exit(0)
         n += 1
 except OSError as e:
     print(n, e.errno)
+os.close(w)
 """
 
 
@@ -98,15 +119,6 @@ def peak_bytes(num, unit):
     return int(num) * {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
 
 
-def wait_for(pred, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
-
-
 @needs_v1
 def test_broker_says_which_cgroups_hold(cgbroker):
     dirs = v1_dirs(cgbroker.proc.pid)
@@ -126,7 +138,7 @@ def test_memory_limit_holds_for_all_processes_together(cgbroker, approve):
     # just that something died of SIGKILL.
     assert out["limit"] == "memory", out
     statuses = [int(s) for s in out["stdout"].split()]
-    assert 9 in [s & 0x7f for s in statuses], out
+    assert 9 in [s & 0x7f for s in statuses], repr(out)
     log = cgbroker.read_log()
     assert "out of memory: 1 GiB limit for all the snippet's processes together" in log, log
     run, num, unit, ooms, _, _ = cgroup_lines(cgbroker)[-1]
@@ -168,10 +180,10 @@ def test_each_runs_cgroup_is_removed(cgbroker):
     # own: only the three runs' must be gone now, and every one at the stop.
     def ended():
         return {"run-" + i for i in re.findall(r"run=(\d+) ended: finished", cgbroker.read_log())}
-    assert wait_for(lambda: len(ended()) == 3), cgbroker.read_log()
+    wait_for(lambda: len(ended()) == 3, "three runs' ends in the log")
     ran = ended()
     for d in dirs.values():
-        assert wait_for(lambda: not ran & set(os.listdir(d))), os.listdir(d)
+        wait_for(lambda: not ran & set(os.listdir(d)), "the runs' cgroups to be removed from " + d)
     cgbroker.stop()
     for d in dirs.values():
         assert not os.path.exists(d), d
@@ -227,7 +239,8 @@ def per_user_broker(tmpdir_k):
                                  os.path.join(home, "state"), "--config", conf],
                                 user=pw.pw_uid, group=pw.pw_gid, env={"HOME": home},
                                 stdout=lf, stderr=lf)
-    assert wait_for(lambda: os.path.exists(sock), 10), open(log).read()
+    wait_for(lambda: os.path.exists(sock) or proc.poll() is not None, "the broker's socket")
+    assert os.path.exists(sock), open(log).read()
 
     def run(code):
         p = subprocess.run([KOTOBA, "run", "--socket", sock, "--no-channel", "--json", "-c",

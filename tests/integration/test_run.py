@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import KOTOBA
+from conftest import KOTOBA, wait_for
 
 
 def pid_alive(pid):
@@ -247,9 +247,7 @@ def test_disconnect_kills_snippet(broker):
         m = c.recv()
     pid = int(m["data"])
     c.close()
-    deadline = time.monotonic() + 5
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: not pid_alive(pid), "the snippet %d to be gone" % pid)
     assert not pid_alive(pid)
     assert broker.run_json("print(1)")["exit"] == 0
 
@@ -318,9 +316,7 @@ def test_worker_killed_mid_run_leaves_nothing(broker):
     os.kill(worker, signal.SIGKILL)
     end = c.until_end()["end"]
     assert end["type"] == "error" and end["code"] == "worker-lost", end
-    deadline = time.monotonic() + 3
-    while any(pid_alive(p) for p in pids.values()) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: not any(pid_alive(p) for p in pids.values()), "the snippet's processes to be gone")
     for kind, pid in pids.items():
         assert not pid_alive(pid), "%s %d outlived its worker" % (kind, pid)
     assert broker.run_json("print(1)")["exit"] == 0

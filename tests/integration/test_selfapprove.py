@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from conftest import wait_for
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PKG = os.path.join(ROOT, "client", "python")
 OPEN_SOCKET = "[broker]\nsocket_mode = 0666\n"
@@ -59,11 +61,11 @@ res = {"snippet": attempts()}
 r, w = os.pipe()
 if os.fork() == 0:
     os.setsid()
+    middle = os.getpid()
     if os.fork() == 0:
         os.close(r)
-        while os.getppid() == os.getpid():  # never true: wait for the orphaning
-            pass
-        time.sleep(0.2)  # the middle process has exited: reparented to the worker
+        while os.getppid() == middle:  # until the middle process has exited
+            time.sleep(0.01)           # and this one is the worker's
         os.write(w, json.dumps({"ppid": os.getppid(), **attempts()}).encode())
         os._exit(0)
     os._exit(0)
@@ -214,9 +216,7 @@ def test_a_peer_that_cannot_be_seen_is_refused(open_broker):
     # kill() returns before the stop takes effect: wait until the broker is
     # really stopped, so it cannot accept (and look) before the connector
     # has gone.
-    deadline = time.monotonic() + 10
-    while _state(open_broker.proc.pid) != "T" and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: _state(open_broker.proc.pid) == "T", "the broker to be stopped")
     try:
         r, w = os.pipe()
         pid = os.fork()

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BROKERD
+from conftest import BACKSTOP_S, BROKERD, wait_for
 from test_secrets import READ, plant, snippet_user
 
 WARM = "[sandbox]\nwarm = yes\n"
@@ -43,7 +43,7 @@ def run(b, code, cwd, env=None, timeout_ms=None):
     return out["stdout"].decode(), out["stderr"].decode(), out["end"]
 
 
-def wait_log(b, pattern, count=1, timeout=10):
+def wait_log(b, pattern, count=1, timeout=BACKSTOP_S):
     """Waits until the broker's log has pattern count times; returns the log."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -52,6 +52,14 @@ def wait_log(b, pattern, count=1, timeout=10):
             return log
         time.sleep(0.02)
     raise AssertionError("no %r x%d in the log:\n%s" % (pattern, count, b.read_log()[-3000:]))
+
+
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def spare_waits(b, count=1):
@@ -187,14 +195,17 @@ def test_the_receipt_names_what_preloaded_modules_were_refused(make_broker, tmpd
 def test_a_user_whose_spares_go_unused_gets_none_for_a_while(make_broker, tmpdir_k):
     b = warm_broker(make_broker, "warm_per_user = 1\n")
     dirs = [subdir(tmpdir_k, "d%d" % i) for i in range(3)]
-    for d in dirs:
+    for i, d in enumerate(dirs):
         run(b, "pass", d)
-        time.sleep(0.2)
+        if i < 2:  # the third run's end finds two spares gone unused: none
+            spare_waits(b, i + 1)
     wait_log(b, r"spares went unused 2 times in a row")
     made = len(re.findall(r"started spare worker", b.read_log()))
+    refused = len(re.findall(r"no spare: its spares went unused", b.read_log()))
     for d in dirs:
         run(b, "pass", d)
-    time.sleep(0.3)
+    # each run's end asked for a spare, and each was refused
+    wait_log(b, r"no spare: its spares went unused", refused + len(dirs))
     assert len(re.findall(r"started spare worker", b.read_log())) == made, b.read_log()
     assert took(b) == 0
 
@@ -215,9 +226,8 @@ def test_the_clock_starts_at_go(make_broker, tmpdir_k):
     b = warm_broker(make_broker)
     run(b, "pass", tmpdir_k)
     spare_waits(b)
-    time.sleep(1.5)  # longer than the run's own limit
-    out, _, end = run(b, "import time; time.sleep(0.3); print('done')", tmpdir_k,
-                      timeout_ms=1000)
+    time.sleep(2.5)  # the spare waits longer than the run's own limit
+    out, _, end = run(b, "print('done')", tmpdir_k, timeout_ms=2000)
     assert out == "done\n" and end["type"] == "exit" and end["code"] == 0, (out, end)
     assert took(b) == 1
     # ... and it holds: a warm run past its limit is stopped like a cold one.
@@ -294,10 +304,7 @@ def test_reload_and_idle_stop_spares(make_broker, tmpdir_k):
     assert pid2 != pid
     wait_log(b, r"spare stopped: no snippet took it in \[sandbox\] warm_idle")
     for p in (pid, pid2):
-        with pytest.raises(ProcessLookupError):
-            for _ in range(100):
-                os.kill(p, 0)
-                time.sleep(0.02)
+        wait_for(lambda: gone(p), "the spare %d to be gone" % p)
 
 
 def test_a_changed_mount_table_stops_the_spare(make_broker, tmpdir_k):
@@ -327,10 +334,7 @@ def test_spares_are_capped_and_not_counted_as_runs(make_broker, tmpdir_k):
     # ... and its spare takes the place of the first (one per user here).
     second = spare_waits(b, 2)
     wait_log(b, r"spare stopped: its user's newer run wants a spare")
-    with pytest.raises(ProcessLookupError):
-        for _ in range(200):
-            os.kill(first, 0)
-            time.sleep(0.02)
+    wait_for(lambda: gone(first), "the first spare to be gone")
     os.kill(second, 0)
     assert run(b, "print('back')", dirs[1])[0] == "back\n" and took(b) == 1, b.read_log()
 

@@ -631,12 +631,16 @@ def test_output_pipes_close_with_the_snippet_not_the_worker():
     (so at the end it sees EOF as the last snippet process exits)."""
     if os.environ.get("KOTOBA_SANITIZED"):
         pytest.skip("a sanitizer build keeps the worker's stderr for its reports")
-    w = Worker("import os, time\nos.close(1); os.close(2)\ntime.sleep(2)\n", job())
-    end = time.monotonic() + 1.5
+    # The snippet goes on until the test signals it, after both EOFs.
+    w = Worker("import os, signal\nsignal.signal(signal.SIGUSR1, lambda *a: None)\n"
+               "os.close(1); os.close(2)\nsignal.pause()\n", job())
+    ready = w.wait_msg("ready")
+    end = time.monotonic() + 120
     while (w.out_r >= 0 or w.err_r >= 0) and time.monotonic() < end:
         w.pump(0.1)
     assert w.out_r < 0 and w.err_r < 0, "a pipe stayed open after the snippet closed it"
     assert "finished" not in w.types()
+    os.kill(ready["pid"], signal.SIGUSR1)
     assert w.finish().only("finished")["code"] == 0
 
 
