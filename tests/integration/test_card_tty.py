@@ -22,7 +22,7 @@ import time
 import msgpack
 import pytest
 
-from conftest import KOTOBA
+from conftest import BACKSTOP_S, KOTOBA
 from vt100 import Screen
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
@@ -251,7 +251,7 @@ def test_card_shows_cwd_timeout_env_and_limits(broker, workdir):
         finally:
             os._exit(127)
     screen, out = Screen(COLS, 50), b""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + BACKSTOP_S
     try:
         while time.monotonic() < deadline and "Your choice" not in screen.cursor_line():
             if select.select([fd], [], [], 0.3)[0]:
@@ -450,7 +450,7 @@ def test_card_in_tmux_shows_the_real_line_1(broker, workdir):
     subprocess.run(tmux + ["new-session", "-d", "-x", str(COLS), "-y", str(ROWS), cmd],
                    check=True)
     try:
-        deadline, screens = time.monotonic() + 30, []
+        deadline, screens = time.monotonic() + BACKSTOP_S, []
         while time.monotonic() < deadline:
             screen = subprocess.run(tmux + ["capture-pane", "-p"], capture_output=True,
                                     text=True).stdout

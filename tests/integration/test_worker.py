@@ -21,6 +21,8 @@ import time
 import msgpack
 import pytest
 
+from conftest import BACKSTOP_S
+
 BUILD = os.environ.get("KOTOBA_BUILD", "/work/main/build")
 WORKER = os.path.join(BUILD, "kotoba-worker")
 PYTHON = "/usr/bin/python3"
@@ -149,7 +151,7 @@ class Worker:
                 self.err_r = -1
         return True
 
-    def wait_msg(self, mtype, timeout=20):
+    def wait_msg(self, mtype, timeout=BACKSTOP_S):
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             for m in self.msgs:
@@ -159,7 +161,7 @@ class Worker:
                 break
         raise AssertionError(f"no {mtype!r} message; got {self.msgs}, stderr {bytes(self.err)!r}")
 
-    def finish(self, timeout=30):
+    def finish(self, timeout=BACKSTOP_S):
         end = time.monotonic() + timeout
         while time.monotonic() < end and self.pump(0.2):
             pass
@@ -291,7 +293,7 @@ def test_scratch_that_cannot_go_is_reported_after_the_result():
                 break
             time.sleep(0.05)
     """), job())
-    end = time.monotonic() + 20
+    end = time.monotonic() + BACKSTOP_S
     while b"\n" not in w.out and time.monotonic() < end:
         w.pump(0.1)
     scratch = bytes(w.out).decode().split()[0]
@@ -635,7 +637,7 @@ def test_output_pipes_close_with_the_snippet_not_the_worker():
     w = Worker("import os, signal\nsignal.signal(signal.SIGUSR1, lambda *a: None)\n"
                "os.close(1); os.close(2)\nsignal.pause()\n", job())
     ready = w.wait_msg("ready")
-    end = time.monotonic() + 120
+    end = time.monotonic() + BACKSTOP_S
     while (w.out_r >= 0 or w.err_r >= 0) and time.monotonic() < end:
         w.pump(0.1)
     assert w.out_r < 0 and w.err_r < 0, "a pipe stayed open after the snippet closed it"
@@ -657,7 +659,7 @@ def test_closing_fd3_mid_run_kills_snippet():
         time.sleep(1000)
     """), job())
     ready = w.wait_msg("ready")
-    end = time.monotonic() + 10
+    end = time.monotonic() + BACKSTOP_S
     while bytes(w.out).count(b"\n") < 2 and time.monotonic() < end:
         w.pump(0.1)
     pids = [int(x) for x in bytes(w.out).split()]
