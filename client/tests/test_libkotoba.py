@@ -247,7 +247,7 @@ def test_event_loop_runs_a_snippet_without_blocking(broker_proc):
     # the snippet sleeps between its lines: a loop that blocked in the
     # library would see no timer ticks meanwhile
     ev = kc(broker_proc.socket, "poll",
-            "import time\nprint('a', flush=True)\ntime.sleep(0.5)\nprint('b')\n",
+            "import time\nprint('a', flush=True)\ntime.sleep(1)\nprint('b')\n",
             broker_proc.dir)
     out = "".join(e["data"] for e in ev if e["event"] == "output")
     assert out == "a\nb\n", ev

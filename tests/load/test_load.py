@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import resource
+import select
 import subprocess
 import tempfile
 import shutil
@@ -159,7 +160,7 @@ def fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
-def gone(pid, within=3.0):
+def gone(pid, within=kit.BACKSTOP_S):
     """True when pid no longer runs (a zombie counts as gone) within the time."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -178,7 +179,7 @@ def children(pid):
         return f.read().split()
 
 
-def rest_fds(broker, within=5.0):
+def rest_fds(broker, within=kit.BACKSTOP_S):
     """The broker's fd count once no run is left and it holds still."""
     pid = broker.proc.pid
     deadline = time.monotonic() + within
@@ -192,7 +193,7 @@ def rest_fds(broker, within=5.0):
     return fds(pid)
 
 
-def settle_fds(broker, base, within=5.0):
+def settle_fds(broker, base, within=kit.BACKSTOP_S):
     deadline = time.monotonic() + within
     while fds(broker.proc.pid) != base and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -233,13 +234,10 @@ def test_disconnect_mid_card_expires_it(load_broker):
     c.close()
     assert settle_fds(load_broker, base) == base
     # Recorded as expired (nobody answered), never as a denial.
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        ends = [r for r in audit_rows(load_broker) if r["run"] == 77]
-        if any(r["decision"] == "expired" for r in ends):
-            break
-        time.sleep(0.05)
-    assert [r["decision"] for r in ends] == ["card", "expired"], ends
+    def ends():
+        return [r["decision"] for r in audit_rows(load_broker) if r["run"] == 77]
+    kit.wait_for(lambda: "expired" in ends(), "run 77's expired row")
+    assert ends() == ["card", "expired"], ends()
     served(load_broker)
 
 
@@ -337,21 +335,32 @@ def test_open_file_limit_refuses_by_name_without_spinning():
     from; once connections close it serves again."""
     d = tempfile.mkdtemp(prefix="kotoba-nofile-")
     os.chmod(d, 0o755)
-    b = kit.Broker(d)
+    # hello_timeout out of reach: a connection accepted and waiting for its
+    # hello has no frame to read for as long as the test looks
+    b = kit.Broker(d, config="[quota]\nhello_timeout = 10m\n")
     b.args = ["prlimit", "--nofile=48", "--"] + b.args
     b.start()
     try:
+        def taken():  # connections the broker has served or refused
+            log = b.read_log()
+            return log.count(" connected\n"), log.count("refused a connection")
+        before = sum(taken())
         held = [kit.Client(b.socket) for _ in range(80)]
+        kit.wait_for(lambda: sum(taken()) - before == len(held),
+                     "the broker to take or refuse all %d connections" % len(held))
         t0 = cpu_seconds(b.proc.pid)
-        time.sleep(1)
+        time.sleep(1)  # with every connection taken: a broker that spins spends this
         spent = cpu_seconds(b.proc.pid) - t0
-        refusals = []
-        for c in held:
-            c.sock.settimeout(0.05)
-            try:
-                refusals.append(c.recv())
-            except OSError:
-                pass  # accepted and waiting for hello: no frame
+        # A refused connection has its frame and then EOF; an accepted one
+        # waits for its hello and has nothing.
+        refusals, pending = [], list(held)
+        def collect():
+            for c in list(pending):
+                if select.select([c.sock], [], [], 0)[0]:
+                    refusals.append(c.recv())
+                    pending.remove(c)
+            return len(refusals) == taken()[1]
+        kit.wait_for(collect, "a busy frame on each refused connection")
         assert refusals, "no connection was refused at RLIMIT_NOFILE 48"
         for m in refusals:
             assert m["type"] == "error" and m["code"] == "busy", m
@@ -359,7 +368,6 @@ def test_open_file_limit_refuses_by_name_without_spinning():
         assert spent < 0.2, "the broker spent %.2f s of CPU in 1 s at its fd limit" % spent
         for c in held:
             c.close()
-        time.sleep(0.2)
         served(b)
         assert b.read_log().count("refused a connection") == len(refusals)
     finally:

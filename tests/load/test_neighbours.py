@@ -36,6 +36,7 @@ RESULTS = os.environ.get("KOTOBA_LOAD_RESULTS")
 # Under AddressSanitizer freed memory sits in its quarantine: RSS says
 # nothing about the broker's own, so it is reported, not judged.
 SANITIZED = os.environ.get("KOTOBA_SANITIZED") == "1"
+BACKSTOP_S = kit.BACKSTOP_S
 FLOODER, VICTIM = "kotoba-na", "kotoba-nb"
 MIB = 1 << 20
 
@@ -285,8 +286,13 @@ def test_flood_leaves_neighbour_served(nbroker, users):
 
     for c in conns:
         c.close()
-    time.sleep(1.0)
+    # the broker frees once it has read every close: on a busy machine
+    # that takes a while, so poll (a leak never gets there)
+    deadline = time.monotonic() + BACKSTOP_S
     rss_after = rss_kb(pid)
+    while not SANITIZED and rss_after - rss0 > 16 * 1024 and time.monotonic() < deadline:
+        time.sleep(0.25)
+        rss_after = rss_kb(pid)
     # The flooder is over its quota, yet its cards' ends are recorded.
     db = sqlite3.connect("file:%s?mode=ro" % os.path.join(b.state, "kotoba.db"), uri=True)
     expired = db.execute("SELECT count(*) FROM audit WHERE uid = ? AND decision = 'expired'",
@@ -314,7 +320,8 @@ def test_flood_leaves_neighbour_served(nbroker, users):
     assert state1 - state0 <= AUDIT_BYTES + 8 * MIB, figures
     # No hello in time, or a frame trickled: too-slow, then closed.
     assert silent_ends == ["too-slow"] * len(silent), figures
-    assert all(t.closed_after is not None and t.closed_after < 15 for t in trickles), figures
+    # closed before the frame's 68 bytes, 20 s of trickling, were all sent
+    assert all(t.closed_after is not None for t in trickles), figures
     assert SANITIZED or rss_after - rss0 <= 16 * 1024, figures
     assert expired == cards, figures
 
@@ -339,7 +346,6 @@ def test_memory_returned_after_cards_close(make_broker):
     warm.exec(big(0, False), id=1, cwd="/")
     assert warm.recv()["type"] == "card"
     warm.close()
-    time.sleep(0.5)
     before = rss_kb(pid)
     conns = [b.client(channel=True) for _ in range(20)]
     cards = 0
@@ -353,7 +359,7 @@ def test_memory_returned_after_cards_close(make_broker):
         c.close()
     # The broker frees and trims once it has read every close; on a busy
     # machine that can take more than a moment, so wait for it (bounded).
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + BACKSTOP_S
     after = rss_kb(pid)
     while after - before > 24 * 1024 and time.monotonic() < deadline:
         time.sleep(0.25)
@@ -402,6 +408,7 @@ def test_queue_full_cancel_and_timeout(make_broker, tmpdir_k):
     for _ in range(2):
         assert c.recv()["type"] == "started"
     c.exec("print(3)", id=3, cwd=tmpdir_k)
+    sent_4 = time.monotonic()
     c.exec("print(4)", id=4, cwd=tmpdir_k)
     c.exec("print(5)", id=5, cwd=tmpdir_k)
     q3, q4, full = c.recv(), c.recv(), c.recv()
@@ -414,12 +421,12 @@ def test_queue_full_cancel_and_timeout(make_broker, tmpdir_k):
     c.send({"type": "cancel", "id": 3})
     m = c.recv()
     assert m["type"] == "error" and m["code"] == "cancelled" and m["id"] == 3, m
-    # the other waits out queue_timeout and does not run
-    t0 = time.monotonic()
+    # the other waits out queue_timeout (it cannot end sooner than that
+    # after it was sent) and does not run
     m = c.recv()
     assert m["type"] == "error" and m["code"] == "busy" and m["id"] == 4 and \
         "queue_timeout" in m["message"], m
-    assert 1.0 < time.monotonic() - t0 < 10
+    assert time.monotonic() - sent_4 >= 1.5
     for i in (1, 2):
         c.send({"type": "cancel", "id": i})
     ends = sorted(c.recv()["code"] for _ in range(2))

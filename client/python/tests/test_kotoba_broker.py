@@ -24,7 +24,15 @@ def pid_alive(pid):
         return False
 
 
-def assert_dies(pid, seconds=5):
+def wait_until(cond, what, seconds=120):
+    """Polls cond() until true; fails naming what it waited for."""
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, "waited %d s for %s" % (seconds, what)
+        time.sleep(0.02)
+
+
+def assert_dies(pid, seconds=120):
     """Fails, saying what the process is, when it is still alive after
     `seconds`: its status and command line, to tell a live snippet from a
     reused pid."""
@@ -90,7 +98,7 @@ def test_result_signal_timeout_truncated(broker_proc):
         r = c.run("import time\nprint('before', flush=True)\ntime.sleep(60)",
                   cwd=broker_proc.dir, timeout=0.8)
         assert r.timed_out and r.limit == "wall" and r.stdout == "before\n"
-        assert 0.7 < r.duration < 10
+        assert r.duration > 0.7
         r = c.run("import sys\nsys.stdout.write('x' * 300000)", cwd=broker_proc.dir)
         assert r.truncated and len(r.stdout) == 200000 and r.exit_code == 0
 
@@ -185,8 +193,11 @@ def test_card_expired(make_broker):
     b = make_broker(config="[gate]\ncard_timeout = 1\n")
     with connect(b) as c:
         def slow(card):
+            # answers only once the broker has recorded the card expired
             assert card.expires == 1
-            time.sleep(1.6)
+            with connect(b, channel=False) as other:
+                wait_until(lambda: "expired" in [r.decision for r in other.audit_tail(5)],
+                           "the card's expired row")
             return "once"
         with pytest.raises(kb.Expired) as e:
             c.run("print(1)", cwd=b.dir, on_card=slow)
@@ -212,10 +223,8 @@ def test_card_expired_async(make_broker):
 
     async def main():
         async with AsyncBroker(socket_path=b.socket) as c:
-            t = time.monotonic()
             with pytest.raises(kb.Expired):
                 await c.run("print(1)", cwd=b.dir, on_card=never)
-            assert time.monotonic() - t < 10
         assert cancelled
 
     asyncio.run(main())
@@ -398,7 +407,7 @@ def test_cancel_from_asyncio(broker_proc):
             with pytest.raises(asyncio.CancelledError):
                 await task
             # the broker confirmed before CancelledError reached us
-            assert_dies(pids[0], 2)
+            assert_dies(pids[0])
             rows = await c.audit_tail(5)
             assert "cancelled" in [r.decision for r in rows]
             # the connection goes on
