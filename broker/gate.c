@@ -1173,20 +1173,47 @@ static struct card *escalation_copy(struct client_link *cl, const struct run_req
 	return c;
 }
 
+/* The first refusal of the run that a witness outside the snippet saw
+ * (the worker's supervisor: the exec gate, the kernel's word), and how
+ * many such refusals it lists; NULL when there is none.  What only the
+ * snippet's own interpreter reported is the snippet's word, which any
+ * snippet can make up: it never brings a card that asks for the person's
+ * permissions. */
+static const struct blocked_op *witnessed(const struct receipt *b, uint64_t *count)
+{
+	const struct blocked_op *first = NULL;
+
+	*count = 0;
+	for (size_t i = 0; b && i < b->n; i++) {
+		if (b->op[i].seen_by == SEEN_BY_PYTHON)
+			continue;
+		if (!first)
+			first = &b->op[i];
+		*count += b->op[i].count;
+	}
+	return first;
+}
+
 /* Asked as a run's exit is sent: an escalation card follows when the
- * sandbox stopped something and a person can still answer one, within
- * the same bounds as any card. */
+ * sandbox stopped something that a witness outside the snippet saw, and
+ * a person can still answer one, within the same bounds as any card. */
 static bool run_escalates(struct client_link *cl, const struct run_info *ri, void *ctx)
 {
 	const struct card *c = ctx;
 	const char *why = NULL;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, seen;
 
 	/* A cancel that came after the snippet ended still ends the exec
 	 * with this exit: nobody is asked again about what they stopped. */
 	if (!c || ri->end != END_FINISHED || ri->cancelled || !ri->blocked ||
 	    !ri->blocked->total)
 		return false;
+	if (!witnessed(ri->blocked, &seen)) {
+		log_info("uid=%u request %" PRIu64 ": no escalation card: the %" PRIu64 " refusals "
+			 "of its receipt are the snippet's own report, which no witness outside it "
+			 "saw", (unsigned)ri->uid, ri->id, ri->blocked->total);
+		return false;
+	}
 	waiting_of_uid(&waiting, ri->uid, &bytes);
 	if (!cl || client_closed(cl) || cl->shut)
 		why = "nobody can answer a card on its connection any more";
@@ -1209,8 +1236,9 @@ static bool run_escalates(struct client_link *cl, const struct run_info *ri, voi
 static void escalation_offer(struct card *c, const struct run_info *ri, int64_t exit_seq)
 {
 	struct client_link *cl = ri->cl;
-	uint64_t n = ri->blocked->total;
-	char reason[300];
+	uint64_t n;
+	const struct blocked_op *op = witnessed(ri->blocked, &n);
+	char reason[700];
 
 	if (!cl || client_closed(cl)) {
 		card_free(c);
@@ -1234,9 +1262,11 @@ static void escalation_offer(struct card *c, const struct run_info *ri, int64_t 
 		return;
 	}
 	snprintf(reason, sizeof(reason), "This snippet already ran once under your %s grant, and "
-		 "the sandbox stopped %" PRIu64 " operation%s in it; what that run did stays "
-		 "done. Run it again with your permissions (the approved profile)?", FAMILY, n,
-		 n == 1 ? "" : "s");
+		 "the sandbox stopped %" PRIu64 " operation%s in it, seen by the %s: %s %s (%s)%s; "
+		 "what that run did stays done. Run it again with your permissions (the approved "
+		 "profile)?", FAMILY, n, n == 1 ? "" : "s", witness_name(op->seen_by),
+		 block_kind_name(op->kind), op->target, blocker_name(op->by),
+		 n > op->count ? " and more" : "");
 	TAILQ_INSERT_TAIL(&cards, c, link);
 	log_info("uid=%u escalation card %s for request %" PRIu64 " after row %" PRId64,
 		 (unsigned)cl->peer.uid, c->card_id, c->id, exit_seq);

@@ -12,12 +12,23 @@ from test_audit import copy_of, owner_edit, rechain, verify
 from test_receipt import PRELUDE, home  # noqa: F401  (fixture)
 
 # Writes notes.md in the working directory, which the unattended profile
-# refuses (the user owns the directory: only the sandbox can refuse it).
-WRITE = PRELUDE + ("try:\n"
-                   "    o('notes.md', 'a' + 't').write('done\\n')\n"
-                   "    print('wrote')\n"
-                   "except PermissionError:\n"
-                   "    print('refused')\n")
+# refuses (the user owns the directory: only the sandbox can refuse it),
+# and starts /bin/true, which the exec gate refuses: a refusal a witness
+# outside the snippet sees, as an escalation card needs.
+ONLY_WRITE = PRELUDE + ("try:\n"
+                        "    o('notes.md', 'a' + 't').write('done\\n')\n"
+                        "    print('wrote')\n"
+                        "except PermissionError:\n"
+                        "    print('refused')\n")
+WRITE = ONLY_WRITE + ("try:\n"
+                      "    getattr(m('sub' + 'process'), 'ca' + 'll')(['/bin/true'])\n"
+                      "except PermissionError:\n"
+                      "    pass\n")
+# What the first run of WRITE refused, as its exit lists it: the worker's
+# own entries first.
+def stopped(home):
+    return [("exec", "/bin/true"), ("create", os.path.join(home, "notes.md"))]
+
 HARMLESS = "print(6 * 7)\n"
 
 
@@ -93,13 +104,13 @@ def test_a_stopped_grant_run_is_offered_and_reruns_approved(broker, home):
     out = b"".join(m["data"] for m in frames if m["type"] == "output")
     assert out == b"refused\n" and not os.path.exists(os.path.join(home, "notes.md"))
     assert end["escalate"] is True and end["profile"] == "unattended", end
-    assert [(e["kind"], e["target"]) for e in end["blocked"]] == \
-        [("create", os.path.join(home, "notes.md"))], end
+    assert [(e["kind"], e["target"]) for e in end["blocked"]] == stopped(home), end
     # The card: the whole snippet, the first run's receipt, its audit row.
     assert card["type"] == "card" and card["kind"] == "escalate" and card["id"] == 1, card
     assert card["snippet"] == WRITE and card["options"] == ["rerun", "leave"], card
     assert card["blocked"] == end["blocked"] and card["blocked_total"] == end["blocked_total"]
     assert "already ran once" in card["reason"] and "stays done" in card["reason"], card
+    assert "seen by the worker: exec /bin/true (exec gate)" in card["reason"], card
     assert card["cwd"] == home and "family" not in card, card
     # Nothing runs again before the answer.
     c.sock.settimeout(0.5)
@@ -122,7 +133,7 @@ def test_a_stopped_grant_run_is_offered_and_reruns_approved(broker, home):
     rows = audit_rows(broker)
     first_exit = [r for r in rows if r["seq"] == card["after_seq"]]
     assert first_exit and first_exit[0]["event"] == "exit" and \
-        first_exit[0]["approver"] == "grant" and first_exit[0]["blocked_total"] == 1, rows
+        first_exit[0]["approver"] == "grant" and first_exit[0]["blocked_total"] == 2, rows
     linked = [(r["event"], r["decision"], r["approver"], r["profile"])
               for r in rows if r.get("after") == card["after_seq"]]
     assert linked == [("decision", "card", "", ""), ("decision", "ran", "user", "approved"),
@@ -174,7 +185,31 @@ def test_no_card_when_nothing_was_stopped(broker, home):
 def test_no_card_for_a_client_that_cannot_show_one(broker, home):
     save_grant(broker, home)
     c, frames, end, card = first_run(broker, home, escalate=False)
-    assert card is None and "escalate" not in end and end["blocked_total"] == 1, end
+    assert card is None and "escalate" not in end and end["blocked_total"] == 2, end
+
+
+def test_no_card_for_what_only_the_snippet_reported(broker, home):
+    # The interpreter's report of the refused write is the snippet's word:
+    # it is in the receipt, and brings no card.
+    save_grant(broker, home)
+    c, frames, end, card = first_run(broker, home, code=ONLY_WRITE)
+    assert card is None and "escalate" not in end, end
+    assert [(e["kind"], e["seen_by"]) for e in end["blocked"]] == [("create", "python")], end
+
+
+def test_a_forged_receipt_line_brings_no_card(broker, home):
+    # A snippet that refuses nothing writes a line of its own to the
+    # receipt pipe: the worker keeps it as the interpreter's report (the
+    # profile would refuse a bind), and no card asks for the person's
+    # permissions on its word.
+    save_grant(broker, home)
+    forge = "import os\nos.write(4, b'bind\\t127.0.0.1:8080\\n')\nprint('fine')\n"
+    c, frames, end, card = first_run(broker, home, code=forge)
+    assert card is None and "escalate" not in end, end
+    assert [(e["kind"], e["target"], e["seen_by"]) for e in end["blocked"]] == \
+        [("bind", "127.0.0.1:8080", "python")], end
+    c.send({"type": "exec", "id": 2, "code": HARMLESS, "cwd": home})
+    assert c.until_end(id=2)["end"]["type"] == "exit"  # nothing else was in between
 
 
 def test_no_card_for_a_snippet_a_person_approved(broker, home):
@@ -193,7 +228,7 @@ def test_no_card_under_escalate_never(make_broker, home):
     b = make_broker(config="[gate]\nescalate = never\n").start()
     save_grant(b, home)
     c, frames, end, card = first_run(b, home)
-    assert card is None and "escalate" not in end and end["blocked_total"] == 1, end
+    assert card is None and "escalate" not in end and end["blocked_total"] == 2, end
 
 
 def test_a_card_nobody_answers_expires(make_broker, home):
