@@ -510,8 +510,42 @@ enum kotoba_code kotoba_cancel(struct kotoba_client *c, struct kotoba_error *err
  * points (U+200B, U+202E, U+2066, U+FEFF, variation selectors, tags...) as
  * `<U+XXXX>`; tabs as spaces.  Nothing is dropped.
  */
-#define KOTOBA_SHOW_COLOUR 1u /* ANSI attributes: escapes in reverse video, labels marked */
+#define KOTOBA_SHOW_COLOUR 1u /* ANSI attributes: escapes in reverse video, labels marked;
+			       * a card's text then starts with KOTOBA_TERMINAL_RESET */
 #define KOTOBA_SHOW_LINES 2u  /* kotoba_show: a newline ends the row (else it is `\x0a`) */
+
+/*
+ * KOTOBA_TERMINAL_RESET: what puts a terminal back into a state in which
+ * text drawn next is seen as written, whatever a snippet printed before:
+ *   ESC[?1049l ESC[?1047l ESC[?47l   the main screen (every alternate one left)
+ *   ESC[!p                           soft reset (DECSTR): SGR, insert and
+ *                                    origin modes, cursor, margins
+ *   ESC[0m ESC[4l ESC[?6l ESC[?7h    attributes off, replace mode, absolute
+ *   ESC[?5l ESC[?25h ESC[r           origin, autowrap on; normal video, the
+ *                                    cursor shown, the whole screen scrolls
+ *   ESC(B ESC)B ESC*B ESC+B SI        every character set ASCII, G0 in use
+ *   ESC[?1000l ... ESC[?1015l        mouse reporting off (1000 1002 1003
+ *                                    1005 1006 1015), ESC[?2004l bracketed
+ *                                    paste off, ESC[?1l ESC> normal keys
+ *   OSC 8 ;;                         an open hyperlink closed
+ *   OSC 104, 110, 111, 112, 117, 119 the palette, foreground, background,
+ *                                    cursor and highlight colours reset
+ *   ESC[J                            what was left from the cursor to the end
+ *                                    of the screen erased: the card's rows
+ *                                    are drawn there, and nothing a snippet
+ *                                    wrote beside them reads as part of them
+ * Each OSC ends with ST (ESC \).  A terminal ignores what it does not
+ * know.  kotoba_card_text() starts with it when given KOTOBA_SHOW_COLOUR;
+ * a client that draws cards its own way writes it first, and again when
+ * it is done with the terminal.  kotoba_broker.render.TERMINAL_RESET is
+ * the same string.
+ */
+#define KOTOBA_TERMINAL_RESET                                                            \
+	"\033[?1049l\033[?1047l\033[?47l\033[!p\033[0m\033[4l\033[?6l\033[?7h\033[?5l"    \
+	"\033[?25h\033[r\033(B\033)B\033*B\033+B\017\033[?1000l\033[?1002l\033[?1003l"  \
+	"\033[?1005l\033[?1006l\033[?1015l\033[?2004l\033[?1l\033>\033]8;;\033\\"        \
+	"\033]104\033\\\033]110\033\\\033]111\033\\\033]112\033\\\033]117\033\\"  \
+	"\033]119\033\\\033[J"
 
 /*
  * kotoba_show: writes @len bytes of @s to @out made safe as above.
@@ -520,12 +554,17 @@ enum kotoba_code kotoba_cancel(struct kotoba_client *c, struct kotoba_error *err
 size_t kotoba_show(FILE *out, const char *s, size_t len, unsigned flags);
 
 /*
- * kotoba_show_receipt: writes one line saying what the sandbox refused,
- * e.g. `kotoba: the sandbox stopped 3 operations: create /w/notes.md
- * (landlock), exec /bin/sh (exec gate), read /home/ada/.ssh/id_ed25519
- * (secret)`, every string made safe by kotoba_show(), `and more` when
- * the receipt was capped.  Nothing when nothing was refused.  Returns
- * the number of refusals (blocked_total).
+ * kotoba_show_receipt: writes what the sandbox refused, e.g. `kotoba: the
+ * sandbox stopped 2 operations: exec /bin/sh (exec gate), read
+ * /home/ada/.ssh/id_ed25519 (secret)`, every string made safe by
+ * kotoba_show().  Entries only
+ * the snippet's own interpreter reported (seen_by "python") are not the
+ * sandbox's record, and go on a line of their own: `kotoba: the snippet
+ * itself claims 1 operation was refused (its own report, which no
+ * witness outside it saw): bind 127.0.0.1:8080 (seccomp)`; then, when the
+ * receipt was capped, `kotoba: and N more refusals, past what a receipt
+ * lists`.  Nothing when
+ * nothing was refused.  Returns the number of refusals (blocked_total).
  */
 uint64_t kotoba_show_receipt(FILE *out, const struct kotoba_result *res, unsigned flags);
 

@@ -376,6 +376,13 @@ static void show_settings(struct pen *p, const struct kotoba_card *c)
 	}
 }
 
+/* An entry only the snippet's own interpreter reported: the snippet could
+ * have made it up, or left out what it did not want said. */
+static bool claimed(const struct kotoba_blocked *b)
+{
+	return !strncmp(b->seen_by, "python", sizeof(b->seen_by));
+}
+
 /* How a receipt entry reads: `write /w/notes.md x2 (landlock)`, a read of
  * a masked secret as `read PATH (secret)`, and an entry the snippet's own
  * interpreter reported marked as such: the snippet could have forged it. */
@@ -395,9 +402,9 @@ static void blocked_entry(struct pen *p, const struct kotoba_blocked *b)
 	}
 	pen_text(p, " (", 2, false);
 	pen_text(p, by, strnlen(by, sizeof(b->by)), false);
-	if (!strncmp(b->seen_by, "python", sizeof(b->seen_by))) {
+	if (claimed(b)) {
 		p->words = true; /* the card's own words: wrapped as prose */
-		pen_str(p, ", reported by the snippet itself");
+		pen_str(p, ", the snippet's own claim: no witness outside it saw this");
 		p->words = false;
 	}
 	pen_text(p, ")", 1, false);
@@ -410,9 +417,16 @@ static void show_first_run(struct pen *p, const struct kotoba_card *c)
 	uint64_t listed = 0;
 	char s[128];
 
+	uint64_t claims = 0;
+
+	for (size_t i = 0; c->blocked && i < c->n_blocked && i < KOTOBA_BLOCKED_MAX; i++)
+		claims += claimed(&c->blocked[i]) ? c->blocked[i].count : 0;
 	snprintf(s, sizeof(s), "audit row #%" PRIu64 "; the sandbox stopped %" PRIu64
-		 " operation%s in it", c->after_seq, c->blocked_total,
-		 c->blocked_total == 1 ? "" : "s");
+		 " operation%s in it", c->after_seq, c->blocked_total - claims,
+		 c->blocked_total - claims == 1 ? "" : "s");
+	if (claims)
+		snprintf(s + strlen(s), sizeof(s) - strlen(s), ", and the snippet claims %" PRIu64
+			 " more", claims);
 	field(p, "First run:", s, true);
 	fputc('\n', p->f);
 	for (size_t i = 0; c->blocked && i < c->n_blocked && i < KOTOBA_BLOCKED_MAX; i++) {
@@ -566,6 +580,8 @@ char *kotoba_card_text(const struct kotoba_card *card, unsigned width, unsigned 
 		free(snippet);
 		return NULL;
 	}
+	if (colour) /* for a terminal: drawn on one that nothing earlier restyled */
+		fputs(KOTOBA_TERMINAL_RESET, p.f);
 	show_head(&p, card);
 	show_counts(&p, card, escaped);
 	fputs(snippet, p.f);
@@ -601,25 +617,54 @@ static void show_blocked(FILE *out, const struct kotoba_blocked *b, unsigned fla
 	fputc(')', out);
 }
 
+/* The entries the sandbox's witnesses saw, or (claims) those only the
+ * snippet reported: written `, `-separated unless out is NULL; returns
+ * how many refusals they count. */
+static uint64_t entries(FILE *out, const struct kotoba_blocked *b, size_t n, bool claims,
+			unsigned flags)
+{
+	uint64_t count = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (claimed(&b[i]) != claims)
+			continue;
+		if (out && count)
+			fputs(", ", out);
+		if (out)
+			show_blocked(out, &b[i], flags);
+		count += b[i].count;
+	}
+	return count;
+}
+
 uint64_t kotoba_show_receipt(FILE *out, const struct kotoba_result *res, unsigned flags)
 {
-	uint64_t listed = 0;
+	uint64_t seen, claims, unlisted;
 	size_t n;
 
 	if (!res || res->size < KC_SIZE_THROUGH(kotoba_result, blocked) ||
 	    !res->blocked_total)
 		return 0;
+	flags &= ~KOTOBA_SHOW_LINES;
 	n = res->n_blocked < KOTOBA_BLOCKED_MAX ? res->n_blocked : KOTOBA_BLOCKED_MAX;
-	fprintf(out, "kotoba: the sandbox stopped %" PRIu64 " operation%s: ", res->blocked_total,
-		res->blocked_total == 1 ? "" : "s");
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			fputs(", ", out);
-		show_blocked(out, &res->blocked[i], flags & ~KOTOBA_SHOW_LINES);
-		listed += res->blocked[i].count;
+	seen = entries(NULL, res->blocked, n, false, flags);
+	claims = entries(NULL, res->blocked, n, true, flags);
+	unlisted = res->blocked_total > seen + claims ? res->blocked_total - seen - claims : 0;
+	if (seen) {
+		fprintf(out, "kotoba: the sandbox stopped %" PRIu64 " operation%s: ", seen,
+			seen == 1 ? "" : "s");
+		entries(out, res->blocked, n, false, flags);
+		fputc('\n', out);
 	}
-	if (listed < res->blocked_total)
-		fputs(n ? " and more" : "more than it can list", out);
-	fputc('\n', out);
+	if (claims) {
+		fprintf(out, "kotoba: the snippet itself claims %" PRIu64 " operation%s %s "
+			"refused (its own report, which no witness outside it saw): ", claims,
+			claims == 1 ? "" : "s", claims == 1 ? "was" : "were");
+		entries(out, res->blocked, n, true, flags);
+		fputc('\n', out);
+	}
+	if (unlisted)
+		fprintf(out, "kotoba: and %" PRIu64 " more refusal%s, past what a receipt lists\n",
+			unlisted, unlisted == 1 ? "" : "s");
 	return res->blocked_total;
 }

@@ -187,9 +187,10 @@ def test_c_and_python_escalation_cards_are_the_same(i, width, colour, receipt):
 def test_an_escalation_card_says_what_the_first_run_was_stopped_doing():
     text = card_text(escalation_of("open('notes.md', 'w')\n", 0, RECEIPT, 9), 80, False)
     assert "== The sandbox stopped this snippet: run it again? ==" in text
-    assert "First run:   audit row #41; the sandbox stopped 9 operations in it" in text
-    assert ("Stopped:     write /home/ada/project/notes.md (landlock, reported by the "
-            "snippet\n             itself)\n") in text
+    assert ("First run:   audit row #41; the sandbox stopped 6 operations in it, and the\n"
+            "             snippet claims 3 more\n") in text
+    assert ("Stopped:     write /home/ada/project/notes.md (landlock, the snippet's own\n"
+            "             claim: no witness outside it saw this)\n") in text
     assert "exec /bin/sh (argv[0] \\x1b[2Jsh) (exec gate)\n" in text
     assert "read /home/ada/.ssh/id_ed25519 x3 (secret)\n" in text
     assert "<U+202E>" in text and "<U+200B>" in text and "\x1b" not in text

@@ -204,12 +204,15 @@ def test_cli_prints_the_receipt_escaped_and_in_json(broker, home):
     p = broker.kotoba("run", "-c", code, "--no-channel", "--cwd", home, "--json")
     err = p.stderr.decode()
     assert "\x1b" not in err, err
-    line = [l for l in err.splitlines() if l.startswith("kotoba: the sandbox stopped")]
-    assert len(line) == 1, err
-    assert line[0].startswith("kotoba: the sandbox stopped 3 operations: "), line
-    assert "create %s/notes.md (" % home in line[0], line
-    assert "create %s/evil\\x1b[2Jname (" % home in line[0], line
-    assert "exec /bin/sh (exec gate)" in line[0], line
+    # the exec gate's refusal is the sandbox's record; the creates only the
+    # snippet's interpreter reported are its claim, on a line of their own
+    lines = [l for l in err.splitlines() if l.startswith("kotoba: ")]
+    assert lines[0] == "kotoba: the sandbox stopped 1 operation: exec /bin/sh (exec gate)", err
+    assert lines[1].startswith("kotoba: the snippet itself claims 2 operations were refused "
+                               "(its own report, which no witness outside it saw): "), err
+    assert "create %s/notes.md (" % home in lines[1], lines
+    assert "create %s/evil\\x1b[2Jname (" % home in lines[1], lines
+    assert len(lines) == 2, err
     out = __import__("json").loads(p.stdout)
     assert out["blocked_total"] == 3, out
     # the worker's own entries first, then the interpreter's

@@ -202,9 +202,12 @@ static void test_card_wraps_long_lines_and_counts_escapes(void **state)
 	assert_null(strchr(text, '\033'));
 	assert_rows_fit(text, 60);
 	free(text);
-	/* in colour the only escapes are the card's own attributes */
+	/* in colour the only escapes are the terminal reset it starts with
+	 * and the card's own attributes */
 	text = kotoba_card_text(&c, 60, KOTOBA_SHOW_COLOUR);
-	for (const char *p = strchr(text, '\033'); p; p = strchr(p + 1, '\033'))
+	assert_memory_equal(text, KOTOBA_TERMINAL_RESET, strlen(KOTOBA_TERMINAL_RESET));
+	for (const char *p = strchr(text + strlen(KOTOBA_TERMINAL_RESET), '\033'); p;
+	     p = strchr(p + 1, '\033'))
 		if (strncmp(p, "\033[7m", 4) && strncmp(p, "\033[27m", 5) &&
 		    strncmp(p, "\033[0m", 4) && strncmp(p, "\033[1m", 4) &&
 		    strncmp(p, "\033[1;33m", 7))
@@ -230,8 +233,13 @@ static void test_receipt_line(void **state)
 	r.size = offsetof(struct kotoba_result, n_blocked);
 	assert_int_equal(kotoba_show_receipt(f, &r, 0), 0);
 	fclose(f);
-	assert_string_equal(buf, "kotoba: the sandbox stopped 5 operations: exec /bin/sh x2 "
-				 "(exec gate), read /h/.ssh/k\\x1b[2J\\x0a (secret) and more\n");
+	/* what the snippet's interpreter alone reported is its claim, apart */
+	assert_string_equal(buf, "kotoba: the sandbox stopped 2 operations: exec /bin/sh x2 "
+				 "(exec gate)\n"
+				 "kotoba: the snippet itself claims 1 operation was refused (its "
+				 "own report, which no witness outside it saw): read "
+				 "/h/.ssh/k\\x1b[2J\\x0a (secret)\n"
+				 "kotoba: and 2 more refusals, past what a receipt lists\n");
 	free(buf);
 }
 
@@ -272,10 +280,12 @@ static void test_escalation_card(void **state)
 	assert_non_null(strstr(text, "== The sandbox stopped this snippet: run it again? ==\n"));
 	assert_non_null(strstr(text, "again?\n"));
 	assert_null(strstr(text, "?."));
-	assert_non_null(strstr(text, "First run:   audit row #41; the sandbox stopped 6 operations "
-				     "in it\n"));
-	assert_non_null(strstr(text, "Stopped:     write /home/ada/project/notes.md (landlock, "
-				     "reported by the snippet\n             itself)\n"));
+	/* the interpreter's report is the snippet's claim, counted apart */
+	assert_non_null(strstr(text, "First run:   audit row #41; the sandbox stopped 5 operations "
+				     "in it, and the\n             snippet claims 1 more\n"));
+	assert_non_null(strstr(text, "Stopped:     write /home/ada/project/notes.md (landlock, the "
+				     "snippet's own\n             claim: no witness outside it saw "
+				     "this)\n"));
 	assert_non_null(strstr(text, "             exec /bin/sh\\x1b[2J<U+202E> x2 (exec gate)\n"));
 	assert_non_null(strstr(text, "             read /home/ada/.ssh/id_ed25519 (secret)\n"));
 	assert_non_null(strstr(text, "             and 2 more\n"));

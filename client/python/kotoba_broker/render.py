@@ -16,7 +16,23 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tupl
 if TYPE_CHECKING:
     from .types import Blocked, Card, Result
 
-__all__ = ["show", "card_text", "receipt_text"]
+__all__ = ["show", "card_text", "receipt_text", "TERMINAL_RESET"]
+
+# What puts a terminal back into a state in which text drawn next is seen
+# as written, whatever a snippet printed before: the main screen, a soft
+# reset, attributes and modes off, the cursor shown, ASCII character sets,
+# mouse and bracketed paste off, an open hyperlink closed, the palette and
+# the dynamic colours reset, and the rest of the screen erased, where the
+# card is drawn.  KOTOBA_TERMINAL_RESET in kotoba-client.h,
+# where each sequence is named, is the same string.  card_text() with
+# colour starts with it; a client that draws its own writes it first, and
+# again when it is done with the terminal.
+TERMINAL_RESET = (
+    "\033[?1049l\033[?1047l\033[?47l\033[!p\033[0m\033[4l\033[?6l\033[?7h\033[?5l"
+    "\033[?25h\033[r\033(B\033)B\033*B\033+B\017\033[?1000l\033[?1002l\033[?1003l"
+    "\033[?1005l\033[?1006l\033[?1015l\033[?2004l\033[?1l\033>\033]8;;\033\\"
+    "\033]104\033\\\033]110\033\\\033]111\033\\\033]112\033\\\033]117\033\\"
+    "\033]119\033\\\033[J")
 
 # Text to show: str, or bytes that may not be UTF-8.
 Text = Union[str, bytes, bytearray]
@@ -160,25 +176,50 @@ def show(text: Text, lines: bool = False, colour: bool = False) -> str:
     return p.value()
 
 
+def _claimed(b: "Blocked") -> bool:
+    """An entry only the snippet's own interpreter reported: the snippet
+    could have made it up, or left out what it did not want said."""
+    return b.seen_by == "python"
+
+
 def receipt_text(result: "Result") -> str:
-    """One line saying what the sandbox refused in `result`, as the CLI
-    prints it (`kotoba: the sandbox stopped 2 operations: exec /bin/sh
-    (exec gate), read /home/ada/.ssh/id_ed25519 (secret)`), every string
-    made safe by show(); "" when nothing was refused."""
+    """What the sandbox refused in `result`, as the CLI prints it (`kotoba:
+    the sandbox stopped 2 operations: exec /bin/sh (exec gate), read
+    /home/ada/.ssh/id_ed25519 (secret)`), every string made safe by show();
+    what only the snippet's interpreter reported on a line of its own, as
+    the snippet's claim; then how many refusals a capped receipt left out.
+    One line each, without the last newline; "" when nothing was refused."""
     if not result.blocked_total:
         return ""
-    parts, listed = [], 0
-    for b in result.blocked:
-        secret = b.kind == "secret-read"
-        by = "secret" if secret and b.by == "mount mask" else b.by
-        parts.append("%s %s%s (%s)" % ("read" if secret else show(b.kind), show(b.target),
-                                       " x%d" % b.count if b.count > 1 else "", show(by)))
-        listed += b.count
-    more = (" and more" if parts else "more than it can list") \
-        if listed < result.blocked_total else ""
-    n = result.blocked_total
-    return "kotoba: the sandbox stopped %d operation%s: %s%s" % (
-        n, "" if n == 1 else "s", ", ".join(parts), more)
+    blocked = list(result.blocked)[:16]
+
+    def entries(claims: bool) -> Tuple[str, int]:
+        parts, count = [], 0
+        for b in blocked:
+            if _claimed(b) != claims:
+                continue
+            secret = b.kind == "secret-read"
+            by = "secret" if secret and b.by == "mount mask" else b.by
+            parts.append("%s %s%s (%s)" % ("read" if secret else show(b.kind), show(b.target),
+                                           " x%d" % b.count if b.count > 1 else "", show(by)))
+            count += b.count
+        return ", ".join(parts), count
+
+    (seen_text, seen), (claim_text, claims) = entries(False), entries(True)
+    unlisted = max(result.blocked_total - seen - claims, 0)
+    lines = []
+    if seen:
+        lines.append("kotoba: the sandbox stopped %d operation%s: %s"
+                     % (seen, "" if seen == 1 else "s", seen_text))
+    if claims:
+        lines.append("kotoba: the snippet itself claims %d operation%s %s refused (its own "
+                     "report, which no witness outside it saw): %s"
+                     % (claims, "" if claims == 1 else "s", "was" if claims == 1 else "were",
+                        claim_text))
+    if unlisted:
+        lines.append("kotoba: and %d more refusal%s, past what a receipt lists"
+                     % (unlisted, "" if unlisted == 1 else "s"))
+    return "\n".join(lines)
 
 
 def _line_count(snippet: str) -> int:
@@ -282,16 +323,19 @@ def _blocked_entry(p: _Pen, b: "Blocked") -> None:
         p.text(" x%d" % b.count)
     p.text(" (")
     p.text("secret" if secret and b.by == "mount mask" else b.by)
-    if b.seen_by == "python":
-        p.text(", reported by the snippet itself", words=True)  # the card's own words
+    if _claimed(b):
+        p.text(", the snippet's own claim: no witness outside it saw this",
+               words=True)  # the card's own words
     p.text(")")
 
 
 def _first_run(p: _Pen, card: "Card") -> None:
     """An escalation card's first run: its audit row, its receipt one entry a row."""
     n = card.blocked_total
-    _field(p, "First run:", "audit row #%d; the sandbox stopped %d operation%s in it"
-           % (card.after_seq, n, "" if n == 1 else "s"))
+    claims = sum(b.count for b in card.blocked[:16] if _claimed(b))
+    _field(p, "First run:", "audit row #%d; the sandbox stopped %d operation%s in it%s"
+           % (card.after_seq, n - claims, "" if n - claims == 1 else "s",
+              ", and the snippet claims %d more" % claims if claims else ""))
     p.write("\n")
     p.col = 0
     listed = 0
@@ -336,11 +380,14 @@ def card_text(card: "Card", width: int = 80, colour: bool = False) -> str:
     note counting what is shown escaped, every line of the snippet
     numbered, and the three options in the spec's words.  An escalation
     card (kind "escalate") shows the first run's audit row and receipt
-    after why, an entry seen_by "python" marked as reported by the snippet
-    itself, and its two options, rerun and leave."""
+    after why, an entry seen_by "python" marked as the snippet's own claim,
+    and its two options, rerun and leave.  With colour it starts with
+    TERMINAL_RESET."""
     s = _Pen(width, colour)
     _snippet(s, card)
     p = _Pen(width, colour)
+    if colour:  # for a terminal: drawn on one that nothing earlier restyled
+        p.write(TERMINAL_RESET)
     _head(p, card)
     p.cont, p.origin = "", 0
     if p.escaped:

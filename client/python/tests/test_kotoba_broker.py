@@ -497,10 +497,14 @@ def test_receipt_from_frames_and_its_line():
     r = kb.Result.from_frames(end, b"", b"")
     assert r.blocked_total == 4 and len(r.blocked) == 2
     assert r.blocked[0] == kb.Blocked("exec", "/bin/sh", 2, "exec gate", "worker", False)
-    line = kb.receipt_text(r)
-    assert "\x1b" not in line
-    assert line == ("kotoba: the sandbox stopped 4 operations: exec /bin/sh x2 (exec gate), "
-                    "read /h/.ssh/id\\x1b[2J (secret) and more"), line
+    text = kb.receipt_text(r)
+    assert "\x1b" not in text
+    # what only the snippet's interpreter reported is its claim, apart
+    assert text.split("\n") == [
+        "kotoba: the sandbox stopped 2 operations: exec /bin/sh x2 (exec gate)",
+        "kotoba: the snippet itself claims 1 operation was refused (its own report, which no "
+        "witness outside it saw): read /h/.ssh/id\\x1b[2J (secret)",
+        "kotoba: and 1 more refusal, past what a receipt lists"], text
     assert kb.receipt_text(kb.Result.from_frames({"status": "exited", "code": 0}, b"", b"")) == ""
 
 
@@ -650,7 +654,7 @@ def test_escalation_frames_without_a_broker():
         "blocked_total": 1, "after_seq": 41})
     assert card.escalate and card.after_seq == 41 and card.blocked_total == 1
     assert card.blocked[0].seen_by == "python"
-    assert "reported by the snippet itself" in card.text()
+    assert "the snippet's own claim" in card.text()
     run = kb.Card.from_frame({"type": "card", "id": 1, "card": "c-1", "snippet": "x"})
     assert run.kind == "run" and not run.escalate
     row = kb.AuditRow.from_frame({"seq": 43, "time_ms": 1, "run": 2, "pid": 3, "event": "exit",

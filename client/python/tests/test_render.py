@@ -7,6 +7,7 @@ import re
 import pytest
 
 from kotoba_broker import Card, Label, card_text, show
+from kotoba_broker.render import TERMINAL_RESET
 
 
 @pytest.mark.parametrize("text,want", [
@@ -101,6 +102,9 @@ def test_card_wraps_long_lines_and_counts_escapes():
     assert "\x1b" not in text
     assert_rows_fit(text, 60)
     coloured = c.text(60, colour=True)
+    # for a terminal: the reset first, then only the card's own attributes
+    assert coloured.startswith(TERMINAL_RESET)
+    coloured = coloured[len(TERMINAL_RESET):]
     for esc in re.findall(r"\x1b\[[0-9;]*m", coloured):
         assert esc in ("\x1b[7m", "\x1b[27m", "\x1b[0m", "\x1b[1m", "\x1b[1;33m"), esc
     assert len(re.findall("\x1b", coloured)) == len(re.findall(r"\x1b\[[0-9;]*m", coloured))
