@@ -135,6 +135,24 @@ static void screen_size(FILE *tty, unsigned *cols, unsigned *rows)
 	}
 }
 
+static void reset_terminal(void)
+{
+	FILE *tty = fopen("/dev/tty", "w");
+
+	if (tty) {
+		fputs(KOTOBA_TERMINAL_RESET, tty);
+		fclose(tty);
+	}
+}
+
+static void once_at_exit_reset(void)
+{
+	static bool registered;
+
+	if (!registered)
+		registered = atexit(reset_terminal) == 0;
+}
+
 static enum kotoba_choice ask_terminal(const struct kotoba_card *m, uint64_t *for_ms)
 {
 	FILE *tty = fopen("/dev/tty", "r+");
@@ -155,9 +173,11 @@ static enum kotoba_choice ask_terminal(const struct kotoba_card *m, uint64_t *fo
 			  "no approval channel with --no-channel.", strerror(errno));
 		return KOTOBA_CARD_DENY;
 	}
-	/* A soft reset (DECSTR) first: what an earlier snippet printed may have
-	 * left a scroll region, hidden text or another character set behind. */
-	fputs("\033[!p", tty);
+	/* The card's text starts with KOTOBA_TERMINAL_RESET: what an earlier
+	 * snippet printed may have left colours, another screen, hidden text
+	 * or another character set behind.  What this run prints next may do
+	 * the same: the terminal is put back once more when the CLI exits. */
+	once_at_exit_reset();
 	screen_size(tty, &cols, &rows);
 	text = kotoba_card_text(m, cols, KOTOBA_SHOW_COLOUR);
 	if (!text)

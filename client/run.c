@@ -23,6 +23,7 @@ struct run_opts {
 	const char *code_arg, *file, *cwd, *socket, *answer;
 	uint64_t timeout_ms;
 	bool json, no_channel;
+	bool raw_output;            /* --raw-output: bytes as written, on a terminal too */
 	uint64_t for_ms;            /* --for: an always grant's life; 0: as long as allowed */
 	char *scope;                /* --scope, resolved; NULL: any directory */
 };
@@ -32,8 +33,20 @@ struct buf {
 	size_t len, cap;
 };
 
+/* The start of a UTF-8 character whose last bytes are in the next output
+ * frame, held until they come. */
+struct held {
+	unsigned char b[4];
+	size_t n;
+};
+
 struct outcome {
 	bool have_exit;
+	/* A person answered this run's card at the terminal (once, always, or
+	 * run it again): they read the code, and its output is theirs as
+	 * written.  Until then it is shown made visible on a terminal. */
+	bool read_by_person;
+	struct held held[2];
 	struct kotoba_result exit;
 	struct kotoba_error err; /* when !have_exit: why it did not run */
 	struct buf out[2];
@@ -49,7 +62,7 @@ struct outcome {
 static void usage_run(FILE *f)
 {
 	fputs("usage: kotoba run [-c CODE | FILE | -] [--cwd DIR] [--timeout SECONDS]\n"
-	      "                  [--socket PATH] [--json] [--no-channel]\n"
+	      "                  [--socket PATH] [--json] [--no-channel] [--raw-output]\n"
 	      "                  [--answer once|always|deny] [--for DURATION] [--scope DIR]\n", f);
 }
 
@@ -111,6 +124,7 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
 		{ "socket", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "no-channel", no_argument, NULL, 'n' },
+		{ "raw-output", no_argument, NULL, 'R' },
 		{ "answer", required_argument, NULL, 'a' },
 		{ "for", required_argument, NULL, 'F' },
 		{ "scope", required_argument, NULL, 's' },
@@ -135,6 +149,8 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
 			o->json = true;
 		else if (c == 'n')
 			o->no_channel = true;
+		else if (c == 'R')
+			o->raw_output = true;
 		else if (c == 'a')
 			o->answer = optarg;
 		else if (c == 'F' && !card_duration(optarg, &o->for_ms))
@@ -184,6 +200,64 @@ static void forward_env(const char **env)
 	env[n] = NULL;
 }
 
+/* How many bytes at the end of p start a UTF-8 character that is not
+ * whole yet (0 to 3). */
+static size_t cut_character(const unsigned char *p, size_t n)
+{
+	for (size_t k = 1; k <= 3 && k <= n; k++) {
+		unsigned char c = p[n - k];
+		size_t need;
+
+		if ((c & 0xc0) == 0x80)
+			continue;
+		need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+		return need > k ? k : 0;
+	}
+	return 0;
+}
+
+/* Output that reaches a terminal from a run nobody read: its escape and
+ * control sequences are input to the terminal the next card is drawn on,
+ * so they are shown as the card shows a snippet (kotoba_show). */
+static bool shown_visible(const struct outcome *oc, FILE *f)
+{
+	return !oc->o->raw_output && !oc->read_by_person && isatty(fileno(f));
+}
+
+static void show_output(struct held *h, FILE *f, const void *data, size_t len)
+{
+	unsigned char *all = malloc(h->n + len);
+	size_t n = h->n + len, keep;
+
+	if (!all) {
+		kotoba_show(f, (const char *)h->b, h->n, KOTOBA_SHOW_LINES | KOTOBA_SHOW_COLOUR);
+		kotoba_show(f, data, len, KOTOBA_SHOW_LINES | KOTOBA_SHOW_COLOUR);
+		h->n = 0;
+		return;
+	}
+	memcpy(all, h->b, h->n);
+	memcpy(all + h->n, data, len);
+	keep = cut_character(all, n);
+	kotoba_show(f, (const char *)all, n - keep, KOTOBA_SHOW_LINES | KOTOBA_SHOW_COLOUR);
+	memcpy(h->b, all + n - keep, keep);
+	h->n = keep;
+	free(all);
+}
+
+/* A character still cut when the run ends is shown as the bytes it is. */
+static void show_output_end(struct outcome *oc)
+{
+	for (int i = 0; i < 2; i++) {
+		FILE *f = i ? stderr : stdout;
+
+		if (oc->held[i].n)
+			kotoba_show(f, (const char *)oc->held[i].b, oc->held[i].n,
+				    KOTOBA_SHOW_LINES | KOTOBA_SHOW_COLOUR);
+		oc->held[i].n = 0;
+		fflush(f);
+	}
+}
+
 static void on_output(void *arg, enum kotoba_stream stream, const void *data, size_t len)
 {
 	struct outcome *oc = arg;
@@ -193,7 +267,10 @@ static void on_output(void *arg, enum kotoba_stream stream, const void *data, si
 		buf_add(&oc->out[stream == KOTOBA_STDERR], data, len);
 		return;
 	}
-	fwrite(data, 1, len, f);
+	if (shown_visible(oc, f))
+		show_output(&oc->held[stream == KOTOBA_STDERR], f, data, len);
+	else
+		fwrite(data, 1, len, f);
 	fflush(f);
 }
 
@@ -210,9 +287,10 @@ static enum kotoba_choice on_escalation(struct outcome *oc, const struct kotoba_
 	oc->first_out[0] = oc->out[0];
 	oc->first_out[1] = oc->out[1];
 	memset(oc->out, 0, sizeof(oc->out));
-	fflush(stdout);
+	show_output_end(oc);
 	kotoba_show_receipt(stderr, &oc->first, 0);
 	choice = card_answer(card, NULL, oc->o->json, NULL);
+	oc->read_by_person = choice == KOTOBA_CARD_RERUN;
 	if (choice == KOTOBA_CARD_RERUN && !oc->o->json)
 		cli_error("running it again with your permissions (the approved profile)");
 	return choice;
@@ -233,6 +311,8 @@ static enum kotoba_choice on_card(void *arg, const struct kotoba_card *card)
 	t.for_ms = oc->o->for_ms;
 	t.scope = oc->o->scope;
 	choice = card_answer(card, oc->o->answer, oc->o->json, &t.for_ms);
+	oc->read_by_person = !oc->o->answer &&
+			     (choice == KOTOBA_CARD_ONCE || choice == KOTOBA_CARD_ALWAYS);
 	if (choice != KOTOBA_CARD_ALWAYS || (!t.for_ms && !t.scope))
 		return choice;
 	if (card->grant_ttl_ms && t.for_ms > card->grant_ttl_ms) {
@@ -510,6 +590,7 @@ int cmd_run(int argc, char **argv)
 		return KOTOBA_EXIT_USAGE;
 	}
 	status = run_snippet(&o, &code, &oc);
+	show_output_end(&oc);
 	if (status == 0) {
 		status = exit_status(&oc);
 		if (o.json)

@@ -100,12 +100,15 @@ def agent_tool(broker, path, cwd):
     return ["/usr/bin/python3", AGENT_TOOL, path, "--cwd", cwd, "--socket", broker.socket]
 
 
-def drive(broker, path, cwd, answer, timeout=60, argv=kotoba_run, again=None):
+def drive(broker, path, cwd, answer, timeout=BACKSTOP_S, argv=kotoba_run, again=None,
+          screen=None):
     """Runs `kotoba run FILE` (or another argv) on a pty of COLS x ROWS; at
     each pager prompt takes a snapshot of the screen and presses Enter; at
     the question takes one and answers (`again` at an escalation card's,
-    which fails the test when None).  Returns (snapshots, exit status,
-    everything read)."""
+    which fails the test when None).  Given a screen, it goes on with what
+    an earlier program left there, and its snapshots are what a person can
+    see (Screen.visible_lines).  Returns (snapshots, exit status, everything
+    read)."""
     args = argv(broker, path, cwd)
     pid, fd = pty.fork()
     if pid == 0:  # the child: its controlling terminal is the pty
@@ -114,7 +117,8 @@ def drive(broker, path, cwd, answer, timeout=60, argv=kotoba_run, again=None):
             os.execv(args[0], args)
         finally:
             os._exit(127)
-    screen, snaps, raw = Screen(COLS, ROWS), [], b""
+    look = Screen.visible_lines if screen else Screen.lines
+    screen, snaps, raw = screen or Screen(COLS, ROWS), [], b""
     waiting, deadline = False, time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -134,15 +138,15 @@ def drive(broker, path, cwd, answer, timeout=60, argv=kotoba_run, again=None):
             if waiting:
                 continue
             if row.startswith("-- rows") and row.endswith("--"):
-                snaps.append(screen.lines())
+                snaps.append(look(screen))
                 os.write(fd, b"\n")
                 waiting = True
             elif row.startswith("Your choice [o/a/d]:"):
-                snaps.append(screen.lines())
+                snaps.append(look(screen))
                 os.write(fd, answer.encode() + b"\n")
                 waiting = True
             elif row.startswith("[r]un it again with your permissions, or [l]eave it:"):
-                snaps.append(screen.lines())
+                snaps.append(look(screen))
                 if again is None:
                     pytest.fail("an escalation card nobody expected:\n" + screen.text())
                 os.write(fd, again.encode() + b"\n")
@@ -481,13 +485,21 @@ def test_card_in_tmux_shows_the_real_line_1(broker, workdir):
 
 # Writes notes.md where it runs, which the unattended profile refuses; a
 # comment hides a cursor move, which the card must show escaped.
+# A write into the project (refused unattended, which only the snippet's
+# interpreter reports) and a program started (refused by the exec gate,
+# which the worker sees: an escalation card needs such a witness).
 WRITE_NOTES = ("import builtins\n"
                "o = builtins.__dict__['op' + 'en']  # \x1b[1A\x1b[2K\n"
+               "m = builtins.__dict__['__imp' + 'ort__']\n"
                "try:\n"
                "    o('notes.md', 'a' + 't').write('done\\n')\n"
                "    print('wrote')\n"
                "except PermissionError:\n"
-               "    print('refused')\n")
+               "    print('refused')\n"
+               "try:\n"
+               "    getattr(m('sub' + 'process'), 'ca' + 'll')(['/bin/true'])\n"
+               "except PermissionError:\n"
+               "    pass\n")
 
 
 def grant(broker, cwd):
@@ -506,13 +518,16 @@ def test_escalation_card_on_a_terminal(broker, workdir, again):
     assert_shown_in_order(snaps, [
         "== The sandbox stopped this snippet: run it again? ==",
         "Why:         This snippet already ran once under your execute_code grant, and",
-        "Stopped:     create %s (landlock, reported" % notes,
-        "             by the snippet itself)",
+        "Stopped:     exec /bin/true (exec gate)",
+        "             create %s (landlock, the" % notes,
+        "             snippet's own claim: no witness outside it saw this)",
         "  [r] Run it again with your permissions (the approved profile)",
         "  [l] Leave it: nothing runs again"])
     shown = "\n".join(r for s in snaps for r in s)
     assert "\\x1b[1A\\x1b[2K" in shown and "\x1b[1A" not in shown, shown
-    assert "kotoba: the sandbox stopped 1 operation: create %s (landlock)" % notes in text
+    assert "kotoba: the sandbox stopped 1 operation: exec /bin/true (exec gate)" in text
+    assert "kotoba: the snippet itself claims 1 operation was refused (its own report, which " \
+        "no witness outside it saw): create %s (landlock)" % notes in text
     if again == "r":
         assert "running it again with your permissions" in text and "wrote" in text, text
         with open(notes) as f:
