@@ -60,15 +60,26 @@ die_step(const char *step, int err, const char *fmt, ...)
 	_exit(WORKER_CHILD_DIED);
 }
 
+/* Every disposition back to the default and nothing blocked: an ignored
+ * signal survives exec, and the broker may have been started with SIGINT
+ * and SIGQUIT ignored (a shell's `&`), S ignores SIGPIPE.  A handler does
+ * not survive exec, so only SIG_IGN matters; resetting all is simplest.
+ * SIGKILL and SIGSTOP cannot be changed, and glibc keeps two real-time
+ * signals for itself (EINVAL): both are skipped. */
 static void reset_signals(void)
 {
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	sigset_t none;
 
 	sigemptyset(&none);
 	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
 		die_step(step_name(STEP_SIGNALS), errno, "sigprocmask");
-	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR)
-		die_step(step_name(STEP_SIGNALS), errno, "restoring SIGPIPE");
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		if (sigaction(sig, &dfl, NULL) < 0 && errno != EINVAL)
+			die_step(step_name(STEP_SIGNALS), errno, "restoring signal %d", sig);
+	}
 }
 
 static void new_session(void)
@@ -396,8 +407,9 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	bool bounding_dropped;
 
 	report_fd = x->report_fd;
-	/* S blocks SIGCHLD (for its signalfd) and ignores SIGPIPE; both
-	 * would survive exec and surprise Python and its subprocesses. */
+	/* S blocks SIGCHLD (for its signalfd) and ignores SIGPIPE, and the
+	 * broker may have inherited SIGINT and SIGQUIT ignored: all would
+	 * survive exec and surprise Python and its subprocesses. */
 	reset_signals();
 	/* Own session and process group, no controlling terminal: S kills
 	 * the snippet by group, and no TIOCSTI can reach a terminal. */
