@@ -50,3 +50,33 @@ def test_signals_ignored_by_the_broker_s_starter_are_default_in_the_snippet(tmpd
         assert "int True\nquit True\nmask []\nKeyboardInterrupt\n" == text, out
     finally:
         b.stop()
+
+
+def project_dir(tmpdir_k):
+    """A working directory as an agent leaves it: a helper module it wrote a
+    step earlier, and a json.py that must not shadow the standard library."""
+    d = os.path.join(tmpdir_k, "project")
+    os.mkdir(d)
+    files = {"helpers.py": "def slugify(s):\n    return s.lower().replace(' ', '-')\n",
+             "json.py": "raise SystemExit('the json.py of the working directory ran')\n"}
+    for name, text in files.items():
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+        os.chmod(os.path.join(d, name), 0o644)
+    os.chmod(d, 0o755)
+    return d
+
+
+IMPORTS = r"""
+import json, os, sys
+from helpers import slugify
+print(slugify("Hello World"), json.__file__.startswith(sys.base_prefix))
+print(sys.path[-1] == os.getcwd(), sys.path.index(os.getcwd()) > sys.path.index(os.path.dirname(os.__file__)))
+"""
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_working_directory_s_modules_import_after_everything_else(broker, tmpdir_k, profile):
+    d = project_dir(tmpdir_k)
+    out = run(broker, IMPORTS, profile, "--cwd", d)
+    assert out["_status"] == 0 and out["stdout"] == "hello-world True\nTrue True\n", out
