@@ -266,6 +266,8 @@ struct msg_exit {
 	struct run_result r;
 	struct receipt blocked;
 	bool truncated;          /* either stream was capped */
+	uint64_t output_limit;   /* the cap, bytes per stream ([limits] output); sent
+				  * with truncated only; 0: not given */
 	enum proto_profile profile;   /* one of PROFILES_RAN */
 	enum proto_decision decision; /* DECISION_RAN */
 	enum proto_approver approver;

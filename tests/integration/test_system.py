@@ -254,7 +254,7 @@ def test_sighup_changes_limit_for_next_snippet(work):
         while "configuration reloaded" not in b.read_log() and time.monotonic() < deadline:
             time.sleep(0.05)
         r = b.run_json(code)
-        assert r["truncated"] is True and len(r["stdout"]) == 1000
+        assert r["truncated"] is True and len(r["stdout"]) == 1000 and r["output_limit"] == 1000
         with open(os.path.join(b.dir, "broker.conf"), "w") as f:
             f.write("[limits]\noutput = lots\n")
         b.proc.send_signal(signal.SIGHUP)
