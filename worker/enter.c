@@ -108,6 +108,9 @@ static int kept_fd = -1;
 static int mounts_fd = -1;
 static bool new_masks;
 
+/* The run has its own /dev/shm (private_shm): Landlock lets it write there. */
+static bool own_shm;
+
 static void secrets_step(const struct plan *p)
 {
 	const char *what;
@@ -118,12 +121,18 @@ static void secrets_step(const struct plan *p)
 	if (rc < 0)
 		die_step(step_name(STEP_SECRETS), -rc, "%s", what);
 	/* Joined: S holds the kept namespace already (p->kept_masks). */
-	if (rc == MASKS_NONE || rc == MASKS_JOINED)
-		return;
-	new_masks = rc == MASKS_NEW && p->landlock_abi > 0; /* main.c, prepare() */
-	mounts_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-	if (mounts_fd < 0)
-		die_step(step_name(STEP_SECRETS), errno, "opening /proc/self/ns/mnt");
+	if (rc == MASKS_NEW || rc == MASKS_PATCHED) {
+		new_masks = rc == MASKS_NEW && p->landlock_abi > 0; /* main.c, prepare() */
+		mounts_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+		if (mounts_fd < 0)
+			die_step(step_name(STEP_SECRETS), errno, "opening /proc/self/ns/mnt");
+	}
+	/* After mounts_fd: the namespace S keeps for the next runs is the
+	 * masks' one, without this run's /dev/shm. */
+	rc = private_shm(p, (enum masks_made)rc, &what);
+	if (rc < 0)
+		die_step(step_name(STEP_SECRETS), -rc, "%s", what);
+	own_shm = rc > 0;
 }
 
 static void enter_cwd(const struct plan *p)
@@ -228,7 +237,7 @@ static void set_no_new_privs(void)
 static void landlock_step(const struct plan *p)
 {
 	const char *what;
-	int rc = apply_landlock(p, &what);
+	int rc = apply_landlock(p, own_shm, &what);
 
 	if (rc < 0)
 		die_step(step_name(STEP_LANDLOCK), -rc, "Landlock ABI %u: %s", p->landlock_abi,

@@ -80,3 +80,113 @@ def test_the_working_directory_s_modules_import_after_everything_else(broker, tm
     d = project_dir(tmpdir_k)
     out = run(broker, IMPORTS, profile, "--cwd", d)
     assert out["_status"] == 0 and out["stdout"] == "hello-world True\nTrue True\n", out
+
+
+POOL = r"""
+import multiprocessing, os
+from concurrent.futures import ProcessPoolExecutor
+def sq(x):
+    return x * x
+if __name__ == "__main__":
+    with multiprocessing.Pool(2) as p:
+        print("pool", sum(p.map(sq, range(10))))
+    q = multiprocessing.Queue()
+    w = multiprocessing.Process(target=q.put, args=(42,))
+    w.start(); print("queue", q.get()); w.join()
+    with ProcessPoolExecutor(2) as ex:
+        print("executor", sum(ex.map(sq, range(10))))
+    print("shm", sorted(os.listdir("/dev/shm")))
+"""
+
+
+def masked_dir(tmpdir_k, secrets):
+    """A working directory the snippet's user may write to (it is not let);
+    with secrets, a .env in it, so that the run masks it (and the next run
+    of the same user joins the namespace the first one kept)."""
+    d = os.path.join(tmpdir_k, "w")
+    os.mkdir(d)
+    os.chmod(d, 0o777)
+    if secrets:
+        with open(os.path.join(d, ".env"), "w") as f:
+            f.write("TOKEN=x\n")
+        os.chmod(os.path.join(d, ".env"), 0o644)
+    return d
+
+
+@pytest.mark.parametrize("secrets", [False, True])
+def test_process_pools_work_unattended(broker, tmpdir_k, secrets):
+    """multiprocessing's locks, queues and pools and ProcessPoolExecutor
+    need a writable /dev/shm: an unattended run has its own, with masks
+    and without."""
+    out = broker.run_json(POOL, "--cwd", masked_dir(tmpdir_k, secrets))
+    assert out["_status"] == 0, out
+    assert out["stdout"] == "pool 285\nqueue 42\nexecutor 285\nshm []\n", out
+
+
+HOLD = r"""
+import os, sys, time
+import tempfile
+tempfile.mkstemp(dir="/dev/shm", prefix="first-run-")
+print(os.environ["TMPDIR"], flush=True)
+deadline = time.monotonic() + 60  # a backstop: the test writes "go"
+while not os.path.exists("go") and time.monotonic() < deadline:
+    time.sleep(0.02)
+print("released" if os.path.exists("go") else "not released")
+"""
+
+LOOK = r"""
+import errno, os, sys, tempfile
+print("shm", sorted(os.listdir("/dev/shm")))
+print("mount", [l.split(" - ")[1].split()[:2] for l in open("/proc/self/mountinfo")
+                if l.split()[4] == "/dev/shm"][-1])
+try:
+    tempfile.mkstemp(dir=".")
+except OSError as e:
+    print("cwd", errno.errorcode[e.errno])
+"""
+
+
+@pytest.mark.parametrize("secrets", [False, True])
+def test_a_run_s_dev_shm_is_its_own(broker, tmpdir_k, secrets):
+    """While one unattended run holds a file in its /dev/shm, a second run
+    of the same user sees an empty /dev/shm of its own (with masks: though
+    it joins the namespace the first run kept); writing into the working
+    directory stays refused (EACCES: Landlock)."""
+    d = masked_dir(tmpdir_k, secrets)
+    first = broker.client()
+    first.exec(HOLD, id=1, cwd=d)
+    buf = b""
+    while b"\n" not in buf:
+        m = first.recv()
+        assert m["type"] in ("started", "output"), m
+        if m["type"] == "output":
+            buf += m["data"]
+    out = broker.run_json(LOOK, "--cwd", d)
+    with open(os.path.join(d, "go"), "w"):
+        pass
+    end = first.until_end(id=1)
+    first.close()
+    assert end["end"]["type"] == "exit" and end["stdout"] == b"released\n", end
+    assert out["_status"] == 0, out
+    assert out["stdout"] == "shm []\nmount ['tmpfs', 'kotoba-shm']\ncwd EACCES\n", out
+
+
+SPAWN = r"""
+import multiprocessing
+def f():
+    pass
+if __name__ == "__main__":
+    p = multiprocessing.get_context("spawn").Process(target=f)
+    p.start()
+    p.join()
+    print("exit", p.exitcode)
+"""
+
+
+def test_spawn_is_refused_clearly(broker):
+    """spawn execs a second interpreter (and its resource tracker): the
+    exec gate refuses both, the child fails (multiprocessing reads no
+    error back from its exec) and the receipt names the execs."""
+    out = broker.run_json(SPAWN)
+    assert out["_status"] == 0 and out["stdout"] not in ("exit 0\n", ""), out
+    assert [(b["kind"], b["by"]) for b in out["blocked"]] == [("exec", "exec gate")], out
