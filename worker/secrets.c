@@ -1143,8 +1143,8 @@ bool masks_hold_in(const struct plan *p, pid_t pid)
 
 int private_shm(const struct plan *p, enum masks_made made, const char **what)
 {
-	char opts[64];
-	uint64_t size = p->job->lim.as_bytes ? p->job->lim.as_bytes : 64ull << 20;
+	char opts[64] = "mode=0700";
+	uint64_t size = p->job->lim.as_bytes;
 
 	*what = "";
 	if (p->profile != PROFILE_UNATTENDED)
@@ -1170,7 +1170,9 @@ int private_shm(const struct plan *p, enum masks_made made, const char **what)
 		if (unshare(CLONE_NEWNS) < 0)
 			return -errno;
 	}
-	snprintf(opts, sizeof(opts), "mode=0700,size=%llu", (unsigned long long)size);
+	/* No RLIMIT_AS: tmpfs's default, half the RAM; the cgroup binds. */
+	if (size)
+		snprintf(opts, sizeof(opts), "mode=0700,size=%llu", (unsigned long long)size);
 	*what = "mount a tmpfs on " SHM_DIR;
 	if (mount("kotoba-shm", SHM_DIR, "tmpfs", SHM_FLAGS, opts) < 0)
 		return -errno;
