@@ -32,6 +32,11 @@
  * A place the user cannot read anyway (access() as the user fails) gets
  * no mask: the snippet holds less than S.
  *
+ * Then (private_shm) the run's own /dev/shm: a tmpfs in a mount namespace
+ * of that run alone, a copy of the masks' one (which S keeps for the
+ * user's next runs, and which so never holds it), or, with nothing to
+ * mask, new user and mount namespaces made as in step 1.
+ *
  * The approved profile gets none of this: a person read the snippet.
  */
 #include <dirent.h>
@@ -928,16 +933,17 @@ static int map_ids(uid_t uid, gid_t gid, const char **what)
 	return write_file("/proc/self/gid_map", line);
 }
 
+/* What a failed unshare says; private_shm() tells it from later failures. */
+static const char unshare_what[] =
+	"unshare(CLONE_NEWUSER | CLONE_NEWNS) (user namespaces are needed to mask "
+	"secrets; or set [sandbox] secrets = off)";
+
 /* The map files of a non-dumpable process (S made itself one, and C
  * inherits it) belong to root: C is dumpable only while it writes them.
  * Before the unshare, C's capabilities keep the user's other processes
  * from attaching in that moment; after it, it holds nothing they do not
  * own, and its fds are only the code, the output pipes and the report
  * channel. */
-static const char unshare_what[] =
-	"unshare(CLONE_NEWUSER | CLONE_NEWNS) (user namespaces are needed to mask "
-	"secrets; or set [sandbox] secrets = off)";
-
 static int enter_namespaces(const char **what)
 {
 	uid_t uid = geteuid();
