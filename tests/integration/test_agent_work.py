@@ -1,6 +1,7 @@
 """What ordinary agent snippets need from the sandbox, against a real broker,
-worker and python3: signals as a shell leaves them, the working directory's
-modules, output cut at [limits] output."""
+worker and python3: signals as python3 started bare gets them, the working
+directory's modules, process pools in a /dev/shm of the run's own (and
+that another run cannot see it)."""
 import os
 import signal
 
