@@ -9,11 +9,20 @@ import pytest
 
 from conftest import Broker
 
-PROFILES = ["unattended", "approved"]
+# Unattended (no channel), under a saved grant (the unattended kernel
+# profile, approver "grant"), approved (a card answered once).
+PROFILES = ["unattended", "grant", "approved"]
+APPROVER = {"unattended": "unattended", "grant": "grant", "approved": "user"}
 
 
 def run(b, code, profile, *args):
-    return b.run_json(code, *args, approve=(profile == "approved"))
+    if profile == "grant" and not getattr(b, "granted", False):
+        p = b.kotoba("run", "-c", "print(1)", "--answer", "always")
+        assert p.returncode == 0, p.stderr
+        b.granted = True
+    out = b.run_json(code, *args, approve=(profile != "unattended"))
+    assert out.get("approver") == APPROVER[profile], out
+    return out
 
 
 SIGNALS = r"""
@@ -96,7 +105,9 @@ if __name__ == "__main__":
     w.start(); print("queue", q.get()); w.join()
     with ProcessPoolExecutor(2) as ex:
         print("executor", sum(ex.map(sq, range(10))))
-    print("shm", sorted(os.listdir("/dev/shm")))
+    with open("/proc/self/mountinfo") as f:
+        shm = [l.split(" - ")[1].split()[1] for l in f if l.split()[4] == "/dev/shm"]
+    print("own shm", shm[-1] == "kotoba-shm", sorted(os.listdir("/dev/shm")) == [])
 """
 
 
@@ -114,14 +125,16 @@ def masked_dir(tmpdir_k, secrets):
     return d
 
 
+@pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("secrets", [False, True])
-def test_process_pools_work_unattended(broker, tmpdir_k, secrets):
+def test_process_pools_work_in_every_profile(broker, tmpdir_k, secrets, profile):
     """multiprocessing's locks, queues and pools and ProcessPoolExecutor
-    need a writable /dev/shm: an unattended run has its own, with masks
-    and without."""
-    out = broker.run_json(POOL, "--cwd", masked_dir(tmpdir_k, secrets))
+    need a writable /dev/shm: a run nobody read has its own, with masks
+    and without (an approved run has the host's, as python3 bare)."""
+    out = run(broker, POOL, profile, "--cwd", masked_dir(tmpdir_k, secrets))
+    own = "own shm True True" if profile != "approved" else "own shm False"
     assert out["_status"] == 0, out
-    assert out["stdout"] == "pool 285\nqueue 42\nexecutor 285\nshm []\n", out
+    assert out["stdout"].startswith("pool 285\nqueue 42\nexecutor 285\n" + own), out
 
 
 HOLD = r"""
