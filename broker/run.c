@@ -979,6 +979,7 @@ static void relay_setup_error(struct run *r)
 static void report_exit(struct run *r)
 {
 	struct msg_exit m = { .id = r->id, .r = r->result, .truncated = r->truncated,
+			      .output_limit = r->b->cfg.output_cap,
 			      .profile = r->profile, .decision = DECISION_RAN, .approver = r->approver,
 			      .n_labels = r->n_labels, .where = "host",
 			      .secrets = secrets_state(r->b, r->profile),

@@ -155,6 +155,28 @@
 	BCLOSE ")*+O_(?:WRONLY|RDWR|CREAT|APPEND|TRUNC)\\b"                              \
 	"|(?:[^()\\[\\]{}O]++|O(?!_RDONLY\\b)|" BOPEN BAL5 BCLOSE ")*+\\))"
 
+/* fs-write: after a library writer's `(` (DataFrame.to_csv, ndarray.tofile):
+ * a first positional argument, or the path by keyword; `to_csv()` and
+ * `to_json(orient="records")` return text and write nothing. */
+#define WRITER_ARGS                                                                      \
+	"(?:(?!" KW "|\\))|(?:" ARG "," WS ")*+(?:path_or_buf|path|excel_writer|buf|fname|fid" \
+	"|file)" WS "=(?!=))"
+/* fs-write: after an archive constructor's `(`: a writing mode literal,
+ * second or by keyword (the mode is a short word, kept in the code view). */
+#define ARCHIVE_WRITE                                                                    \
+	"(?:(?!(?:mode" WS "=" WS ")?" WRITELIT WS "[,)])" ARG "," WS ")*+(?:mode" WS "=" WS \
+	")?" WRITELIT WS "[,)]"
+/* fs-write, on the text view: a database argument that is no file to write
+ * (":memory:", "file::memory:?cache=shared", a URI opened mode=ro). */
+#define SQLITE_NO_FILE                                                                   \
+	"(?:database" WS "=" WS ")?" PFX "[\"'](?:file:)?:memory:[^\"'\\n]{0,64}+[\"']"   \
+	"|(?:database" WS "=" WS ")?" PFX "[\"']file:[^\"'\\n]{0,200}?[?&]mode=ro\\b"
+/* fs-write, on the text view: a first argument that names one of the run's
+ * own places (its output directory $KOTOBA_OUTPUT_DIR, its scratch: TMPDIR,
+ * tempfile's gettempdir/mkdtemp).  Text only: an unlabelled snippet runs
+ * unattended, where the sandbox keeps every write in those places anyway. */
+#define INTO_PRIVATE "[^,\\n]{0,200}?\\b(?:KOTOBA_OUTPUT_DIR|TMPDIR|gettempdir|mkdtemp)\\b"
+
 /* data-out: keyword arguments that carry a request body or query. */
 #define PAYLOAD "(?:params|data|json|files|content)" WS "=(?!=)"
 /* data-out: a URL argument that is one bare name, captured: whether it
@@ -366,7 +388,24 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	 * are not read (the code view).  Lets through: an `.open(` of another
 	 * library given a variable mode, writes through an fd from elsewhere
 	 * (os.write on a pipe), and library functions that write to a path
-	 * they are given (DataFrame.to_csv, numpy.save, savefig, sqlite3).
+	 * they are given, other than those named below.
+	 *
+	 * The library writers agents use most: pandas' to_csv/to_json/to_html/
+	 * to_xml/to_markdown/to_latex/to_string with a first positional
+	 * argument or the path by keyword, and to_parquet/to_excel/to_feather/
+	 * to_hdf/to_pickle/to_stata/to_orc likewise (`df.to_csv()` returns
+	 * text); ndarray.tofile; np/numpy.save, savetxt, savez,
+	 * savez_compressed (also from-imported), and .savetxt/.savez on any
+	 * object; torch.save; savefig (plt's or a figure's), unless its first
+	 * argument names the run's own places (INTO_PRIVATE: KOTOBA_OUTPUT_DIR,
+	 * TMPDIR; text view); sqlite3.connect unless its database is
+	 * ":memory:", a URI opened mode=ro or in those places (text view), and
+	 * `from sqlite3 import connect`; logging's FileHandler,
+	 * RotatingFileHandler, TimedRotatingFileHandler, WatchedFileHandler and
+	 * basicConfig(filename=...); zipfile.ZipFile/PyZipFile and
+	 * tarfile.TarFile given a writing mode.  Lets through: these under
+	 * another name (`import sqlite3 as q`, `save = np.save`), plt.show(),
+	 * ":memory:" databases, reads (read_csv, np.load, mode "r").
 	 */
 	[SCAN_FS_WRITE] = {
 		"fs-write", "writes files", PATTERNS(
@@ -382,7 +421,19 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 		"|" IMPORT_LIST("shutil", "copy\\w*+|move|chown|make_archive|unpack_archive") ")",
 		"\\." WS "(?:(?:open|fdopen)" CALL "(?:(?!(?:mode" WS "=" WS ")?" WRITELIT WS "[,)])"
 		ARG "," WS ")*+(?:mode" WS "=" WS ")?" WRITELIT WS "[,)]"
-		"|(?:write_text|write_bytes|touch|symlink_to|hardlink_to|l?chmod)" CALL ")")
+		"|(?:write_text|write_bytes|touch|symlink_to|hardlink_to|l?chmod)" CALL ")",
+		"\\." WS "(?:to_(?:csv|json|html|xml|markdown|latex|string|parquet|excel|feather|hdf"
+		"|pickle|stata|orc)|tofile)" CALL WRITER_ARGS,
+		"\\b(?:np|numpy)" DOT "(?:save|savetxt|savez|savez_compressed)\\b"
+		"|\\btorch" DOT "save\\b",
+		"\\." WS "(?:savetxt|savez|savez_compressed)" CALL,
+		"\\bfrom" IMPORT_LIST("numpy", "save|savetxt|savez|savez_compressed")
+		"|\\bfrom" IMPORT_LIST("sqlite3", "connect"),
+		"(?:Rotating|TimedRotating|Watched)?+FileHandler" WS "\\("
+		"|\\bbasicConfig" CALL "(?:(?!filename" WS "=)" ARG "," WS ")*+filename" WS "=(?!=)",
+		"\\b(?:ZipFile|PyZipFile|TarFile)" CALL ARCHIVE_WRITE),
+		TEXT("\\bsavefig" CALL "(?!" INTO_PRIVATE ")",
+		"\\bsqlite3" DOT "connect" CALL "(?!" SQLITE_NO_FILE "|" INTO_PRIVATE ")")
 	},
 	/*
 	 * data-out.  Catches `.post(` on anything; put/patch on an HTTP client:

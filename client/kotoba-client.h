@@ -378,6 +378,10 @@ struct kotoba_result {
 	size_t n_blocked;
 	uint64_t blocked_total;
 	struct kotoba_blocked blocked[KOTOBA_BLOCKED_MAX];
+	/* With truncated: where the broker cut each stream, in bytes; the
+	 * broker's `[limits] output` raises it.  0: the broker did not say (a
+	 * broker before it).  Added after the receipt, as above. */
+	uint64_t output_limit;
 };
 
 #define KOTOBA_RESULT_INIT { .size = sizeof(struct kotoba_result) }

@@ -434,10 +434,15 @@ static void print_exit_json(const struct kotoba_result *x)
 		printf(",\"exit\":%d,\"signal\":null", x->exit_code);
 	else
 		printf(",\"exit\":null,\"signal\":%d", x->signal);
-	printf(",\"timed_out\":%s,\"truncated\":%s,\"duration_ms\":%" PRIu64
+	printf(",\"timed_out\":%s,\"truncated\":%s", x->timed_out ? "true" : "false",
+	       x->truncated ? "true" : "false");
+	if (x->output_limit)
+		printf(",\"output_limit\":%" PRIu64, x->output_limit);
+	else
+		printf(",\"output_limit\":null");
+	printf(",\"duration_ms\":%" PRIu64
 	       ",\"limit\":\"%s\",\"profile\":\"%s\",\"decision\":\"%s\",\"approver\":\"%s\","
 	       "\"labels\":[",
-	       x->timed_out ? "true" : "false", x->truncated ? "true" : "false",
 	       x->duration_us / 1000, x->limit, x->profile, x->decision, x->approver);
 	for (size_t i = 0; i < x->n_labels; i++)
 		printf("%s\"%s\"", i ? "," : "", x->labels[i]);
@@ -539,8 +544,11 @@ static void report_plain(const struct outcome *oc)
 	}
 	if (oc->exit.timed_out)
 		cli_error("the snippet was stopped after its timeout");
-	if (oc->exit.truncated)
-		cli_error("output was truncated at the broker's per-stream limit");
+	if (oc->exit.truncated && oc->exit.output_limit)
+		cli_error("output was cut at %" PRIu64 " bytes per stream; the broker's [limits] "
+			  "output setting raises it", oc->exit.output_limit);
+	else if (oc->exit.truncated)
+		cli_error("output was cut at the broker's per-stream limit ([limits] output)");
 	if (oc->exit.limit[0] && strcmp(oc->exit.limit, "wall"))
 		cli_error("the snippet hit its %s limit", oc->exit.limit);
 }

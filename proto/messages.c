@@ -248,11 +248,15 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	/* An encoder never reads past the fixed arrays. */
 	if (m->n_labels > PROTO_LABELS_MAX || m->blocked.n > PROTO_BLOCKED_MAX)
 		return -E2BIG;
-	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + in_container + (m->secrets != NULL) +
+	bool cut = m->truncated && m->output_limit;
+
+	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + cut + in_container + (m->secrets != NULL) +
 				      RECEIPT_FIELDS(&m->blocked) + m->escalate);
 	put_uint(&e, "id", m->id);
 	put_result(&e, &m->r);
 	put_bool(&e, "truncated", m->truncated);
+	if (cut)
+		put_uint(&e, "output_limit", m->output_limit);
 	put_str(&e, "profile", profile_name(m->profile));
 	put_str(&e, "decision", decision_name(m->decision));
 	put_str(&e, "approver", approver_name(m->approver));
@@ -981,12 +985,28 @@ static int dec_receipt(struct dec *d, struct receipt *b)
 	return 0;
 }
 
+/* Optional (a broker before it sent none), with truncated only, and a cap
+ * of at least one byte, as the configuration allows. */
+static int dec_output_limit(struct dec *d, struct msg_exit *m)
+{
+	int rc;
+
+	m->output_limit = 0;
+	if ((rc = dec_uint(d, "output_limit", false, &m->output_limit)) <= 0)
+		return rc;
+	if (!m->truncated || m->output_limit == 0)
+		return dec_fail(d, PERR_BAD_FIELD,
+				"field 'output_limit' comes with 'truncated' true only, and is at least 1");
+	return 0;
+}
+
 static int dec_exit(struct dec *d, struct msg_exit *m)
 {
 	int rc, profile, decision, approver;
 
 	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 || (rc = dec_result(d, &m->r)) < 0 ||
 	    (rc = dec_bool(d, "truncated", true, &m->truncated)) < 0 ||
+	    (rc = dec_output_limit(d, m)) < 0 ||
 	    (rc = dec_name(d, "profile", true, &proto_profiles, PROFILES_RAN, &profile)) < 0 ||
 	    (rc = dec_name(d, "decision", true, &proto_decisions, DECISIONS_ALL, &decision)) < 0 ||
 	    (rc = dec_name(d, "approver", true, &proto_approvers, APPROVERS_ALL, &approver)) < 0 ||

@@ -266,6 +266,8 @@ struct msg_exit {
 	struct run_result r;
 	struct receipt blocked;
 	bool truncated;          /* either stream was capped */
+	uint64_t output_limit;   /* the cap, bytes per stream ([limits] output); sent
+				  * with truncated only; 0: not given */
 	enum proto_profile profile;   /* one of PROFILES_RAN */
 	enum proto_decision decision; /* DECISION_RAN */
 	enum proto_approver approver;
@@ -305,6 +307,12 @@ struct msg_queued {
 #define CARD_FAMILY_DETAIL \
 	"Any code she writes then runs on this computer without asking, until you revoke it in " \
 	"Settings."
+
+/* What a card says of the working directory's modules (PYTHON_SNIPPET_MAIN
+ * appends the directory to the end of sys.path). */
+#define CARD_IMPORTS \
+	"the working directory's modules can be imported, after the standard library and " \
+	"installed packages"
 
 /* The detail under the family option when [gate] grant_ttl bounds a
  * grant: the spec's sentence, saying how long "until" can be at most. */
@@ -480,8 +488,14 @@ struct job_engine {
  * nothing there runs unasked: its .pth files and usercustomize.py are not
  * processed (site never sees it as a site directory), sitecustomize was
  * looked for before it was on the path, and being last it can shadow
- * neither the standard library nor the system's packages.  With the
- * receipt's arguments (below) it first runs the receipt's wrappers. */
+ * neither the standard library nor the system's packages.  Last of all,
+ * just before the code runs (a warm job: after its preload list, so no
+ * module there is found by a preloaded package's optional import), the
+ * working directory joins the END of sys.path too, as its absolute path:
+ * the modules an agent wrote there import (`from helpers import f`), and a
+ * json.py there is still not `json`; nothing there runs before the code.
+ * With the receipt's arguments (below) it first runs the receipt's
+ * wrappers. */
 #define PYTHON_SNIPPET_MAIN                                                              \
 	"import os, site, sys\n"                                                         \
 	"a = sys.argv[1:]\n"                                                             \
@@ -522,6 +536,10 @@ struct job_engine {
 	"        sys.stdin.encoding, sys.stdin.errors, '\\n')\n"                          \
 	"    sys.stdin.mode = 'r'\n"                                                     \
 	"    del socket, io\n"                                                           \
+	"try:\n"                                                                         \
+	"    sys.path.append(os.getcwd())\n"                                              \
+	"except OSError:\n"                                                              \
+	"    pass\n"                                                                     \
 	"sys.argv[:] = ['-']\n"                                                          \
 	"__file__, __cached__ = '<stdin>', None\n"                                       \
 	"c = compile(sys.stdin.buffer.read(), '<stdin>', 'exec', dont_inherit=True)\n"   \

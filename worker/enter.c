@@ -60,15 +60,26 @@ die_step(const char *step, int err, const char *fmt, ...)
 	_exit(WORKER_CHILD_DIED);
 }
 
+/* Every disposition back to the default and nothing blocked: an ignored
+ * signal survives exec, and the broker may have been started with SIGINT
+ * and SIGQUIT ignored (a shell's `&`), S ignores SIGPIPE.  A handler does
+ * not survive exec, so only SIG_IGN matters; resetting all is simplest.
+ * SIGKILL and SIGSTOP cannot be changed, and glibc keeps two real-time
+ * signals for itself (EINVAL): both are skipped. */
 static void reset_signals(void)
 {
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	sigset_t none;
 
 	sigemptyset(&none);
 	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
 		die_step(step_name(STEP_SIGNALS), errno, "sigprocmask");
-	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR)
-		die_step(step_name(STEP_SIGNALS), errno, "restoring SIGPIPE");
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		if (sigaction(sig, &dfl, NULL) < 0 && errno != EINVAL)
+			die_step(step_name(STEP_SIGNALS), errno, "restoring signal %d", sig);
+	}
 }
 
 static void new_session(void)
@@ -97,6 +108,9 @@ static int kept_fd = -1;
 static int mounts_fd = -1;
 static bool new_masks;
 
+/* The run has its own /dev/shm (private_shm): Landlock lets it write there. */
+static bool own_shm;
+
 static void secrets_step(const struct plan *p)
 {
 	const char *what;
@@ -107,12 +121,18 @@ static void secrets_step(const struct plan *p)
 	if (rc < 0)
 		die_step(step_name(STEP_SECRETS), -rc, "%s", what);
 	/* Joined: S holds the kept namespace already (p->kept_masks). */
-	if (rc == MASKS_NONE || rc == MASKS_JOINED)
-		return;
-	new_masks = rc == MASKS_NEW && p->landlock_abi > 0; /* main.c, prepare() */
-	mounts_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-	if (mounts_fd < 0)
-		die_step(step_name(STEP_SECRETS), errno, "opening /proc/self/ns/mnt");
+	if (rc == MASKS_NEW || rc == MASKS_PATCHED) {
+		new_masks = rc == MASKS_NEW && p->landlock_abi > 0; /* main.c, prepare() */
+		mounts_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+		if (mounts_fd < 0)
+			die_step(step_name(STEP_SECRETS), errno, "opening /proc/self/ns/mnt");
+	}
+	/* After mounts_fd: the namespace S keeps for the next runs is the
+	 * masks' one, without this run's /dev/shm. */
+	rc = private_shm(p, (enum masks_made)rc, &what);
+	if (rc < 0)
+		die_step(step_name(STEP_SECRETS), -rc, "%s", what);
+	own_shm = rc > 0;
 }
 
 static void enter_cwd(const struct plan *p)
@@ -217,7 +237,7 @@ static void set_no_new_privs(void)
 static void landlock_step(const struct plan *p)
 {
 	const char *what;
-	int rc = apply_landlock(p, &what);
+	int rc = apply_landlock(p, own_shm, &what);
 
 	if (rc < 0)
 		die_step(step_name(STEP_LANDLOCK), -rc, "Landlock ABI %u: %s", p->landlock_abi,
@@ -396,8 +416,9 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	bool bounding_dropped;
 
 	report_fd = x->report_fd;
-	/* S blocks SIGCHLD (for its signalfd) and ignores SIGPIPE; both
-	 * would survive exec and surprise Python and its subprocesses. */
+	/* S blocks SIGCHLD (for its signalfd) and ignores SIGPIPE, and the
+	 * broker may have inherited SIGINT and SIGQUIT ignored: all would
+	 * survive exec and surprise Python and its subprocesses. */
 	reset_signals();
 	/* Own session and process group, no controlling terminal: S kills
 	 * the snippet by group, and no TIOCSTI can reach a terminal. */

@@ -14,6 +14,8 @@
  *   scratch     everything but device nodes: TMPDIR, MPLCONFIGDIR and
  *               XDG_CACHE_HOME live there, and S removes it afterwards.
  *   /dev/null   read, write, truncate (open(os.devnull, "w") works).
+ *   /dev/shm    as scratch, when it is the run's own tmpfs (secrets.c,
+ *               private_shm): POSIX semaphores and shared memory.
  *
  * Every other write, create, delete, rename, link and (ABI 3) truncation
  * fails with EACCES.  ABI 4 adds TCP bind: handled, no port allowed, so
@@ -119,7 +121,7 @@ static int allow_beneath(int ruleset, const char *path, uint64_t access)
 	return rc;
 }
 
-static int add_rules(int ruleset, const struct plan *p, const char **what)
+static int add_rules(int ruleset, const struct plan *p, bool own_shm, const char **what)
 {
 	uint64_t handled = fs_handled(p->landlock_abi);
 	int rc;
@@ -134,10 +136,14 @@ static int add_rules(int ruleset, const struct plan *p, const char **what)
 		*what = "landlock_add_rule /dev/null";
 		rc = allow_beneath(ruleset, "/dev/null", handled & FS_DEV_NULL);
 	}
+	if (rc == 0 && own_shm) {
+		*what = "landlock_add_rule /dev/shm (the run's own tmpfs)";
+		rc = allow_beneath(ruleset, "/dev/shm", handled & ~FS_DEVICES);
+	}
 	return rc;
 }
 
-int apply_landlock(const struct plan *p, const char **what)
+int apply_landlock(const struct plan *p, bool own_shm, const char **what)
 {
 	int ruleset, rc;
 
@@ -148,7 +154,7 @@ int apply_landlock(const struct plan *p, const char **what)
 	ruleset = create_ruleset(p->landlock_abi);
 	if (ruleset < 0)
 		return -errno;
-	rc = add_rules(ruleset, p, what);
+	rc = add_rules(ruleset, p, own_shm, what);
 	if (rc == 0) {
 		/* Needs NO_NEW_PRIVS (set just before) or CAP_SYS_ADMIN. */
 		*what = "landlock_restrict_self";

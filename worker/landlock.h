@@ -21,6 +21,6 @@ unsigned int landlock_plan_abi(const struct msg_job *job, enum proto_profile pro
  * and seccomp.  Applies the ruleset of p->landlock_abi (nothing when 0).
  * Returns 0, or -errno with the failing call in *what; the caller dies
  * on failure, so a snippet never runs with less than the plan said. */
-int apply_landlock(const struct plan *p, const char **what);
+int apply_landlock(const struct plan *p, bool own_shm, const char **what);
 
 #endif

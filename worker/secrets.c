@@ -32,6 +32,11 @@
  * A place the user cannot read anyway (access() as the user fails) gets
  * no mask: the snippet holds less than S.
  *
+ * Then (private_shm) the run's own /dev/shm: a tmpfs in a mount namespace
+ * of that run alone, a copy of the masks' one (which S keeps for the
+ * user's next runs, and which so never holds it), or, with nothing to
+ * mask, new user and mount namespaces made as in step 1.
+ *
  * The approved profile gets none of this: a person read the snippet.
  */
 #include <dirent.h>
@@ -928,6 +933,11 @@ static int map_ids(uid_t uid, gid_t gid, const char **what)
 	return write_file("/proc/self/gid_map", line);
 }
 
+/* What a failed unshare says; private_shm() tells it from later failures. */
+static const char unshare_what[] =
+	"unshare(CLONE_NEWUSER | CLONE_NEWNS) (user namespaces are needed to mask "
+	"secrets; or set [sandbox] secrets = off)";
+
 /* The map files of a non-dumpable process (S made itself one, and C
  * inherits it) belong to root: C is dumpable only while it writes them.
  * Before the unshare, C's capabilities keep the user's other processes
@@ -943,11 +953,11 @@ static int enter_namespaces(const char **what)
 	*what = "prctl(PR_SET_DUMPABLE, 1)";
 	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
 		return -errno;
-	*what = "unshare(CLONE_NEWUSER | CLONE_NEWNS) (user namespaces are needed to mask "
-		"secrets; or set [sandbox] secrets = off)";
+	*what = unshare_what;
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
-		return -errno;
-	rc = map_ids(uid, gid, what);
+		rc = -errno;
+	else
+		rc = map_ids(uid, gid, what);
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 && rc == 0) {
 		*what = "prctl(PR_SET_DUMPABLE, 0)";
 		rc = -errno;
@@ -1128,6 +1138,53 @@ bool masks_hold_in(const struct plan *p, pid_t pid)
 
 	snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
 	return masks_hold_below(p, root);
+}
+
+/* The tmpfs is as large as the run's address-space limit (its pages are
+ * charged to the run's cgroup as it writes them, so memory.max binds
+ * first where it is lower); no exec, no devices, no setuid from it; mode
+ * 0700 and owned by the snippet's user, the one uid the namespace maps. */
+#define SHM_DIR "/dev/shm"
+#define SHM_FLAGS (MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+int private_shm(const struct plan *p, enum masks_made made, const char **what)
+{
+	char opts[64] = "mode=0700";
+	uint64_t size = p->job->lim.as_bytes;
+
+	*what = "";
+	if (p->profile != PROFILE_UNATTENDED)
+		return 0;
+	if (made == MASKS_NONE) {
+		/* Without user namespaces (a sysctl, a container) there is
+		 * nothing to mount in: /dev/shm stays the host's, which
+		 * Landlock and seccomp keep read-only as every other place. */
+		int rc = enter_namespaces(what);
+
+		if (rc < 0 && *what == unshare_what &&
+		    (rc == -EPERM || rc == -EINVAL || rc == -ENOSPC || rc == -EUSERS))
+			return 0;
+		if (rc < 0)
+			return rc;
+		*what = "making every mount private (MS_REC | MS_PRIVATE on /)";
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			return -errno;
+	} else {
+		/* Not in the masks' namespace: S keeps that one for the
+		 * user's next runs, and none of them may see this tmpfs. */
+		*what = "unshare(CLONE_NEWNS) for the run's own " SHM_DIR;
+		if (unshare(CLONE_NEWNS) < 0)
+			return -errno;
+	}
+	/* No RLIMIT_AS: tmpfs's default, half the RAM; the cgroup binds. */
+	if (size)
+		snprintf(opts, sizeof(opts), "mode=0700,size=%llu", (unsigned long long)size);
+	*what = "mount a tmpfs on " SHM_DIR;
+	if (mount("kotoba-shm", SHM_DIR, "tmpfs", SHM_FLAGS, opts) == 0)
+		return 1;
+	/* A system without /dev/shm: the run goes on without one, as
+	 * python3 bare would there. */
+	return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
 }
 
 int mask_secrets(const struct plan *p, int kept, const char **what)

@@ -41,4 +41,14 @@ int mask_secrets(const struct plan *p, int kept, const char **what);
  * went with the old name. */
 bool masks_hold_in(const struct plan *p, pid_t pid);
 
+/* In C, right after mask_secrets (made: what it returned) and after S was
+ * given the masks' namespace to keep: unattended only, the run's own
+ * /dev/shm, a tmpfs in a mount namespace of this run alone (a copy of the
+ * masks' one, or new user and mount namespaces when there are no masks),
+ * so that POSIX semaphores and shared memory (multiprocessing) work and
+ * no other run sees them.  Returns 1 when it is there, 0 when this kernel
+ * gives the user no namespace (then /dev/shm stays the host's, read-only
+ * to the snippet), or -errno with the failing call in *what. */
+int private_shm(const struct plan *p, enum masks_made made, const char **what);
+
 #endif

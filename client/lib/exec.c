@@ -233,6 +233,7 @@ static void take_exit(struct kotoba_result *out, const struct msg_exit *x)
 	res->signal = (int)x->r.signal;
 	res->timed_out = x->r.timed_out;
 	res->truncated = x->truncated;
+	res->output_limit = x->output_limit;
 	kc_copy(res->limit, sizeof(res->limit), x->r.limit, strlen(x->r.limit));
 	res->duration_us = x->r.duration_us;
 	res->cpu_us = x->r.cpu_us;

@@ -356,6 +356,10 @@ static void show_settings(struct pen *p, const struct kotoba_card *c)
 
 	field(p, "Runs in:", c->cwd ? c->cwd : "(the broker did not say)", !c->cwd);
 	fputc('\n', p->f);
+	/* python3 starts isolated, then appends the working directory to
+	 * sys.path (PYTHON_SNIPPET_MAIN): the code may import what is there. */
+	field(p, "Imports:", CARD_IMPORTS, true);
+	fputc('\n', p->f);
 	if (c->timeout_ms)
 		snprintf(t, sizeof(t), "%" PRIu64 ".%03" PRIu64 " s wall clock", c->timeout_ms / 1000,
 			 c->timeout_ms % 1000);

@@ -155,11 +155,13 @@ static void *answer_later(void *arg)
 static void print_result(const struct kotoba_result *r)
 {
 	printf("{\"event\":\"exit\",\"exited\":%s,\"exit_code\":%d,\"signal\":%d,"
-	       "\"timed_out\":%s,\"truncated\":%s,\"limit\":\"%s\",\"duration_us\":%llu,"
+	       "\"timed_out\":%s,\"truncated\":%s,\"output_limit\":%llu,\"limit\":\"%s\","
+	       "\"duration_us\":%llu,"
 	       "\"cpu_us\":%llu,\"max_rss_kb\":%llu,\"profile\":\"%s\",\"decision\":\"%s\","
 	       "\"approver\":\"%s\",\"labels\":[",
 	       r->exited ? "true" : "false", r->exit_code, r->signal,
-	       r->timed_out ? "true" : "false", r->truncated ? "true" : "false", r->limit,
+	       r->timed_out ? "true" : "false", r->truncated ? "true" : "false",
+	       (unsigned long long)r->output_limit, r->limit,
 	       (unsigned long long)r->duration_us, (unsigned long long)r->cpu_us,
 	       (unsigned long long)r->max_rss_kb, r->profile, r->decision, r->approver);
 	for (size_t i = 0; i < r->n_labels; i++)

@@ -50,6 +50,7 @@ def test_exit_fields_and_output_order(broker_proc):
     x = ev[-1]
     assert x["event"] == "exit" and x["exited"] and x["exit_code"] == 5
     assert x["timed_out"] is False and x["truncated"] is False and x["limit"] == ""
+    assert x["output_limit"] == 0
     assert x["decision"] == "ran" and x["approver"] == "unattended"
     assert x["profile"] == "unattended" and x["labels"] == []
     assert 0 < x["duration_us"] < 30e6 and x["max_rss_kb"] > 0
@@ -64,6 +65,18 @@ def test_cli_json_says_where(broker_proc):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["stdout"] == "42\n" and out["where"] == "host" and "container" not in out
+
+
+def test_cut_output_says_where_and_the_cli_which_setting(broker_proc):
+    x = run(broker_proc, "import sys\nsys.stdout.write('x' * 300000)")[-1]
+    assert x["truncated"] is True and x["output_limit"] == 200000, x
+    p = subprocess.run([os.path.join(BUILD, "kotoba"), "run", "-c",
+                        "import sys\nsys.stdout.write('x' * 300000)", "--no-channel",
+                        "--socket", broker_proc.socket, "--cwd", broker_proc.dir],
+                       capture_output=True, timeout=60)
+    assert len(p.stdout) == 200000, len(p.stdout)
+    assert (b"output was cut at 200000 bytes per stream; the broker's [limits] output "
+            b"setting raises it") in p.stderr, p.stderr
 
 
 def test_signal_and_timeout(broker_proc):

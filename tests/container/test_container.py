@@ -480,6 +480,23 @@ def test_the_working_directorys_env_files_are_masked_in_the_container(ctbroker, 
         assert f.read() == "TOKEN=planted\n"
 
 
+def test_the_working_directory_s_modules_import_in_the_container(ctbroker, ct_user, cwd):
+    """A module the agent wrote in the working directory imports in the
+    container as on the host, after the standard library (a textwrap.py
+    there is not textwrap)."""
+    files = {"helpers.py": "def slugify(s):\n    return s.lower().replace(' ', '-')\n",
+             "textwrap.py": "raise SystemExit('the textwrap.py of the working directory ran')\n"}
+    for name, text in files.items():
+        path = os.path.join(cwd, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chown(path, ct_user.pw_uid, ct_user.pw_gid)
+    code = ("import os, sys, textwrap\nfrom helpers import slugify\n"
+            "print(slugify('Hello World'), sys.path[-1] == os.getcwd(), textwrap.shorten('a b', 9))\n")
+    r = ctbroker.run(code, cwd, gate="none")
+    assert r["_status"] == 0 and r["stdout"] == "hello-world True a b\n", show(r)
+
+
 def test_code_planted_in_the_working_directory_does_not_run_in_the_container(ctbroker, ct_user,
                                                                               cwd):
     """python3 starts isolated (-I) in the container too: a sitecustomize,

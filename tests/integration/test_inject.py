@@ -155,15 +155,16 @@ def test_files_in_cwd_run_nothing(broker, planted, channel):
 
 @pytest.mark.parametrize("channel", PROFILES)
 def test_python_runs_isolated(broker, planted, channel):
-    """-I: environment ignored, no user site, no working directory on sys.path."""
+    """-I: environment ignored, no user site; the working directory only at
+    the end of sys.path, after the standard library and every package."""
     code = ("import os, site, sys\n"
             "f = sys.flags\n"
             "print(f.isolated, f.ignore_environment, f.no_user_site, site.ENABLE_USER_SITE)\n"
-            "print(os.getcwd() in sys.path, '' in sys.path)\n"
+            "print(sys.path[-1] == os.getcwd(), sys.path.count(os.getcwd()), '' in sys.path)\n"
             "print(sorted(k for k in os.environ if k.startswith(('PYTHON', 'LD_'))))\n")
     cards, end, text = through_broker(broker, planted, code, channel)
     assert end["type"] == "exit" and end["code"] == 0, (end, text)
-    assert text.splitlines()[:3] == ["1 1 1 False", "False False", "[]"], text
+    assert text.splitlines()[:3] == ["1 1 1 False", "True 1 False", "[]"], text
 
 
 @pytest.mark.parametrize("channel", PROFILES)

@@ -49,7 +49,7 @@ def test_json_fields(broker):
     r = broker.run_json("import sys; print('o'); print('e', file=sys.stderr); sys.exit(5)")
     assert r["stdout"] == "o\n" and r["stderr"] == "e\n"
     assert r["exit"] == 5 and r["signal"] is None and r["_status"] == 5
-    assert r["timed_out"] is False and r["truncated"] is False
+    assert r["timed_out"] is False and r["truncated"] is False and r["output_limit"] is None
     assert r["duration_ms"] >= 0 and r["decision"] == "ran"
 
 
@@ -193,7 +193,7 @@ def test_output_capped_without_deadlock(broker):
                         "for _ in range(800): sys.stdout.write(chunk)\n"
                         "print('done', file=sys.stderr)", timeout=120)
     assert r["exit"] == 0, r["stderr"][:200]
-    assert r["truncated"] is True
+    assert r["truncated"] is True and r["output_limit"] == 200000
     assert len(r["stdout"]) == 200000
     assert r["stderr"] == "done\n"
 

@@ -276,10 +276,16 @@ def test_a_working_directory_whose_real_path_is_too_long_stops_the_run(make_brok
 
 # ---- the masks' namespace kept between a user's runs (PROTOCOL.md, "masks")
 
-NS = "import os\nprint(os.readlink('/proc/self/ns/mnt'))\n"
+# Which masks a run has: the device of the tmpfs its masks are bound from.
+# Not the run's mount namespace, which is always a copy of its own (its
+# /dev/shm), so that a joined namespace shows as the same mask tmpfs and a
+# new or patched one as another.
+NS = ("print(sorted({l.split()[2] for l in open('/proc/self/mountinfo')\n"
+      "              if ' - tmpfs kotoba-mask ' in l}))\n")
 
 
 def mount_ns(b, cwd):
+    """The masks' namespace a run of b in cwd has, as its masks' device."""
     out, end = run(b, NS, "", False, cwd)
     assert end["type"] == "exit" and end["code"] == 0, (out, end)
     return out.strip()

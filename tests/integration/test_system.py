@@ -252,7 +252,7 @@ def test_sighup_changes_limit_for_next_snippet(work):
         b.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: "configuration reloaded" in b.read_log(), "the reload's log line")
         r = b.run_json(code)
-        assert r["truncated"] is True and len(r["stdout"]) == 1000
+        assert r["truncated"] is True and len(r["stdout"]) == 1000 and r["output_limit"] == 1000
         with open(os.path.join(b.dir, "broker.conf"), "w") as f:
             f.write("[limits]\noutput = lots\n")
         b.proc.send_signal(signal.SIGHUP)

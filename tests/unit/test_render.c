@@ -173,6 +173,7 @@ static void test_card_shows_what_the_client_set(void **state)
 	(void)state;
 	assert_non_null(text);
 	assert_non_null(strstr(text, "Runs in:     /home/ada/project\n"));
+	assert_non_null(strstr(text, "Imports:     the working directory's modules can be imported,"));
 	assert_non_null(strstr(text, "Time limit:  60.000 s wall clock\n"));
 	assert_non_null(strstr(text, "Limits:      cpu 600 s, memory 4 GiB, output 200000 bytes\n"));
 	assert_non_null(strstr(text, "             TZ=Europe/Paris\\x1b[2J\n"));

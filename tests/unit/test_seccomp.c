@@ -1064,7 +1064,7 @@ static void unattended_at_abi(void)
 	path_in(victim, sizeof(victim), ll_outside, "victim");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail("PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
-	rc = apply_landlock(&p, &what);
+	rc = apply_landlock(&p, false, &what);
 	if (rc < 0)
 		child_fail("ABI %u: %s: %s", ll_abi, what, strerror(-rc));
 	load_profile("unattended", ll_abi, false);
@@ -1153,7 +1153,7 @@ static void engine_at_abi(void)
 		child_fail("the test's API socket: %s", strerror(errno));
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail("PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
-	rc = apply_landlock(&p, &what);
+	rc = apply_landlock(&p, false, &what);
 	if (rc < 0)
 		child_fail("ABI %u: %s: %s", ll_abi, what, strerror(-rc));
 	load_profile("engine", ll_abi, false);

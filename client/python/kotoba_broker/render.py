@@ -40,6 +40,10 @@ Text = Union[str, bytes, bytearray]
 Ranges = Tuple[Tuple[int, int], ...]
 
 TAB_STOP = 8
+# CARD_IMPORTS of proto/proto.h: python3 appends the working directory to
+# the end of sys.path, so the code may import what is there.
+CARD_IMPORTS = ("the working directory's modules can be imported, after the standard library "
+                "and installed packages")
 MARKS_MAX = 2  # combining marks on one character; more could paint over other rows
 
 # Shown as <U+XXXX>: C1 controls, format characters (bidirectional controls,
@@ -288,6 +292,9 @@ def _limits(p: _Pen, limits: Sequence[Tuple[str, int]]) -> None:
 def _settings(p: _Pen, card: "Card") -> None:
     _field(p, "Runs in:", card.cwd if card.cwd is not None else "(the broker did not say)",
            words=card.cwd is None)
+    p.write("\n")
+    p.col = 0
+    _field(p, "Imports:", CARD_IMPORTS)
     p.write("\n")
     p.col = 0
     ms = int(round(card.timeout * 1000)) if card.timeout else 0

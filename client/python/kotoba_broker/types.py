@@ -56,7 +56,10 @@ class Result:
     bytes decoded as UTF-8 with invalid sequences replaced (the raw bytes
     are in `stdout_bytes`/`stderr_bytes`).  `where` is "host" or
     "container" (sandbox mode docker), and then `container` is the
-    container's name; it is None on the host.  `blocked` is the receipt:
+    container's name; it is None on the host.  `truncated`: the broker cut
+    a stream at its cap; then `output_limit` says where, in bytes per
+    stream (the broker's `[limits] output` setting raises it; 0 from a
+    broker that does not say).  `blocked` is the receipt:
     what the sandbox refused (at most 16 entries), and `blocked_total` how
     many refusals in all; empty and 0 when nothing was refused.
 
@@ -86,6 +89,7 @@ class Result:
     container: Optional[str] = None
     blocked: Tuple[Blocked, ...] = ()
     blocked_total: int = 0
+    output_limit: int = 0
     escalation: Optional[str] = None
     first: Optional["Result"] = None
 
@@ -111,7 +115,8 @@ class Result:
             stdout_bytes=out, stderr_bytes=err, where=where,
             container=end.get("container") if where == "container" else None,
             blocked=tuple(Blocked.from_wire(b) for b in end.get("blocked", ())),
-            blocked_total=end.get("blocked_total", 0))
+            blocked_total=end.get("blocked_total", 0),
+            output_limit=end.get("output_limit", 0) if end.get("truncated") else 0)
 
 
 @dataclasses.dataclass(frozen=True)

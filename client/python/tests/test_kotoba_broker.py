@@ -72,6 +72,7 @@ def test_result_fields(broker_proc):
     assert r.stdout_bytes == b"o\n" and r.stderr_bytes == b"e\n"
     assert r.exit_code == 5 and r.signal is None and not r.ok
     assert r.timed_out is False and r.truncated is False and r.limit == ""
+    assert r.output_limit == 0
     assert r.decision == "ran" and r.approver == "unattended" and r.profile == "unattended"
     assert r.labels == ()
     assert isinstance(r.duration, float) and 0 < r.duration < 30  # seconds
@@ -101,6 +102,7 @@ def test_result_signal_timeout_truncated(broker_proc):
         assert r.duration > 0.7
         r = c.run("import sys\nsys.stdout.write('x' * 300000)", cwd=broker_proc.dir)
         assert r.truncated and len(r.stdout) == 200000 and r.exit_code == 0
+        assert r.output_limit == 200000
 
 
 def test_labels_and_approver_in_result(broker_proc):

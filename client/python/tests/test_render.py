@@ -83,6 +83,7 @@ def test_card_shows_every_line_numbered():
 def test_card_shows_what_the_client_set():
     text = card("print(1)\n").text(80)
     assert "Runs in:     /home/ada/project\n" in text
+    assert "Imports:     the working directory's modules can be imported," in text
     assert "Time limit:  60.000 s wall clock\n" in text
     assert "Limits:      cpu 600 s, memory 4 GiB, output 200000 bytes\n" in text
     assert "             TZ=Europe/Paris\\x1b[2J\n" in text
