@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "client/kotoba-client.h"
 #include "proto/status.h"
 
@@ -24,8 +26,15 @@ int cmd_audit(int argc, char **argv);
 bool audit_verify_offline(int argc, char **argv);
 int cmd_audit_verify_copy(int argc, char **argv);
 
-/* JSON output helpers (client/json.c). */
-void json_string(FILE *out, const char *s, size_t len);
+/* JSON (client/json.c), for --json and `kotoba mcp`.  json_text: any
+ * bytes as a JSON string, those that are not UTF-8 as U+FFFD (NULL only
+ * when out of memory).  json_add_result, json_add_error: a run's end as
+ * `kotoba run --json` gives it (README.md), added to @o. */
+json_t *json_text(const char *s, size_t len);
+void json_add_result(json_t *o, const struct kotoba_result *x);
+void json_add_error(json_t *o, const struct kotoba_error *e);
+/* "rerun", "left", "expired", "cancelled"; NULL when not escalated. */
+const char *json_escalation_name(enum kotoba_escalation e);
 
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
