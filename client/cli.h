@@ -19,6 +19,10 @@
 int cli_open(struct kotoba_client **c, const char *socket_path, unsigned flags);
 
 int cmd_run(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
+/* The exit status `kotoba run` gives a run's end (proto/status.h): the
+ * snippet's, 124, 128+N, or why it did not run from @code. */
+int run_status(bool have_exit, const struct kotoba_result *r, enum kotoba_code code);
 int cmd_scan(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);
 int cmd_audit(int argc, char **argv);

@@ -318,12 +318,10 @@ static int error_status(enum kotoba_code code)
 	}
 }
 
-static int exit_status(const struct outcome *oc)
+int run_status(bool have_exit, const struct kotoba_result *r, enum kotoba_code code)
 {
-	const struct kotoba_result *r = &oc->exit;
-
-	if (!oc->have_exit)
-		return error_status(oc->err.code);
+	if (!have_exit)
+		return error_status(code);
 	if (r->timed_out)
 		return KOTOBA_EXIT_TIMEOUT;
 	if (!r->exited)
@@ -438,7 +436,7 @@ int cmd_run(int argc, char **argv)
 	}
 	status = run_snippet(&o, &code, &oc);
 	if (status == 0) {
-		status = exit_status(&oc);
+		status = run_status(oc.have_exit, &oc.exit, oc.err.code);
 		if (o.json)
 			print_json(&oc, status);
 		else
