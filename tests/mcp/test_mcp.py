@@ -1,0 +1,129 @@
+"""`kotoba mcp` driven by the official MCP TypeScript SDK (driver.mjs) over
+stdio, against a real broker; malformed input as raw lines."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+from conftest import BUILD, KOTOBA, Broker, tmpdir_k  # noqa: E402,F401
+
+DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "driver.mjs")
+NODE_DIR = os.path.join(BUILD, "mcp")  # where the build put node_modules
+
+
+def drive(broker, cwd, answer, steps):
+    # Node resolves packages from the script's directory: run a copy there.
+    script = os.path.join(NODE_DIR, "driver.mjs")
+    with open(DRIVER) as src, open(script, "w") as dst:
+        dst.write(src.read())
+    p = subprocess.run(["node", script, KOTOBA, broker.socket, cwd,
+                        json.dumps({"answer": answer, "steps": steps})],
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.fixture
+def broker(tmpdir_k):
+    b = Broker(tmpdir_k).start()
+    yield b
+    b.stop()
+
+
+def text(result):
+    return "".join(c["text"] for c in result["content"] if c["type"] == "text")
+
+
+def test_list_tools(broker, tmpdir_k):
+    out = drive(broker, tmpdir_k, None, [{"list": True}])
+    assert out["server"]["name"] == "kotoba"
+    (tool,) = out["steps"][0]["tools"]
+    assert tool["name"] == "execute_code"
+    assert tool["inputSchema"]["required"] == ["code"]
+    assert tool["annotations"]["destructiveHint"] is True
+    assert "stdout" in tool["outputSchema"]["properties"]
+
+
+def test_plain_run_without_elicitation(broker, tmpdir_k):
+    out = drive(broker, tmpdir_k, None, [{"code": "print(6*7)"}])
+    r = out["steps"][0]
+    assert not r.get("isError")
+    assert text(r) == "42\n"
+    assert r["structuredContent"]["approver"] == "unattended"
+    assert r["structuredContent"]["exit"] == 0
+
+
+def test_labelled_refused_without_elicitation(broker, tmpdir_k):
+    out = drive(broker, tmpdir_k, None, [{"code": "import os\nos.system('id')"}])
+    r = out["steps"][0]
+    assert r["isError"] is True
+    assert "shell-spawn" in text(r)
+    assert r["structuredContent"]["error"]["code"] == "refused"
+    assert out["elicitations"] == []
+
+
+def test_elicitation_once(broker, tmpdir_k):
+    out = drive(broker, tmpdir_k, "once", [{"code": "print('approved')"}])
+    r = out["steps"][0]
+    assert text(r) == "approved\n", r
+    assert r["structuredContent"]["approver"] == "user"
+    (e,) = out["elicitations"]
+    # The whole card: the snippet itself and its options.
+    assert "print('approved')" in e["message"]
+    assert e["schema"]["properties"]["answer"]["enum"] == ["once", "always", "deny"]
+
+
+def test_elicitation_always_saves_a_grant(broker, tmpdir_k):
+    out = drive(broker, tmpdir_k, "always", [{"code": "print(1)"}, {"code": "print(2)"}])
+    first, second = out["steps"]
+    assert text(first) == "1\n" and text(second) == "2\n"
+    assert second["structuredContent"]["approver"] == "grant"
+    assert len(out["elicitations"]) == 1  # the grant answered the second
+
+
+@pytest.mark.parametrize("answer", ["deny", "decline"])
+def test_elicitation_deny(broker, tmpdir_k, answer):
+    out = drive(broker, tmpdir_k, answer, [{"code": "print('never')"}])
+    r = out["steps"][0]
+    assert r["isError"] is True
+    assert "never" not in r["structuredContent"]["stdout"]
+    assert r["structuredContent"]["error"]["code"] == "denied"
+
+
+def test_cancel_stops_the_run(broker, tmpdir_k):
+    out = drive(broker, tmpdir_k, None, [
+        {"code": "import time\nprint('started', flush=True)\ntime.sleep(600)",
+         "cancel_on_progress": True},
+        {"code": "print('after')"}])
+    assert "cancelled by the test" in out["steps"][0]["thrown"]
+    assert text(out["steps"][1]) == "after\n"  # the server serves on
+
+
+def test_stopped_broker_is_a_tool_error(broker, tmpdir_k):
+    broker.stop()
+    out = drive(broker, tmpdir_k, None, [{"list": True}, {"code": "print(1)"}])
+    r = out["steps"][1]
+    assert r["isError"] is True
+    assert "cannot reach the broker" in text(r)
+
+
+def test_malformed_input(broker, tmpdir_k):
+    lines = ["not json", json.dumps([1, 2]),
+             json.dumps({"jsonrpc": "2.0", "id": 1, "method": "no/such"}),
+             json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                         "params": {"name": "execute_code", "arguments": {"code": 5}}}),
+             "x" * (16 * 1024 * 1024 + 10),
+             json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"})]
+    p = subprocess.run([KOTOBA, "mcp", "--socket", broker.socket, "--cwd", tmpdir_k],
+                       input="\n".join(lines) + "\n", capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    got = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [m.get("error", {}).get("code") for m in got] == \
+        [-32700, -32600, -32601, -32602, -32600, None]
+    assert "arguments.code" in got[3]["error"]["message"]
+    assert "longer than" in got[4]["error"]["message"]
+    assert got[5] == {"jsonrpc": "2.0", "id": 3, "result": {}}
