@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -93,6 +94,18 @@ def test_elicitation_deny(broker, tmpdir_k, answer):
     assert r["structuredContent"]["error"]["code"] == "denied"
 
 
+def wait_cancelled_exit(broker):
+    """Until the audit trail has the run's exit row saying cancelled (the
+    broker killed it); the deadline is only a backstop."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        tail = broker.kotoba("audit", "tail").stdout.decode(errors="replace")
+        if any(" exit " in row and "cancelled" in row for row in tail.splitlines()):
+            return
+        time.sleep(0.1)
+    raise AssertionError("no exit row saying cancelled in the audit trail:\n" + tail)
+
+
 def test_cancel_stops_the_run(broker, tmpdir_k):
     out = drive(broker, tmpdir_k, None, [
         {"code": "import time\nprint('started', flush=True)\ntime.sleep(600)",
@@ -100,6 +113,21 @@ def test_cancel_stops_the_run(broker, tmpdir_k):
         {"code": "print('after')"}])
     assert "cancelled by the test" in out["steps"][0]["thrown"]
     assert text(out["steps"][1]) == "after\n"  # the server serves on
+    wait_cancelled_exit(broker)
+
+
+def test_eof_stops_the_run(broker, tmpdir_k):
+    p = subprocess.Popen([KOTOBA, "mcp", "--socket", broker.socket, "--cwd", tmpdir_k],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "execute_code", "arguments": {"code": "import time\ntime.sleep(600)"},
+        "_meta": {"progressToken": 7}}}) + "\n")
+    p.stdin.flush()
+    # A progress notification: the run is going on.
+    assert json.loads(p.stdout.readline())["method"] == "notifications/progress"
+    p.stdin.close()
+    assert p.wait(timeout=30) == 0
+    wait_cancelled_exit(broker)
 
 
 def test_stopped_broker_is_a_tool_error(broker, tmpdir_k):
