@@ -12,7 +12,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from conftest import BUILD, KOTOBA, Broker, tmpdir_k  # noqa: E402,F401
 
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "driver.mjs")
-NODE_DIR = os.path.join(BUILD, "mcp")  # where the build put node_modules
+# Where the build put node_modules (the sanitizer build's run uses the
+# ordinary build's).
+NODE_DIR = os.environ.get("KOTOBA_MCP_NODE", os.path.join(BUILD, "mcp"))
 
 
 def drive(broker, cwd, answer, steps):
@@ -24,6 +26,7 @@ def drive(broker, cwd, answer, steps):
                         json.dumps({"answer": answer, "steps": steps})],
                        capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr
+    assert "Sanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
     return json.loads(p.stdout)
 
 
@@ -149,6 +152,7 @@ def test_malformed_input(broker, tmpdir_k):
                        input="\n".join(lines) + "\n", capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0, p.stderr
+    assert "Sanitizer" not in p.stderr, p.stderr
     got = [json.loads(x) for x in p.stdout.splitlines()]
     assert [m.get("error", {}).get("code") for m in got] == \
         [-32700, -32600, -32601, -32602, -32600, None]
