@@ -277,6 +277,17 @@ static void add_notes(json_t *content, const struct mcp_run *r, bool ok,
 		note(content, "[kotoba: the person did not approve running it again]");
 }
 
+/* A card the broker closed (expired, or the run ended) while its
+ * elicitation waits: the client may stop asking. */
+static void withdraw_elicitation(struct mcp_run *r, const char *why)
+{
+	if (!r->elicit_id)
+		return;
+	mcp_send(json_pack("{s:s,s:{s:I,s:s}}", "method", "notifications/cancelled",
+			   "params", "requestId", (json_int_t)r->elicit_id, "reason", why));
+	r->elicit_id = 0;
+}
+
 static void finish(struct mcp_run *r, enum kotoba_code rc)
 {
 	bool ok = rc == KOTOBA_OK;
@@ -285,6 +296,7 @@ static void finish(struct mcp_run *r, enum kotoba_code rc)
 	json_t *sc = json_object(), *content = json_array();
 	const struct mcp_buf *out = r->out;
 
+	withdraw_elicitation(r, "the card is closed: nobody answered it in time");
 	kotoba_escalation(r->c, &esc, NULL, NULL, NULL);
 	/* Left or expired: the first run is the result, its output too. */
 	if (esc == KOTOBA_ESCALATION_LEFT || esc == KOTOBA_ESCALATION_EXPIRED ||
@@ -419,10 +431,7 @@ void mcp_cancel(struct mcp *m, json_t *id)
 
 		if (!r->used || (id && !same_id(id, r->id)))
 			continue;
-		if (r->elicit_id)
-			mcp_send(json_pack("{s:s,s:{s:I,s:s}}", "method", "notifications/cancelled",
-					   "params", "requestId", (json_int_t)r->elicit_id,
-					   "reason", "the tool call was cancelled"));
+		withdraw_elicitation(r, "the tool call was cancelled");
 		/* The broker kills the snippet or withdraws its card; the
 		 * client asked for no answer, so none is sent. */
 		kotoba_cancel(r->c, &err);

@@ -80,6 +80,15 @@ def test_elicitation_once(broker, tmpdir_k):
     assert e["schema"]["properties"]["answer"]["enum"] == ["once", "always", "deny"]
 
 
+def test_elicitation_message_is_escaped_like_the_terminal_card(broker, tmpdir_k):
+    hostile = "x = 1  # \x1b[2J\x1b]0;t\x07\u202e\u200b\u009b1A\nprint('shown')"
+    out = drive(broker, tmpdir_k, "deny", [{"code": hostile}])
+    (e,) = out["elicitations"]
+    msg = e["message"]
+    assert not any(c in msg for c in "\x1b\x07\u202e\u200b\u009b"), msg
+    assert "\\x1b" in msg and "<U+202E>" in msg and "print('shown')" in msg
+
+
 def test_elicitation_always_saves_a_grant(broker, tmpdir_k):
     out = drive(broker, tmpdir_k, "always", [{"code": "print(1)"}, {"code": "print(2)"}])
     first, second = out["steps"]
