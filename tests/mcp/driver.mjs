@@ -1,7 +1,7 @@
 // Drives `kotoba mcp` with the official MCP TypeScript SDK as the client.
 // usage: node driver.mjs KOTOBA SOCKET CWD SCENARIO_JSON
 // SCENARIO_JSON: {"answer": "once"|"always"|"deny"|"decline"|null (no
-// elicitation capability), "steps": [{"list": true} | {"code": "...",
+// elicitation capability), "escalation": "rerun"|"leave", "steps": [{"list": true} | {"code": "...",
 // "cancel_on_progress": true}]}.  Prints one JSON line: what each step gave
 // and the messages of the elicitations the client was sent.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -18,8 +18,11 @@ const elicitations = [];
 if (elicits) {
   client.setRequestHandler(ElicitRequestSchema, async (req) => {
     elicitations.push({ message: req.params.message, schema: req.params.requestedSchema });
-    if (scenario.answer === "decline") return { action: "decline" };
-    return { action: "accept", content: { answer: scenario.answer } };
+    // An escalation card's options are rerun and leave.
+    const escalation = req.params.requestedSchema.properties.answer.enum.includes("rerun");
+    const answer = escalation ? scenario.escalation ?? "leave" : scenario.answer;
+    if (answer === "decline") return { action: "decline" };
+    return { action: "accept", content: { answer } };
   });
 }
 

@@ -10,6 +10,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from conftest import BUILD, KOTOBA, Broker, tmpdir_k  # noqa: E402,F401
+from test_escalation import WRITE  # noqa: E402
+from test_receipt import home  # noqa: E402,F401  (fixture)
 
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "driver.mjs")
 # Where the build put node_modules (the sanitizer build's run uses the
@@ -17,13 +19,14 @@ DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "driver.mjs")
 NODE_DIR = os.environ.get("KOTOBA_MCP_NODE", os.path.join(BUILD, "mcp"))
 
 
-def drive(broker, cwd, answer, steps):
+def drive(broker, cwd, answer, steps, escalation=None):
     # Node resolves packages from the script's directory: run a copy there.
     script = os.path.join(NODE_DIR, "driver.mjs")
     with open(DRIVER) as src, open(script, "w") as dst:
         dst.write(src.read())
     p = subprocess.run(["node", script, KOTOBA, broker.socket, cwd,
-                        json.dumps({"answer": answer, "steps": steps})],
+                        json.dumps({"answer": answer, "escalation": escalation,
+                                    "steps": steps})],
                        capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr
     assert "Sanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
@@ -95,6 +98,27 @@ def test_elicitation_always_saves_a_grant(broker, tmpdir_k):
     assert text(first) == "1\n" and text(second) == "2\n"
     assert second["structuredContent"]["approver"] == "grant"
     assert len(out["elicitations"]) == 1  # the grant answered the second
+
+
+@pytest.mark.parametrize("again", ["rerun", "leave"])
+def test_escalation_card_through_elicitation(broker, home, again):
+    """Under a grant, a write the unattended profile refuses: the
+    escalation card comes as an elicitation with the receipt; rerun runs it
+    again under the approved profile, leave does not."""
+    out = drive(broker, home, "always", [{"code": "print(1)"}, {"code": WRITE}],
+                escalation=again)
+    r = out["steps"][1]
+    first, card = out["elicitations"]
+    assert card["schema"]["properties"]["answer"]["enum"] == ["rerun", "leave"]
+    assert "notes.md" in card["message"]
+    assert r["structuredContent"]["escalation"] == ("rerun" if again == "rerun" else "left")
+    if again == "rerun":
+        assert text(r).startswith("wrote"), r
+        assert r["structuredContent"]["approver"] == "user"
+        assert os.path.exists(os.path.join(home, "notes.md"))
+    else:
+        assert text(r).startswith("refused"), r
+        assert not os.path.exists(os.path.join(home, "notes.md"))
 
 
 @pytest.mark.parametrize("answer", ["deny", "decline"])
