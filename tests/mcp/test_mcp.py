@@ -9,7 +9,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from conftest import BUILD, KOTOBA, Broker, tmpdir_k  # noqa: E402,F401
+from conftest import BUILD, KOTOBA, Broker, make_broker, tmpdir_k  # noqa: E402,F401
 from test_escalation import WRITE  # noqa: E402
 from test_receipt import home  # noqa: E402,F401  (fixture)
 
@@ -192,3 +192,34 @@ def test_malformed_input(broker, tmpdir_k):
     assert "arguments.code" in got[3]["error"]["message"]
     assert "longer than" in got[4]["error"]["message"]
     assert got[5] == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+def raw(socket, cwd, *msgs):
+    """Lines to `kotoba mcp`, its answers parsed."""
+    p = subprocess.run([KOTOBA, "mcp", "--socket", socket, "--cwd", cwd],
+                       input="".join(json.dumps(m) + "\n" for m in msgs),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "Sanitizer" not in p.stderr, p.stderr
+    return [json.loads(x) for x in p.stdout.splitlines()]
+
+
+def init(id, version):
+    return {"jsonrpc": "2.0", "id": id, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "1"}}}
+
+
+def test_version_negotiation(broker, tmpdir_k):
+    got = raw(broker.socket, tmpdir_k, init(1, "2025-06-18"), init(2, "2025-11-25"),
+              init(3, "1999-01-01"))
+    assert [g["result"]["protocolVersion"] for g in got] == \
+        ["2025-06-18", "2025-11-25", "2025-11-25"]
+
+
+def test_no_tool_in_mode_none(make_broker, tmpdir_k):
+    b = make_broker(extra_args=["--sandbox", "none"]).start()
+    try:
+        (got,) = raw(b.socket, tmpdir_k, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    finally:
+        b.stop()
+    assert got["result"] == {"tools": []}
