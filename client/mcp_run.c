@@ -10,29 +10,43 @@
 
 #include "client/card.h"
 #include "client/mcp.h"
+#include "proto/proto.h" /* proto_labels */
 
-/* The spec's table in a few lines: what the tool does and when it asks. */
-static const char description[] =
+/* The spec's table in a few lines: what the tool does and when it asks.
+ * The labels are the protocol's list (proto_labels). */
+static const char description_head[] =
 	"Runs a Python snippet with python3 on this computer, in a kernel sandbox "
 	"(seccomp, and Landlock for snippets nobody approved), and returns its output "
-	"and exit status. Every snippet is scanned for seven labels (fs-destroy, "
-	"shell-spawn, raw-socket, dynamic-eval, fs-write, data-out, secret-read). "
-	"In sandbox mode local a person approves each snippet through a card unless "
+	"and exit status. Every snippet is scanned for these labels:";
+static const char description_tail[] =
+	". In sandbox mode local a person approves each snippet through a card unless "
 	"they saved a grant; a grant never covers a labelled snippet. In mode docker "
 	"unlabelled snippets run in a container with no card. When this client cannot "
 	"show cards (no elicitation), plain snippets run unattended under the tightest "
 	"sandbox and labelled ones are refused. Files the snippet writes stay written.";
 
+static json_t *description(void)
+{
+	char text[1024];
+	size_t n = snprintf(text, sizeof(text), "%s", description_head);
+
+	for (size_t i = 0; proto_labels[i] && n < sizeof(text); i++)
+		n += snprintf(text + n, sizeof(text) - n, "%s %s", i ? "," : "", proto_labels[i]);
+	if (n < sizeof(text))
+		snprintf(text + n, sizeof(text) - n, "%s", description_tail);
+	return json_string(text);
+}
+
 json_t *mcp_tool(void)
 {
 	return json_pack(
-		"{s:s,s:s,s:s,"
+		"{s:s,s:s,s:o,"
 		"s:{s:s,s:{s:{s:s,s:s},s:{s:s,s:s,s:i},s:{s:s,s:s}},s:[s],s:b},"
 		"s:{s:s,s:{s:{s:s},s:{s:s},s:{s:s},s:{s:[s,s]},s:{s:[s,s]},"
 		"s:{s:s},s:{s:s},s:{s:s,s:{s:s}},s:{s:s}},s:[s,s,s]},"
 		"s:{s:s,s:b,s:b,s:b,s:b}}",
 		"name", "execute_code", "title", "Run Python (kotoba sandbox)",
-		"description", description,
+		"description", description(),
 		"inputSchema", "type", "object", "properties",
 		"code", "type", "string", "description", "the Python source to run",
 		"timeout_s", "type", "number", "description",
