@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "client/kotoba-client.h"
 #include "proto/status.h"
 
@@ -17,6 +19,10 @@
 int cli_open(struct kotoba_client **c, const char *socket_path, unsigned flags);
 
 int cmd_run(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
+/* The exit status `kotoba run` gives a run's end (proto/status.h): the
+ * snippet's, 124, 128+N, or why it did not run from @code. */
+int run_status(bool have_exit, const struct kotoba_result *r, enum kotoba_code code);
 int cmd_scan(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
@@ -24,8 +30,15 @@ int cmd_audit(int argc, char **argv);
 bool audit_verify_offline(int argc, char **argv);
 int cmd_audit_verify_copy(int argc, char **argv);
 
-/* JSON output helpers (client/json.c). */
-void json_string(FILE *out, const char *s, size_t len);
+/* JSON (client/json.c), for --json and `kotoba mcp`.  json_text: any
+ * bytes as a JSON string, those that are not UTF-8 as U+FFFD (NULL only
+ * when out of memory).  json_add_result, json_add_error: a run's end as
+ * `kotoba run --json` gives it (README.md), added to @o. */
+json_t *json_text(const char *s, size_t len);
+void json_add_result(json_t *o, const struct kotoba_result *x);
+void json_add_error(json_t *o, const struct kotoba_error *e);
+/* "rerun", "left", "expired", "cancelled"; NULL when not escalated. */
+const char *json_escalation_name(enum kotoba_escalation e);
 
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

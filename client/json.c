@@ -1,41 +1,127 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: MIT
+ * JSON for `kotoba run --json` and `kotoba mcp`, built with jansson.
+ */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "client/cli.h"
 #include "proto/proto.h" /* utf8_valid() */
 
-/* Writes s as a JSON string.  Bytes that are not UTF-8 (a snippet may
- * print anything) become U+FFFD, so the output is always valid JSON. */
-void json_string(FILE *out, const char *s, size_t len)
+/* jansson takes only UTF-8; a snippet may print anything.  Bytes that are
+ * not UTF-8 become U+FFFD, so the output is always valid JSON. */
+json_t *json_text(const char *s, size_t len)
 {
+	static const char fffd[] = "\xef\xbf\xbd";
 	const uint8_t *p = (const uint8_t *)s;
-	size_t i = 0;
+	char *clean = malloc(len * 3 + 1);
+	size_t i = 0, n = 0;
+	json_t *v;
 
-	fputc('"', out);
+	if (!clean)
+		return NULL;
 	while (i < len) {
 		uint8_t c = p[i];
-		size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 :
+		size_t w = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 :
 					  (c & 0xf8) == 0xf0 ? 4 : 0;
 
-		if (n == 1) {
-			if (c == '"' || c == '\\')
-				fprintf(out, "\\%c", c);
-			else if (c == '\n')
-				fputs("\\n", out);
-			else if (c == '\t')
-				fputs("\\t", out);
-			else if (c < 0x20 || c == 0x7f)
-				fprintf(out, "\\u%04x", c);
-			else
-				fputc(c, out);
-			i++;
-		} else if (n && i + n <= len && utf8_valid(p + i, n)) {
-			fwrite(p + i, 1, n, out);
-			i += n;
+		if (w == 1 || (w && i + w <= len && utf8_valid(p + i, w))) {
+			memcpy(clean + n, p + i, w);
+			n += w;
+			i += w;
 		} else {
-			fputs("\\ufffd", out);
+			memcpy(clean + n, fffd, 3);
+			n += 3;
 			i++;
 		}
 	}
-	fputc('"', out);
+	v = json_stringn(clean, n);
+	free(clean);
+	return v;
+}
+
+/* A fixed-size field of the library's (NUL-terminated within its size). */
+static json_t *json_field(const char *s, size_t size)
+{
+	return json_text(s, strnlen(s, size));
+}
+
+#define FIELD(s) json_field((s), sizeof(s))
+
+/* Always present, empty when nothing was refused.  Targets are the
+ * snippet's: made valid like output. */
+static void add_receipt(json_t *o, const struct kotoba_result *x)
+{
+	json_t *list = json_array();
+
+	json_object_set_new(o, "blocked_total", json_integer((json_int_t)x->blocked_total));
+	for (size_t i = 0; i < x->n_blocked && i < KOTOBA_BLOCKED_MAX; i++) {
+		const struct kotoba_blocked *b = &x->blocked[i];
+
+		json_array_append_new(list, json_pack("{s:o,s:o,s:I,s:o,s:o,s:b}",
+						      "kind", FIELD(b->kind),
+						      "target", FIELD(b->target),
+						      "count", (json_int_t)b->count,
+						      "by", FIELD(b->by),
+						      "seen_by", FIELD(b->seen_by),
+						      "inferred", b->inferred));
+	}
+	json_object_set_new(o, "blocked", list);
+}
+
+void json_add_result(json_t *o, const struct kotoba_result *x)
+{
+	json_t *labels = json_array();
+
+	json_object_set_new(o, "exit", x->exited ? json_integer(x->exit_code) : json_null());
+	json_object_set_new(o, "signal", x->exited ? json_null() : json_integer(x->signal));
+	json_object_set_new(o, "timed_out", json_boolean(x->timed_out));
+	json_object_set_new(o, "truncated", json_boolean(x->truncated));
+	json_object_set_new(o, "output_limit", x->output_limit ?
+			    json_integer((json_int_t)x->output_limit) : json_null());
+	json_object_set_new(o, "duration_ms", json_integer((json_int_t)(x->duration_us / 1000)));
+	json_object_set_new(o, "limit", FIELD(x->limit));
+	json_object_set_new(o, "profile", FIELD(x->profile));
+	json_object_set_new(o, "decision", FIELD(x->decision));
+	json_object_set_new(o, "approver", FIELD(x->approver));
+	for (size_t i = 0; i < x->n_labels && i < KOTOBA_LABELS_MAX; i++)
+		json_array_append_new(labels, FIELD(x->labels[i]));
+	json_object_set_new(o, "labels", labels);
+	json_object_set_new(o, "where", FIELD(x->where));
+	/* The name is the engine's, not ours: made valid like any foreign text. */
+	if (x->container[0])
+		json_object_set_new(o, "container", FIELD(x->container));
+	add_receipt(o, x);
+}
+
+void json_add_error(json_t *o, const struct kotoba_error *e)
+{
+	json_t *err = json_object();
+
+	json_object_set_new(o, "exit", json_null());
+	json_object_set_new(o, "signal", json_null());
+	json_object_set_new(err, "code", FIELD(e->name));
+	json_object_set_new(err, "message", FIELD(e->message));
+	if (e->step[0]) {
+		json_object_set_new(err, "step", FIELD(e->step));
+		json_object_set_new(err, "errno", json_integer(e->sys_errno));
+	}
+	json_object_set_new(o, "error", err);
+}
+
+const char *json_escalation_name(enum kotoba_escalation e)
+{
+	switch (e) {
+	case KOTOBA_ESCALATION_RERUN:
+		return "rerun";
+	case KOTOBA_ESCALATION_LEFT:
+		return "left";
+	case KOTOBA_ESCALATION_EXPIRED:
+		return "expired";
+	case KOTOBA_ESCALATION_CANCELLED:
+		return "cancelled";
+	case KOTOBA_ESCALATION_NONE:
+	default:
+		return NULL;
+	}
 }

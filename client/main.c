@@ -12,6 +12,7 @@ static void usage(FILE *f)
 	fputs("usage: kotoba run [-c CODE | FILE | -] [--cwd DIR] [--timeout S] [--json]\n"
 	      "                  [--no-channel] [--answer once|always|deny] [--socket PATH]\n"
 	      "                  [--for DURATION] [--scope DIR]\n"
+	      "       kotoba mcp [--socket PATH] [--cwd DIR] [--no-elicitation]\n"
 	      "       kotoba scan FILE|-\n"
 	      "       kotoba approvals ls|rm execute_code [--socket PATH]\n"
 	      "       kotoba audit tail|verify|show N [--socket PATH]\n"
@@ -29,6 +30,7 @@ int main(int argc, char **argv)
 		int (*fn)(int argc, char **argv);
 	} cmds[] = {
 		{ "run", cmd_run },
+		{ "mcp", cmd_mcp },
 		{ "scan", cmd_scan },
 		{ "approvals", cmd_approvals },
 		{ "audit", cmd_audit },

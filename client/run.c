@@ -399,12 +399,10 @@ static int error_status(enum kotoba_code code)
 	}
 }
 
-static int exit_status(const struct outcome *oc)
+int run_status(bool have_exit, const struct kotoba_result *r, enum kotoba_code code)
 {
-	const struct kotoba_result *r = &oc->exit;
-
-	if (!oc->have_exit)
-		return error_status(oc->err.code);
+	if (!have_exit)
+		return error_status(code);
 	if (r->timed_out)
 		return KOTOBA_EXIT_TIMEOUT;
 	if (!r->exited)
@@ -412,122 +410,45 @@ static int exit_status(const struct outcome *oc)
 	return r->exit_code & 0xff;
 }
 
-/* Always present, empty when nothing was refused.  Targets are the
- * snippet's: escaped like output. */
-static void print_receipt_json(const struct kotoba_result *x)
-{
-	printf(",\"blocked_total\":%" PRIu64 ",\"blocked\":[", x->blocked_total);
-	for (size_t i = 0; i < x->n_blocked && i < KOTOBA_BLOCKED_MAX; i++) {
-		const struct kotoba_blocked *b = &x->blocked[i];
-
-		printf("%s{\"kind\":\"%s\",\"target\":", i ? "," : "", b->kind);
-		json_string(stdout, b->target, strnlen(b->target, sizeof(b->target)));
-		printf(",\"count\":%" PRIu64 ",\"by\":\"%s\",\"seen_by\":\"%s\",\"inferred\":%s}",
-		       b->count, b->by, b->seen_by, b->inferred ? "true" : "false");
-	}
-	printf("]");
-}
-
-static void print_exit_json(const struct kotoba_result *x)
-{
-	if (x->exited)
-		printf(",\"exit\":%d,\"signal\":null", x->exit_code);
-	else
-		printf(",\"exit\":null,\"signal\":%d", x->signal);
-	printf(",\"timed_out\":%s,\"truncated\":%s", x->timed_out ? "true" : "false",
-	       x->truncated ? "true" : "false");
-	if (x->output_limit)
-		printf(",\"output_limit\":%" PRIu64, x->output_limit);
-	else
-		printf(",\"output_limit\":null");
-	printf(",\"duration_ms\":%" PRIu64
-	       ",\"limit\":\"%s\",\"profile\":\"%s\",\"decision\":\"%s\",\"approver\":\"%s\","
-	       "\"labels\":[",
-	       x->duration_us / 1000, x->limit, x->profile, x->decision, x->approver);
-	for (size_t i = 0; i < x->n_labels; i++)
-		printf("%s\"%s\"", i ? "," : "", x->labels[i]);
-	printf("],\"where\":\"%s\"", x->where);
-	/* The name is the engine's, not ours: escape it like any foreign text. */
-	if (x->container[0]) {
-		printf(",\"container\":");
-		json_string(stdout, x->container, strlen(x->container));
-	}
-	print_receipt_json(x);
-}
-
-static void print_error_json(const struct kotoba_error *e)
-{
-	printf(",\"exit\":null,\"signal\":null,\"error\":{\"code\":");
-	json_string(stdout, e->name, strlen(e->name));
-	printf(",\"message\":");
-	json_string(stdout, e->message, strlen(e->message));
-	if (e->step[0]) {
-		printf(",\"step\":");
-		json_string(stdout, e->step, strlen(e->step));
-		printf(",\"errno\":%d", e->sys_errno);
-	}
-	printf("}");
-}
-
-static const char *escalation_name(enum kotoba_escalation e)
-{
-	switch (e) {
-	case KOTOBA_ESCALATION_RERUN:
-		return "rerun";
-	case KOTOBA_ESCALATION_LEFT:
-		return "left";
-	case KOTOBA_ESCALATION_EXPIRED:
-		return "expired";
-	case KOTOBA_ESCALATION_CANCELLED:
-		return "cancelled";
-	case KOTOBA_ESCALATION_NONE:
-	default:
-		return NULL;
-	}
-}
-
 /* An escalated run: how its card ended, and the first run as a run of its
  * own (its output and exit); the top level is the re-run after rerun, the
  * first run otherwise. */
-static void print_escalation_json(const struct outcome *oc)
+static void add_escalation(json_t *o, const struct outcome *oc)
 {
-	if (!escalation_name(oc->escalation))
+	const char *name = json_escalation_name(oc->escalation);
+	json_t *first;
+
+	if (!name)
 		return;
-	printf(",\"escalation\":\"%s\",\"first\":{\"stdout\":", escalation_name(oc->escalation));
-	json_string(stdout, oc->first_out[0].p, oc->first_out[0].len);
-	printf(",\"stderr\":");
-	json_string(stdout, oc->first_out[1].p, oc->first_out[1].len);
-	print_exit_json(&oc->first);
-	printf("}");
+	first = json_object();
+	json_object_set_new(first, "stdout", json_text(oc->first_out[0].p, oc->first_out[0].len));
+	json_object_set_new(first, "stderr", json_text(oc->first_out[1].p, oc->first_out[1].len));
+	json_add_result(first, &oc->first);
+	json_object_set_new(o, "escalation", json_string(name));
+	json_object_set_new(o, "first", first);
 }
 
 static void print_json(const struct outcome *oc, int status)
 {
 	bool left = oc->escalation != KOTOBA_ESCALATION_NONE &&
 		    oc->escalation != KOTOBA_ESCALATION_RERUN;
-
 	/* Left, expired or withdrawn: the first run is the result, its
 	 * output too. */
-	if (left) {
-		printf("{\"stdout\":");
-		json_string(stdout, oc->first_out[0].p, oc->first_out[0].len);
-		printf(",\"stderr\":");
-		json_string(stdout, oc->first_out[1].p, oc->first_out[1].len);
-		print_exit_json(&oc->exit);
-		print_escalation_json(oc);
-		printf(",\"status\":%d}\n", status);
-		return;
-	}
-	printf("{\"stdout\":");
-	json_string(stdout, oc->out[0].p, oc->out[0].len);
-	printf(",\"stderr\":");
-	json_string(stdout, oc->out[1].p, oc->out[1].len);
+	const struct buf *out = left ? oc->first_out : oc->out;
+	json_t *o = json_object();
+
+	json_object_set_new(o, "stdout", json_text(out[0].p, out[0].len));
+	json_object_set_new(o, "stderr", json_text(out[1].p, out[1].len));
 	if (oc->have_exit)
-		print_exit_json(&oc->exit);
+		json_add_result(o, &oc->exit);
 	else
-		print_error_json(&oc->err);
-	print_escalation_json(oc);
-	printf(",\"status\":%d}\n", status);
+		json_add_error(o, &oc->err);
+	add_escalation(o, oc);
+	json_object_set_new(o, "status", json_integer(status));
+	if (json_dumpf(o, stdout, JSON_COMPACT) < 0)
+		cli_error("out of memory writing the JSON result");
+	putchar('\n');
+	json_decref(o);
 }
 
 static void report_plain(const struct outcome *oc)
@@ -600,7 +521,7 @@ int cmd_run(int argc, char **argv)
 	status = run_snippet(&o, &code, &oc);
 	show_output_end(&oc);
 	if (status == 0) {
-		status = exit_status(&oc);
+		status = run_status(oc.have_exit, &oc.exit, oc.err.code);
 		if (o.json)
 			print_json(&oc, status);
 		else

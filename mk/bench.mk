@@ -28,6 +28,13 @@ $(BENCH_BUILD)/scanbench: tests/bench/scanbench.c $(BUILD)/broker/scan.o
 bench: all $(BENCH_BUILD)/floor $(BENCH_BUILD)/scanbench
 	/usr/bin/python3 tests/bench/bench.py --build $(abspath $(BUILD)) \
 		--out $(abspath $(BUILD))/bench.txt $(BENCH_ARGS)
+	/usr/bin/python3 tests/bench/mcp_rt.py --build $(abspath $(BUILD))
+
+# The round trip of an MCP tools/call against `kotoba run` (also the end
+# of `make bench`).
+.PHONY: bench-mcp
+bench-mcp: all reachable
+	/usr/bin/python3 tests/bench/mcp_rt.py --build $(abspath $(BUILD)) $(BENCH_MCP_ARGS)
 
 # Where the time of one `kotoba run -c pass` goes, phase by phase, from
 # syscall tracepoints (needs perf and root; not part of `make bench`).

@@ -58,7 +58,7 @@ PYTHONDIR ?= $(shell $(PYTHON_FOR_INSTALL) -c 'import sys; p = sys.argv[1]; \
 	$(PREFIX) 2>/dev/null)
 
 KOTOBA_WORKER_PATH = $(LIBEXECDIR)/kotoba/kotoba-worker
-INSTALL_MAN := man/kotoba.1 man/kotoba-broker.conf.5 man/kotoba-brokerd.8
+INSTALL_MAN := man/kotoba.1 man/kotoba-mcp.1 man/kotoba-broker.conf.5 man/kotoba-brokerd.8
 INSTALL_SELINUX := selinux/kotoba.te selinux/kotoba.fc selinux/kotoba.if
 
 # The units name /usr/local/sbin and /etc literally (so dist/systemd is
@@ -102,6 +102,7 @@ install-files: $(BINS) $(RECEIPT_PY) install-client
 	install -m 0644 dist/systemd/kotoba.sysusers $(DESTDIR)$(SYSUSERSDIR)/kotoba.conf
 	install -m 0644 dist/systemd/kotoba.tmpfiles $(DESTDIR)$(TMPFILESDIR)/kotoba.conf
 	install -m 0644 man/kotoba.1 $(DESTDIR)$(MANDIR)/man1/kotoba.1
+	install -m 0644 man/kotoba-mcp.1 $(DESTDIR)$(MANDIR)/man1/kotoba-mcp.1
 	install -m 0644 man/kotoba-broker.conf.5 $(DESTDIR)$(MANDIR)/man5/kotoba-broker.conf.5
 	install -m 0644 man/kotoba-brokerd.8 $(DESTDIR)$(MANDIR)/man8/kotoba-brokerd.8
 	install -m 0644 $(INSTALL_SELINUX) $(DESTDIR)$(DATADIR)/kotoba/selinux/
@@ -170,7 +171,8 @@ uninstall: uninstall-client
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kotoba-brokerd.service \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kotoba-brokerd.socket \
 		$(DESTDIR)$(SYSUSERSDIR)/kotoba.conf $(DESTDIR)$(TMPFILESDIR)/kotoba.conf \
-		$(DESTDIR)$(MANDIR)/man1/kotoba.1 $(DESTDIR)$(MANDIR)/man5/kotoba-broker.conf.5 \
+		$(DESTDIR)$(MANDIR)/man1/kotoba.1 $(DESTDIR)$(MANDIR)/man1/kotoba-mcp.1 \
+		$(DESTDIR)$(MANDIR)/man5/kotoba-broker.conf.5 \
 		$(DESTDIR)$(MANDIR)/man8/kotoba-brokerd.8 \
 		$(addprefix $(DESTDIR)$(DATADIR)/kotoba/selinux/,$(notdir $(INSTALL_SELINUX))) \
 		$(DESTDIR)$(SYSCONFDIR)/kotoba/broker.conf.example

@@ -40,6 +40,7 @@ expected="
 0644 $P/lib/sysusers.d/kotoba.conf
 0644 $P/lib/tmpfiles.d/kotoba.conf
 0644 $P/share/man/man1/kotoba.1
+0644 $P/share/man/man1/kotoba-mcp.1
 0644 $P/share/man/man5/kotoba-broker.conf.5
 0644 $P/share/man/man8/kotoba-brokerd.8
 0644 $P/share/kotoba/selinux/kotoba.te
@@ -114,7 +115,7 @@ check "kotoba scan runs offline" bash -c 'echo "print(1)" | "$1" scan -' _ "$B/b
 
 # ---- man pages ------------------------------------------------------------------
 M=$B/share/man
-for page in man1/kotoba.1 man5/kotoba-broker.conf.5 man8/kotoba-brokerd.8; do
+for page in man1/kotoba.1 man1/kotoba-mcp.1 man5/kotoba-broker.conf.5 man8/kotoba-brokerd.8; do
 	if ! command -v groff >/dev/null; then
 		bad "groff is missing (Debian package groff-base)"
 		break
