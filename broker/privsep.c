@@ -267,6 +267,11 @@ static bool in_allowed_groups(const struct config *c, uid_t uid, gid_t gid)
 	return false;
 }
 
+bool privsep_is_service_uid(uid_t uid)
+{
+	return system_mode && uid == svc_uid;
+}
+
 bool privsep_peer_allowed(const struct config *c, uid_t uid, gid_t gid, char *why, size_t len)
 {
 	/* A per-user broker serves its own user only. */

@@ -39,6 +39,9 @@ int privsep_own_socket(const char *path, unsigned mode, char *err, size_t errlen
 /* As root: becomes the service user keeping CAP_SETUID, CAP_SETGID and
  * CAP_KILL; everything else leaves every set and the bounding set. */
 int privsep_drop(char *err, size_t errlen);
+/* Whether uid is the service user of a system broker: its files are
+ * every user's grants and the audit trail, so no client may be it. */
+bool privsep_is_service_uid(uid_t uid);
 /* May this peer use the broker at all? */
 bool privsep_peer_allowed(const struct config *c, uid_t uid, gid_t gid, char *why, size_t len);
 /* The identity a peer's snippets take: the peer's own, or root_user's

@@ -704,6 +704,15 @@ void session_accept(struct watch *w, uint32_t events)
 		refuse(fd, PERR_BUSY, why);
 		return;
 	}
+	if (privsep_is_service_uid(cr.uid)) {
+		log_warn("uid=%u pid=%d refused: a client running as the service user",
+			 (unsigned)cr.uid, (int)cr.pid);
+		gate_audit_refused_connection(cr.uid, cr.pid, NULL, "service-user");
+		refuse(fd, PERR_REFUSED, "this is the broker's service user, whose files are every "
+		       "user's grants and the audit trail: no snippet runs as it; connect as "
+		       "another user");
+		return;
+	}
 	if (!privsep_peer_allowed(&b->cfg, cr.uid, cr.gid, why, sizeof(why))) {
 		log_warn("uid=%u pid=%d refused: %s", (unsigned)cr.uid, (int)cr.pid, why);
 		refuse(fd, PERR_REFUSED, why);

@@ -8,6 +8,7 @@ import pwd
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -329,3 +330,30 @@ def test_socket_activation(work):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_service_user_is_refused_at_accept(work):
+    """A client running as the service user, whose files are every user's
+    grants and the audit trail, is refused before anything else: logged,
+    recorded, and nothing runs as it."""
+    d, _ = work
+    b = Broker(tempfile.mkdtemp(dir=d))  # no allow_users: anyone else may connect
+    os.chmod(b.dir, 0o755)
+    b.start()
+    try:
+        svc = pwd.getpwnam(SERVICE_USER)
+        p = cli(svc, b, "run", "-c", "import os; print(os.getuid())", "--no-channel",
+                "--cwd", "/")
+        assert p.returncode != 0 and not p.stdout, p
+        assert b"service user" in p.stderr, p.stderr
+        wait_for(lambda: "refused: a client running as the service user" in b.read_log(),
+                 "the refusal's log line")
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(b.state, "kotoba.db"), uri=True)
+        rows = db.execute("SELECT uid, event, decision, labels FROM audit").fetchall()
+        db.close()
+        assert (svc.pw_uid, "connect", "refused", "service-user") in rows, rows
+        assert not [r for r in rows if r[0] == svc.pw_uid and r[1] != "connect"], rows
+        # control: root is served by the same broker
+        assert b.run_json("print(1)")["exit"] == 0
+    finally:
+        b.stop()
