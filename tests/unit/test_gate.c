@@ -24,6 +24,7 @@
 #include "broker/broker.h"
 #include "broker/gate.h"
 #include "broker/log.h"
+#include "tests/unit/child.h"
 
 #define UNUSED __attribute__((unused))
 
@@ -40,7 +41,7 @@ static int fake_start(struct broker *bb UNUSED, const int *fd, const struct iden
 		      struct cgroup_run *cg UNUSED, pid_t *pid)
 {
 	fflush(NULL);
-	worker = fork();
+	worker = fork_child();
 	if (worker == 0) {
 		close_range(1, ~0u, 0);
 		pause();

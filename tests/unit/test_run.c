@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "broker/broker.h"
+#include "tests/unit/child.h"
 
 #define UNUSED __attribute__((unused))
 
@@ -73,7 +74,7 @@ static int fake_start(struct broker *b UNUSED, const int *fd, const struct ident
 	out_fd = dup(fd[1]);
 	err_fd = dup(fd[2]);
 	fflush(NULL);
-	worker = fork();
+	worker = fork_child();
 	if (worker == 0) {
 		/* Holds none of the run's fds: EOF is the test's to give. */
 		close_range(1, ~0u, 0);

@@ -29,6 +29,7 @@
 
 #include "broker/seal.h"
 #include "broker/store.h"
+#include "tests/unit/child.h"
 
 #define FAMILY "execute_code"
 #define NOBODY 65534
@@ -485,7 +486,7 @@ static int ro_child(const char *dir, bool expect_ok)
 static int run_ro(const char *dir, bool as_nobody, bool expect_ok)
 {
 	int status;
-	pid_t pid = fork();
+	pid_t pid = fork_child();
 
 	if (pid < 0)
 		return -1;
@@ -943,7 +944,7 @@ static void test_crash_safety(void **state)
 	srand(seed);
 	for (round = 0; round < 20; round++) {
 		assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-		pid = fork();
+		pid = fork_child();
 		assert_true(pid >= 0);
 		if (pid == 0) {
 			close(p[0]);
