@@ -180,17 +180,24 @@ def test_garbage_storm_does_not_stop_service(broker):
     assert_still_serving(broker)
 
 
-def test_client_that_does_not_read_is_throttled_not_dropped(broker):
+def test_client_that_does_not_read_is_throttled_not_dropped(make_broker):
     # 200,000 bad frames, about 17 MB of error answers: far more than the
     # broker queues for one client, so it stops reading this client until
-    # it reads; then every frame still gets its answer.
+    # it reads; then every frame still gets its answer.  Only the queue's
+    # bound is tested here, so the connection's clocks are set as long as
+    # they go: the client has said hello (before it, [quota] hello_timeout
+    # runs whenever its answers are below the high mark, and a slow machine
+    # took longer than that to read the last of them), and the sending
+    # thread, which may stop mid-frame while the reading one runs, has ten
+    # minutes to finish a frame.
+    broker = make_broker(config="[quota]\nframe_timeout = 10m\n").start()
     def rss_kb():
         status = open("/proc/%d/status" % broker.proc.pid).read()
         return int(status.split("VmRSS:")[1].split()[0])
 
     assert_still_serving(broker)
     before = rss_kb()
-    c = broker.client(hello=False)
+    c = broker.client()
     # under valgrind, a tenth: still 1.7 MB of answers, over the bound
     n = 20000 if os.environ.get("KOTOBA_BROKER_WRAPPER") else 200000
     c.sock.settimeout(60)
