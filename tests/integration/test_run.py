@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import KOTOBA
+from conftest import KOTOBA, wait_until
 
 
 def pid_alive(pid):
@@ -173,9 +173,8 @@ def test_timeout_kills_whole_tree(broker):
     assert r["timed_out"] is True and r["_status"] == 124, r
     pids = [int(x) for x in r["stdout"].split()]
     assert len(pids) == 3, r
-    time.sleep(0.2)
     for pid in pids:
-        assert not pid_alive(pid), "pid %d outlived its snippet" % pid
+        wait_until(lambda: not pid_alive(pid), "pid %d, of the snippet's tree, to end" % pid)
 
 
 def test_background_child_dies_with_snippet(broker):
@@ -184,8 +183,8 @@ def test_background_child_dies_with_snippet(broker):
                         "if pid == 0:\n    os.setsid(); time.sleep(600)\n"
                         "print(pid)\n")
     assert r["exit"] == 0
-    time.sleep(0.2)
-    assert not pid_alive(int(r["stdout"]))
+    pid = int(r["stdout"])
+    wait_until(lambda: not pid_alive(pid), "the snippet's background child %d to end" % pid)
 
 
 def test_output_capped_without_deadlock(broker):
@@ -235,8 +234,7 @@ def test_cancel_kills_snippet(broker):
     c.send({"type": "cancel", "id": 1})
     end = c.until_end()["end"]
     assert end["type"] == "error" and end["code"] == "cancelled", end
-    time.sleep(0.3)
-    assert not pid_alive(pid)
+    wait_until(lambda: not pid_alive(pid), "the cancelled snippet %d to end" % pid)
 
 
 def test_disconnect_kills_snippet(broker):
@@ -247,10 +245,7 @@ def test_disconnect_kills_snippet(broker):
         m = c.recv()
     pid = int(m["data"])
     c.close()
-    deadline = time.monotonic() + 5
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not pid_alive(pid)
+    wait_until(lambda: not pid_alive(pid), "the snippet %d of a closed connection to end" % pid)
     assert broker.run_json("print(1)")["exit"] == 0
 
 
@@ -264,7 +259,7 @@ def test_sigterm_leaves_no_snippet(make_broker):
     pid = int(m["data"])
     b.proc.send_signal(signal.SIGTERM)
     assert b.proc.wait(10) == 0
-    assert not pid_alive(pid)
+    wait_until(lambda: not pid_alive(pid), "the snippet %d of a stopped broker to end" % pid)
     if os.geteuid() != 0:
         # a system broker no longer has the right to remove its socket from
         # a directory it does not own; the next start replaces it
@@ -318,11 +313,8 @@ def test_worker_killed_mid_run_leaves_nothing(broker):
     os.kill(worker, signal.SIGKILL)
     end = c.until_end()["end"]
     assert end["type"] == "error" and end["code"] == "worker-lost", end
-    deadline = time.monotonic() + 3
-    while any(pid_alive(p) for p in pids.values()) and time.monotonic() < deadline:
-        time.sleep(0.05)
     for kind, pid in pids.items():
-        assert not pid_alive(pid), "%s %d outlived its worker" % (kind, pid)
+        wait_until(lambda: not pid_alive(pid), "the %s %d of a killed worker to end" % (kind, pid))
     assert broker.run_json("print(1)")["exit"] == 0
 
 

@@ -354,11 +354,14 @@ def test_without_landlock_no_namespace_is_kept(make_broker, tmpdir_k):
     # Both alive at once: a namespace's number is free for reuse once it
     # is gone.
     first = b.client(channel=False)
-    first.exec(NS + "import time\ntime.sleep(1)\n", cwd=tmpdir_k)
-    time.sleep(0.3)
+    first.exec("import os, time\nprint(os.readlink('/proc/self/ns/mnt'), flush=True)\n"
+               "while not os.path.exists('second-ran'):\n    time.sleep(0.02)\n", cwd=tmpdir_k)
+    ns = first.snippet_line()
     second = mount_ns(b, tmpdir_k)
-    out = first.until_end()
+    open(os.path.join(tmpdir_k, "second-ran"), "w").close()
+    end = first.until_end()["end"]
     first.sock.close()
-    assert out["stdout"].decode().strip() != second, (out, second)
+    assert end["type"] == "exit" and end["code"] == 0, end
+    assert ns != second, (ns, second)
     out, end = run(b, READ, token, False, tmpdir_k)
     assert out == "PermissionError 13\n", (out, end)
