@@ -59,11 +59,11 @@ res = {"snippet": attempts()}
 r, w = os.pipe()
 if os.fork() == 0:
     os.setsid()
+    middle = os.getpid()
     if os.fork() == 0:
         os.close(r)
-        while os.getppid() == os.getpid():  # never true: wait for the orphaning
-            pass
-        time.sleep(0.2)  # the middle process has exited: reparented to the worker
+        while os.getppid() == middle:  # until the middle one exits: reparented to the worker
+            time.sleep(0.01)
         os.write(w, json.dumps({"ppid": os.getppid(), **attempts()}).encode())
         os._exit(0)
     os._exit(0)
