@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BROKERD
+from conftest import BROKERD, wait_until
 from test_secrets import READ, plant, snippet_user
 
 WARM = "[sandbox]\nwarm = yes\n"
@@ -43,8 +43,9 @@ def run(b, code, cwd, env=None, timeout_ms=None):
     return out["stdout"].decode(), out["stderr"].decode(), out["end"]
 
 
-def wait_log(b, pattern, count=1, timeout=10):
-    """Waits until the broker's log has pattern count times; returns the log."""
+def wait_log(b, pattern, count=1, timeout=30):
+    """Waits until the broker's log has pattern count times; returns the log.
+    The timeout is a backstop, far above a spare's start under load."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         log = b.read_log()
@@ -58,6 +59,14 @@ def spare_waits(b, count=1):
     """The count-th spare's python3 waits for code; returns its pid."""
     log = wait_log(b, r"spare pid=\d+ waits for a snippet", count)
     return int(re.findall(r"spare pid=(\d+) waits for a snippet", log)[count - 1])
+
+
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def took(b):
@@ -187,14 +196,19 @@ def test_the_receipt_names_what_preloaded_modules_were_refused(make_broker, tmpd
 def test_a_user_whose_spares_go_unused_gets_none_for_a_while(make_broker, tmpdir_k):
     b = warm_broker(make_broker, "warm_per_user = 1\n")
     dirs = [subdir(tmpdir_k, "d%d" % i) for i in range(3)]
-    for d in dirs:
+    for i, d in enumerate(dirs[:-1]):
         run(b, "pass", d)
-        time.sleep(0.2)
+        # Waiting, it counts as the user's spare: the run in the next
+        # directory leaves it unused.
+        spare_waits(b, i + 1)
+    run(b, "pass", dirs[-1])
     wait_log(b, r"spares went unused 2 times in a row")
     made = len(re.findall(r"started spare worker", b.read_log()))
     for d in dirs:
         run(b, "pass", d)
-    time.sleep(0.3)
+    # A run's spare is started as the run ends, before the log says it
+    # ended: once the log has every end, no spare can come of them.
+    wait_log(b, r"run=\d+ ended: finished", 2 * len(dirs))
     assert len(re.findall(r"started spare worker", b.read_log())) == made, b.read_log()
     assert took(b) == 0
 
@@ -215,9 +229,10 @@ def test_the_clock_starts_at_go(make_broker, tmpdir_k):
     b = warm_broker(make_broker)
     run(b, "pass", tmpdir_k)
     spare_waits(b)
-    time.sleep(1.5)  # longer than the run's own limit
-    out, _, end = run(b, "import time; time.sleep(0.3); print('done')", tmpdir_k,
-                      timeout_ms=1000)
+    # The spare waits longer than the run's own limit (2 s, a margin for
+    # the run itself on a loaded machine), then runs within it.
+    time.sleep(2.5)
+    out, _, end = run(b, "print('done')", tmpdir_k, timeout_ms=2000)
     assert out == "done\n" and end["type"] == "exit" and end["code"] == 0, (out, end)
     assert took(b) == 1
     # ... and it holds: a warm run past its limit is stopped like a cold one.
@@ -294,10 +309,7 @@ def test_reload_and_idle_stop_spares(make_broker, tmpdir_k):
     assert pid2 != pid
     wait_log(b, r"spare stopped: no snippet took it in \[sandbox\] warm_idle")
     for p in (pid, pid2):
-        with pytest.raises(ProcessLookupError):
-            for _ in range(100):
-                os.kill(p, 0)
-                time.sleep(0.02)
+        wait_until(lambda: gone(p), "the stopped spare %d to end" % p)
 
 
 def test_a_changed_mount_table_stops_the_spare(make_broker, tmpdir_k):
@@ -327,10 +339,7 @@ def test_spares_are_capped_and_not_counted_as_runs(make_broker, tmpdir_k):
     # ... and its spare takes the place of the first (one per user here).
     second = spare_waits(b, 2)
     wait_log(b, r"spare stopped: its user's newer run wants a spare")
-    with pytest.raises(ProcessLookupError):
-        for _ in range(200):
-            os.kill(first, 0)
-            time.sleep(0.02)
+    wait_until(lambda: gone(first), "the replaced spare %d to end" % first)
     os.kill(second, 0)
     assert run(b, "print('back')", dirs[1])[0] == "back\n" and took(b) == 1, b.read_log()
 
