@@ -69,7 +69,8 @@ static enum msg_type next_frame(void)
 	const uint8_t *p;
 	size_t n;
 
-	for (int i = 0; i < 100; i++) {
+	/* A backstop of 30 s (750 rounds of at most 40 ms). */
+	for (int i = 0; i < 750; i++) {
 		frame_reader_fill(&rd, client);
 		if (frame_reader_next(&rd, &p, &n) == 1)
 			return proto_decode(p, n, b.cfg.snippet_max, &got, &err);
@@ -101,7 +102,7 @@ static void worker_ends(void)
 	close(out_fd);
 	close(err_fd);
 	kill(worker, SIGKILL);
-	for (int i = 0; i < 100 && b.nruns; i++) {
+	for (int i = 0; i < 600 && b.nruns; i++) { /* a backstop of 30 s */
 		pump();
 		usleep(10000);
 	}
