@@ -25,28 +25,49 @@ MIB = 1 << 20
 LIMIT = 1 << 30  # [limits] memory below
 
 # Three children, each touching 600 MiB: every one is far under RLIMIT_AS
-# (1 GiB per process), and together they are 1.8 GiB.
+# (1 GiB per process), and together they are 1.8 GiB.  Each holds its block
+# until the parent lets go, which it does once all three hold theirs or one
+# has died: the three are alive together however slow the machine.
 THREE_CHILDREN = """
-import os, time
+import os, select
+ready_r, ready_w = os.pipe()
+go_r, go_w = os.pipe()
 kids = []
 for i in range(3):
     pid = os.fork()
     if pid == 0:
+        os.close(go_w)
         block = b"\\x01" * (600 * 2**20)
-        time.sleep(1.5)
+        os.write(ready_w, b".")
+        os.read(go_r, 1)
         os._exit(0)
     kids.append(pid)
-print(" ".join(str(os.waitpid(k, 0)[1]) for k in kids))
+os.close(ready_w)
+held, ended = 0, {}
+while held < 3 and not ended:
+    if select.select([ready_r], [], [], 0.05)[0]:
+        held += len(os.read(ready_r, 3))
+    for k in kids:
+        if k not in ended:
+            p, st = os.waitpid(k, os.WNOHANG)
+            if p:
+                ended[k] = st
+os.close(go_w)
+print(" ".join(str(ended[k] if k in ended else os.waitpid(k, 0)[1]) for k in kids))
 """
 
+# Each child holds its process slot until the parent has ended (EOF on the
+# pipe), so no slot frees while the parent still forks.
 FORK_UNTIL_REFUSED = """
-import os, resource, time
+import os, resource
+r, w = os.pipe()
 print(resource.getrlimit(resource.RLIMIT_NPROC)[0])
 n = 0
 try:
     while n < 1000:
         if os.fork() == 0:
-            time.sleep(2)
+            os.close(w)
+            os.read(r, 1)
             os._exit(0)
         n += 1
 except OSError as e:
