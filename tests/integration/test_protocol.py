@@ -8,6 +8,8 @@ import time
 import msgpack
 import pytest
 
+from conftest import wait_until
+
 
 def error_of(c):
     m = c.recv()
@@ -501,10 +503,7 @@ def test_full_close_still_cancels(broker):
     c.exec("import time, os; print(os.getpid(), flush=True); time.sleep(30)", id=1)
     pid = c.snippet_pid()
     c.close()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and os.path.exists("/proc/%d" % pid):
-        time.sleep(0.05)
-    assert not os.path.exists("/proc/%d" % pid)
+    wait_until(lambda: not os.path.exists("/proc/%d" % pid), "the snippet %d to end" % pid)
 
 
 # ---- the hello's client name is logged, escaped -----------------------------------
@@ -515,10 +514,8 @@ def test_hello_client_name_logged_escaped(broker):
             "client": "agent/1.0 \x1b[31mred\nfake line\\"})
     assert c.recv()["type"] == "welcome"
     c.close()
-    deadline = time.monotonic() + 5
     want = 'hello from client "agent/1.0 \\x1b[31mred\\x0afake line\\x5c"'
-    while time.monotonic() < deadline and want not in broker.read_log():
-        time.sleep(0.05)
+    wait_until(lambda: want in broker.read_log(), "the hello's log line")
     log = broker.read_log()
     assert want in log, log[-2000:]
     assert "\x1b" not in log

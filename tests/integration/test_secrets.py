@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import Broker
+from conftest import Broker, wait_until
 
 PLANTED = "kotoba-integration-secret\n"
 # Walks past the pre-screen: the path comes from the environment.
@@ -93,9 +93,7 @@ def test_secrets_off_is_said_at_start_in_the_log_and_in_exit(make_broker, tmpdir
     with open(os.path.join(b.dir, "broker.conf"), "w") as f:
         f.write(config(tmpdir_k, "yes"))
     b.proc.send_signal(signal.SIGHUP)
-    deadline = time.monotonic() + 10
-    while "configuration reloaded" not in b.read_log() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: "configuration reloaded" in b.read_log(), "the reload's log line")
     db = sqlite3.connect("file:%s?mode=ro" % os.path.join(b.state, "kotoba.db"), uri=True)
     rows = db.execute("SELECT event, decision FROM audit ORDER BY seq").fetchall()
     db.close()

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import BROKERD, KOTOBA, Broker, Client, SERVICE_USER, ensure_user
+from conftest import BROKERD, KOTOBA, Broker, Client, SERVICE_USER, ensure_user, wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the broker must start "
                                 "as root to serve several users")
@@ -250,17 +250,13 @@ def test_sighup_changes_limit_for_next_snippet(work):
         with open(os.path.join(b.dir, "broker.conf"), "w") as f:
             f.write("[limits]\noutput = 1000\n")
         b.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 5
-        while "configuration reloaded" not in b.read_log() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: "configuration reloaded" in b.read_log(), "the reload's log line")
         r = b.run_json(code)
         assert r["truncated"] is True and len(r["stdout"]) == 1000
         with open(os.path.join(b.dir, "broker.conf"), "w") as f:
             f.write("[limits]\noutput = lots\n")
         b.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 5
-        while "reload failed" not in b.read_log() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: "reload failed" in b.read_log(), "the failed reload's log line")
         assert "broker.conf:2" in b.read_log()
         assert b.run_json(code)["truncated"] is True
     finally:
@@ -299,9 +295,7 @@ def test_per_user_broker_serves_its_user_only(users, work):
                             user=a.pw_uid, group=a.pw_gid, env={"HOME": homes["kotoba-ta"]},
                             stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 10
-        while not os.path.exists(sock) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: os.path.exists(sock), "the broker's socket %s" % sock)
         os.chmod(rundir, 0o755)  # let B reach the socket file to be refused by the broker
         os.chmod(sock, 0o777)
         end, out, _ = as_user(a, run_code, sock, "import os\nprint(os.getuid())",
@@ -329,9 +323,7 @@ def test_socket_activation(work):
     proc = subprocess.Popen(["systemd-socket-activate", "-l", sock, BROKERD, "--state-dir",
                              state], stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 10
-        while not os.path.exists(sock) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: os.path.exists(sock), "the broker's socket %s" % sock)
         end, out, _ = run_code(sock, "print(6*7)", d, channel=False)
         assert out == "42\n"
     finally:
