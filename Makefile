@@ -91,9 +91,10 @@ $(BUILD)/kotoba: $(CLIENT_OBJ) $(PROTO_OBJ) $(SCAN_OBJ)
 
 # Each unit test links the object files of the module it tests; a test
 # names them in a `// link:` line, e.g. `// link: proto/frame.c proto/messages.c`.
+# -MMD: a test is rebuilt when a header it includes changes (tests/unit/child.h).
 $(BUILD)/tests/%: tests/unit/%.c $(PROTO_OBJ) $(BROKER_OBJ) $(WORKER_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< \
+	$(CC) $(ALL_CFLAGS) -MMD -MP $(ALL_LDFLAGS) -o $@ $< \
 		$(patsubst %.c,$(BUILD)/%.o,$(shell sed -n 's|^// link: ||p' $<)) \
 		$(LIBS) -lcmocka
 

@@ -24,6 +24,7 @@ def _load_integration():
 
 integration = _load_integration()
 BrokerProcess = integration.Broker
+wait_until = integration.wait_until
 
 
 @pytest.fixture

@@ -63,8 +63,9 @@ def state(pid):
         return None
 
 
-def gone_within(pids, seconds):
-    """The pids that still run (not gone, not a zombie) after `seconds`."""
+def gone_within(pids, seconds=30):
+    """The pids that still run (not gone, not a zombie) after `seconds`, a
+    backstop: it returns as soon as every one has gone."""
     deadline = time.monotonic() + seconds
     left = list(pids)
     while left and time.monotonic() < deadline:
@@ -255,8 +256,10 @@ def test_disk_full_fails_closed_and_recovers(tmp):
     assert end["type"] == "error" and end["code"] == "audit-unavailable", end
     assert "audit" in end["message"] and ("full" in end["message"] or "space" in end["message"]), end
     print("disk full:", end["message"])
+    closed = b.read_log().count(" closed\n")
     waiting.close()
-    time.sleep(0.3)
+    kit.wait_until(lambda: not b.alive() or b.read_log().count(" closed\n") > closed,
+                   "the broker to close the session of the client that left")
     assert b.alive(), "the broker died when a client left with the disk full:\n" + b.read_log()[-3000:]
     os.unlink(filler)
     served(b)  # recovers as soon as there is room again
@@ -327,8 +330,9 @@ def test_cwd_deleted_mid_run(tmp):
     os.chmod(cwd, 0o755)
     b = start(tmp)
     c = b.client()
-    c.exec("import os, sys\nprint(os.getpid(), flush=True)\nsys.stdin.readline()\n"
-           "import time\ntime.sleep(0.5)\nos.getcwd()\n", id=1, cwd=cwd)
+    # The snippet waits until its directory has no link left (removed).
+    c.exec("import os, time\nprint(os.getpid(), flush=True)\n"
+           "while os.stat('.').st_nlink:\n    time.sleep(0.02)\nos.getcwd()\n", id=1, cwd=cwd)
     c.snippet_pid()
     os.rmdir(cwd)
     out = c.until_end(id=1)

@@ -207,7 +207,7 @@ def test_client_that_does_not_read_is_throttled_not_dropped(make_broker):
 
     assert_still_serving(broker)
     before = rss_kb()
-    c = broker.client(hello=False)
+    c = broker.client()
     # under valgrind, a tenth: still 1.7 MB of answers, over the bound
     n = 20000 if os.environ.get("KOTOBA_BROKER_WRAPPER") else 200000
     c.sock.settimeout(300)

@@ -617,11 +617,13 @@ def test_term_ignoring_snippet_is_killed_after_grace():
 def test_leftover_background_process_is_killed_when_snippet_exits():
     w = run("""
         import os, time
+        r, w = os.pipe()
         if os.fork() == 0:
             os.setsid()
             print(os.getpid(), flush=True)
+            os.write(w, b".")
             time.sleep(1000)
-        time.sleep(0.2)
+        os.read(r, 1)  # the child has printed its pid
     """)
     assert w.only("finished")["code"] == 0
     assert gone(int(bytes(w.out).split()[0]))

@@ -24,6 +24,7 @@
 #include "broker/broker.h"
 #include "broker/gate.h"
 #include "broker/log.h"
+#include "tests/unit/child.h"
 
 #define UNUSED __attribute__((unused))
 
@@ -40,7 +41,7 @@ static int fake_start(struct broker *bb UNUSED, const int *fd, const struct iden
 		      struct cgroup_run *cg UNUSED, pid_t *pid)
 {
 	fflush(NULL);
-	worker = fork();
+	worker = fork_child();
 	if (worker == 0) {
 		close_range(1, ~0u, 0);
 		pause();
@@ -68,7 +69,8 @@ static enum msg_type next_frame(void)
 	const uint8_t *p;
 	size_t n;
 
-	for (int i = 0; i < 100; i++) {
+	/* A backstop of 30 s (750 rounds of at most 40 ms). */
+	for (int i = 0; i < 750; i++) {
 		frame_reader_fill(&rd, client);
 		if (frame_reader_next(&rd, &p, &n) == 1)
 			return proto_decode(p, n, b.cfg.snippet_max, &got, &err);
@@ -100,7 +102,7 @@ static void worker_ends(void)
 	close(out_fd);
 	close(err_fd);
 	kill(worker, SIGKILL);
-	for (int i = 0; i < 100 && b.nruns; i++) {
+	for (int i = 0; i < 600 && b.nruns; i++) { /* a backstop of 30 s */
 		pump();
 		usleep(10000);
 	}

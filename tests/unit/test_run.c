@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "broker/broker.h"
+#include "tests/unit/child.h"
 
 #define UNUSED __attribute__((unused))
 
@@ -73,7 +74,7 @@ static int fake_start(struct broker *b UNUSED, const int *fd, const struct ident
 	out_fd = dup(fd[1]);
 	err_fd = dup(fd[2]);
 	fflush(NULL);
-	worker = fork();
+	worker = fork_child();
 	if (worker == 0) {
 		/* Holds none of the run's fds: EOF is the test's to give. */
 		close_range(1, ~0u, 0);
@@ -151,7 +152,7 @@ static void worker_closes(void)
 	close(link_fd);
 	close(out_fd);
 	close(err_fd);
-	for (int i = 0; i < 10 && !n_ended; i++)
+	for (int i = 0; i < 300 && !n_ended; i++) /* a backstop of 30 s */
 		assert_int_equal(loop_run_once(100), 0);
 }
 
@@ -159,7 +160,7 @@ static void worker_closes(void)
 static void reap(void)
 {
 	kill(worker, SIGKILL);
-	for (int i = 0; i < 100 && b.nruns; i++) {
+	for (int i = 0; i < 3000 && b.nruns; i++) { /* a backstop of 30 s */
 		runs_reap(&b);
 		usleep(10000);
 	}
@@ -172,7 +173,7 @@ static bool killed_by_broker(void)
 	siginfo_t si = { 0 };
 
 	/* Not reaped here (WNOWAIT): runs_reap() does that, as in the broker. */
-	for (int i = 0; i < 100 && si.si_pid == 0; i++) {
+	for (int i = 0; i < 3000 && si.si_pid == 0; i++) { /* a backstop of 30 s */
 		assert_int_equal(waitid(P_PID, (id_t)worker, &si, WEXITED | WNOWAIT | WNOHANG), 0);
 		if (si.si_pid == 0)
 			usleep(10000);

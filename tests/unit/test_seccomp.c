@@ -236,7 +236,7 @@ static long i386_getpid(void)
 static bool have_i386_abi(void)
 {
 	int status;
-	pid_t pid = fork();
+	pid_t pid = fork_child();
 
 	if (pid == 0) {
 		/* without IA32 emulation int 0x80 is a SIGSEGV: it must end
@@ -335,7 +335,7 @@ static void still_allowed(void)
 	    WEXITSTATUS(status) != 42)
 		child_fail("plain clone: child did not exit 42");
 	/* A thread-style clone via fork() (glibc: clone3 ENOSYS -> clone). */
-	child = fork();
+	child = fork_child();
 	if (child == 0)
 		_exit(43);
 	if (child < 0 || waitpid(child, &status, 0) != child || WEXITSTATUS(status) != 43)
@@ -798,7 +798,7 @@ __attribute__((noreturn)) static void gate_child(int sock)
 		_exit(90);
 	close(listener);
 	/* Another process asks first: refused, and the gate stays unspent. */
-	g = fork();
+	g = fork_child();
 	if (g == 0) {
 		execl("/bin/true", "true", (char *)NULL);
 		_exit(errno == EPERM ? 0 : 91);
@@ -846,7 +846,7 @@ static void gate_end_to_end(void)
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		child_fail("socketpair: %s", strerror(errno));
-	c = fork();
+	c = fork_child();
 	if (c == 0)
 		gate_child(sv[1]);
 	close(sv[1]);
@@ -869,7 +869,7 @@ static void test_exec_gate_lets_exactly_one_exec_through(void **state)
 static int exec_true(void)
 {
 	int status = -1;
-	pid_t child = fork();
+	pid_t child = fork_child();
 
 	if (child == 0) {
 		execl("/bin/true", "true", (char *)NULL);
