@@ -24,7 +24,7 @@ def _load_integration():
 
 integration = _load_integration()
 BrokerProcess = integration.Broker
-wait_until = integration.wait_until
+wait_for = integration.wait_for
 
 
 @pytest.fixture

@@ -258,7 +258,7 @@ def test_disk_full_fails_closed_and_recovers(tmp):
     print("disk full:", end["message"])
     closed = b.read_log().count(" closed\n")
     waiting.close()
-    kit.wait_until(lambda: not b.alive() or b.read_log().count(" closed\n") > closed,
+    kit.wait_for(lambda: not b.alive() or b.read_log().count(" closed\n") > closed,
                    "the broker to close the session of the client that left")
     assert b.alive(), "the broker died when a client left with the disk full:\n" + b.read_log()[-3000:]
     os.unlink(filler)

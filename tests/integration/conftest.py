@@ -32,17 +32,6 @@ WARM = os.environ.get("KOTOBA_WARM", "")
 SERVICE_USER = "kotoba"
 
 
-def wait_until(pred, what, timeout=30):
-    """Waits for pred() to hold.  The timeout is only a backstop, far above
-    what a loaded machine or a sanitizer build takes: the verdict is the
-    condition, and a failure names what was waited for."""
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("waited %ss for %s" % (timeout, what))
-        time.sleep(0.02)
-
-
 def ensure_service_user():
     """As root the broker becomes its service user, `kotoba` by default,
     with a socket group of the same name; create both when missing, as an

@@ -6,7 +6,7 @@ import os
 import subprocess
 import time
 
-from conftest import BROKERD, wait_until
+from conftest import BROKERD, wait_for
 
 PLAIN = "print(sum(range(10)))"
 
@@ -57,7 +57,7 @@ LIFETIME_S = 3
 
 def wait_expired(b):
     ends = [g["expires_ms"] for g in grants(b)]
-    wait_until(lambda: time.time() * 1000 >= max(ends) + 1,
+    wait_for(lambda: time.time() * 1000 >= max(ends) + 1,
                "the wall clock to pass the grants' expiry %s" % ends)
 
 

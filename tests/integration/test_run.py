@@ -175,7 +175,7 @@ def test_timeout_kills_whole_tree(broker):
     pids = [int(x) for x in r["stdout"].split()]
     assert len(pids) == 3, r
     for pid in pids:
-        wait_until(lambda: not pid_alive(pid), "pid %d, of the snippet's tree, to end" % pid)
+        wait_for(lambda: not pid_alive(pid), "pid %d, of the snippet's tree, to end" % pid)
 
 
 def test_background_child_dies_with_snippet(broker):
@@ -185,7 +185,7 @@ def test_background_child_dies_with_snippet(broker):
                         "print(pid)\n")
     assert r["exit"] == 0
     pid = int(r["stdout"])
-    wait_until(lambda: not pid_alive(pid), "the snippet's background child %d to end" % pid)
+    wait_for(lambda: not pid_alive(pid), "the snippet's background child %d to end" % pid)
 
 
 def test_output_capped_without_deadlock(broker):
@@ -236,7 +236,7 @@ def test_cancel_kills_snippet(broker):
     c.send({"type": "cancel", "id": 1})
     end = c.until_end()["end"]
     assert end["type"] == "error" and end["code"] == "cancelled", end
-    wait_until(lambda: not pid_alive(pid), "the cancelled snippet %d to end" % pid)
+    wait_for(lambda: not pid_alive(pid), "the cancelled snippet %d to end" % pid)
 
 
 def test_disconnect_kills_snippet(broker):
@@ -262,7 +262,7 @@ def test_sigterm_leaves_no_snippet(make_broker):
     pid = int(m["data"])
     b.proc.send_signal(signal.SIGTERM)
     assert b.proc.wait(10) == 0
-    wait_until(lambda: not pid_alive(pid), "the snippet %d of a stopped broker to end" % pid)
+    wait_for(lambda: not pid_alive(pid), "the snippet %d of a stopped broker to end" % pid)
     if os.geteuid() != 0:
         # a system broker no longer has the right to remove its socket from
         # a directory it does not own; the next start replaces it
@@ -318,7 +318,7 @@ def test_worker_killed_mid_run_leaves_nothing(broker):
     assert end["type"] == "error" and end["code"] == "worker-lost", end
     wait_for(lambda: not any(pid_alive(p) for p in pids.values()), "the snippet's processes to be gone")
     for kind, pid in pids.items():
-        wait_until(lambda: not pid_alive(pid), "the %s %d of a killed worker to end" % (kind, pid))
+        wait_for(lambda: not pid_alive(pid), "the %s %d of a killed worker to end" % (kind, pid))
     assert broker.run_json("print(1)")["exit"] == 0
 
 

@@ -54,20 +54,6 @@ __attribute__((noreturn, format(printf, 1, 2))) static inline void child_fail(co
 	_exit(1);
 }
 
-/* A forked child inherits cmocka's handlers for SIGSEGV, SIGBUS, SIGILL
- * and SIGFPE, which jump back into the test runner: the child would then
- * go on to run the remaining tests and print a summary of its own.  Every
- * child calls this first, so a signal ends it and only the parent reports. */
-static void child_default_signals(void)
-{
-	sigset_t none;
-
-	for (int sig = 1; sig < NSIG; sig++)
-		signal(sig, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
 /* Runs setup() (when given) and body() in a child; fails the test with
  * the child's message, or with its signal if something killed it. */
 static inline void run_in_child_after(void (*setup)(void), void (*body)(void))
@@ -81,7 +67,6 @@ static inline void run_in_child_after(void (*setup)(void), void (*body)(void))
 	pid = fork_child();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		child_default_signals();
 		close(pfd[0]);
 		report_fd = pfd[1];
 		if (setup)

@@ -238,12 +238,8 @@ static bool have_i386_abi(void)
 	int status;
 	pid_t pid = fork_child();
 
-	if (pid == 0) {
-		/* without IA32 emulation int 0x80 is a SIGSEGV: it must end
-		 * this child, not reach cmocka's handler */
-		child_default_signals();
+	if (pid == 0)
 		_exit(i386_getpid() == (long)getpid() ? 0 : 1);
-	}
 	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
 	       WEXITSTATUS(status) == 0;
 }

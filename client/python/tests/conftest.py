@@ -21,4 +21,4 @@ _shared = _load_shared()
 workdir = _shared.workdir
 make_broker = _shared.make_broker
 broker_proc = _shared.broker_proc
-wait_until = _shared.wait_until
+wait_for = _shared.wait_for

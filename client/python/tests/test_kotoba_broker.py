@@ -10,7 +10,7 @@ import pytest
 
 import kotoba_broker as kb
 from kotoba_broker import AsyncBroker, Broker
-from conftest import wait_until
+from conftest import wait_for
 
 LABELLED = "import shutil\nshutil.rmtree('/nonexistent-kotoba-test')\n"
 # the pid in one write(2), so it arrives in one output frame
@@ -23,14 +23,6 @@ def pid_alive(pid):
             return f.read().split(")")[-1].split()[0] not in ("Z", "X")
     except (FileNotFoundError, ProcessLookupError):  # ESRCH: gone while being read
         return False
-
-
-def wait_until(cond, what, seconds=120):
-    """Polls cond() until true; fails naming what it waited for."""
-    deadline = time.monotonic() + seconds
-    while not cond():
-        assert time.monotonic() < deadline, "waited %d s for %s" % (seconds, what)
-        time.sleep(0.02)
 
 
 def assert_dies(pid, seconds=120):
@@ -200,7 +192,7 @@ def test_card_expired(make_broker):
             # answers only once the broker has recorded the card expired
             assert card.expires == 1
             with connect(b, channel=False) as other:
-                wait_until(lambda: "expired" in [r.decision for r in other.audit_tail(5)],
+                wait_for(lambda: "expired" in [r.decision for r in other.audit_tail(5)],
                            "the card's expired row")
             return "once"
         with pytest.raises(kb.Expired) as e:
@@ -279,7 +271,7 @@ def test_grant_with_terms(make_broker):
         assert c.run("print(2)", cwd=inside, on_card=None).approver == "grant"
         with pytest.raises(kb.Denied):
             c.run("print(3)", cwd=b.dir, on_card=lambda card: kb.DENY)
-        wait_until(lambda: time.time() * 1000 >= g.expires_ms + 1,
+        wait_for(lambda: time.time() * 1000 >= g.expires_ms + 1,
                    "the wall clock to pass the grant's expiry")
         with pytest.raises(kb.Denied):
             c.run("print(4)", cwd=inside, on_card=lambda card: kb.DENY)
