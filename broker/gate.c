@@ -1261,12 +1261,15 @@ static void escalation_offer(struct card *c, const struct run_info *ri, int64_t 
 		card_free(c);
 		return;
 	}
+	/* The target stays out of this sentence: the snippet chose it (an
+	 * exec's path need not exist), and prose would read it as the card's
+	 * own words.  The receipt's rows below show it, escaped. */
 	snprintf(reason, sizeof(reason), "This snippet already ran once under your %s grant, and "
-		 "the sandbox stopped %" PRIu64 " operation%s in it, seen by the %s: %s %s (%s)%s; "
-		 "what that run did stays done. Run it again with your permissions (the approved "
-		 "profile)?", FAMILY, n, n == 1 ? "" : "s", witness_name(op->seen_by),
-		 block_kind_name(op->kind), op->target, blocker_name(op->by),
-		 n > op->count ? " and more" : "");
+		 "the sandbox stopped %" PRIu64 " operation%s in it, seen by the %s (the first: "
+		 "%s, refused by the %s; the names below are the snippet's own); what that run "
+		 "did stays done. Run it again with your permissions (the approved profile)?",
+		 FAMILY, n, n == 1 ? "" : "s", witness_name(op->seen_by), block_kind_name(op->kind),
+		 blocker_name(op->by));
 	TAILQ_INSERT_TAIL(&cards, c, link);
 	log_info("uid=%u escalation card %s for request %" PRIu64 " after row %" PRId64,
 		 (unsigned)cl->peer.uid, c->card_id, c->id, exit_seq);

@@ -287,36 +287,40 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	},
 	/*
 	 * shell-spawn.  Catches os.system, popen, startfile, exec*, spawn*,
-	 * posix_spawn*; any attribute of subprocess (subprocess.run, .PIPE:
-	 * the use, not the import, so a bare `import subprocess` passes);
-	 * pty.spawn; asyncio's (create_)subprocess_exec/shell; any mention of
-	 * ctypes, _ctypes, cffi or importlib; the from-imports of those os
+	 * posix_spawn*, through os or its C half posix (the same calls); any
+	 * attribute of subprocess (subprocess.run, .PIPE: the use, not the
+	 * import, so a bare `import subprocess` passes); pty.spawn; asyncio's
+	 * (create_)subprocess_exec/shell; any mention of ctypes, _ctypes,
+	 * cffi, importlib or _posixsubprocess; the from-imports of those os
 	 * names or `from os import *`; any `from subprocess import`; `import
 	 * os as o` / `import subprocess as sp` (os is matched by name, so an
 	 * alias would hide every spelling under it); os or subprocess used as
 	 * a value (`m = os`); getattr/vars on them; os.__dict__; sys.modules.
-	 * ctypes, _ctypes, cffi and importlib are read in strings too (a
-	 * module named in a string can be imported by it).  Lets through:
+	 * ctypes, _ctypes, cffi, importlib and _posixsubprocess are read in
+	 * strings too (a module named in a string can be imported by it).
+	 * Lets through:
 	 * names built from strings elsewhere, os reached through another
-	 * module under another name, multiprocessing (it starts Python, not
-	 * other programs).
+	 * module under another name, getattr/vars on posix (the escape suite's
+	 * way past the matcher, to reach the kernel's layers), multiprocessing
+	 * (it starts Python, not other programs).
 	 */
 	[SCAN_SHELL_SPAWN] = {
 		"shell-spawn", "starts other programs", PATTERNS(
-		"\\bos" DOT "(?:system|popen|startfile|exec\\w*+|spawn\\w*+|posix_spawn\\w*+"
-		"|__dict__)\\b|\\b" VALUE("o", "s"),
+		"\\b(?:os|posix)" DOT "(?:system|popen|startfile|exec\\w*+|spawn\\w*+"
+		"|posix_spawn\\w*+|__dict__)\\b|\\b" VALUE("o", "s"),
 		"\\bsubprocess(?:" DOT "\\w|_(?:exec|shell)\\b)|\\b" VALUE("s", "ubprocess"),
 		"\\bcreate_subprocess_(?:exec|shell)\\b",
 		"\\bpty" DOT "spawn\\b",
-		"\\bimport" IMPORT_AS("os|subprocess"),
-		"\\bfrom(?:" IMPORT_LIST("os", "system|popen|startfile|exec\\w*+|spawn\\w*+"
+		"\\bimport" IMPORT_AS("os|posix|subprocess"),
+		"\\bfrom(?:" IMPORT_LIST("os|posix", "system|popen|startfile|exec\\w*+|spawn\\w*+"
 					 "|posix_spawn\\w*+")
 		"|" SPP "subprocess" SPP "import\\b"
 		"|" IMPORT_LIST("pty", "spawn") ")",
 		"\\bgetattr" CALL "(?:os|subprocess|pty)\\b",
 		"\\bvars" CALL "(?:os|subprocess|pty)\\b",
 		"\\bsys" DOT "modules\\b"),
-		TEXT("\\bctypes\\b", "\\b_ctypes\\b", "\\bcffi\\b", "\\bimportlib\\b")
+		TEXT("\\bctypes\\b", "\\b_ctypes\\b", "\\bcffi\\b", "\\bimportlib\\b",
+		     "\\b_posixsubprocess\\b")
 	},
 	/*
 	 * raw-socket.  Catches socket.socket/create_connection/create_server,

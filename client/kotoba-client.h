@@ -530,7 +530,10 @@ enum kotoba_code kotoba_cancel(struct kotoba_client *c, struct kotoba_error *err
  *   ESC(B ESC)B ESC*B ESC+B SI        every character set ASCII, G0 in use
  *   ESC[?1000l ... ESC[?1015l        mouse reporting off (1000 1002 1003
  *                                    1005 1006 1015), ESC[?2004l bracketed
- *                                    paste off, ESC[?1l ESC> normal keys
+ *                                    paste off, ESC[?1l ESC> normal keys,
+ *   ESC[<u x4 ESC[>4m                kitty's keyboard modes popped, xterm's
+ *                                    modifyOtherKeys off: typed answers
+ *                                    arrive as the letters they are
  *   OSC 8 ;;                         an open hyperlink closed
  *   OSC 104, 110, 111, 112, 117, 119 the palette, foreground, background,
  *                                    cursor and highlight colours reset
@@ -547,7 +550,8 @@ enum kotoba_code kotoba_cancel(struct kotoba_client *c, struct kotoba_error *err
 #define KOTOBA_TERMINAL_RESET                                                            \
 	"\033[?1049l\033[?1047l\033[?47l\033[!p\033[0m\033[4l\033[?6l\033[?7h\033[?5l"    \
 	"\033[?25h\033[r\033(B\033)B\033*B\033+B\017\033[?1000l\033[?1002l\033[?1003l"  \
-	"\033[?1005l\033[?1006l\033[?1015l\033[?2004l\033[?1l\033>\033]8;;\033\\"        \
+	"\033[?1005l\033[?1006l\033[?1015l\033[?2004l\033[?1l\033>\033[<u\033[<u\033[<u"   \
+	"\033[<u\033[>4m\033]8;;\033\\"                                                       \
 	"\033]104\033\\\033]110\033\\\033]111\033\\\033]112\033\\\033]117\033\\"  \
 	"\033]119\033\\\033[J"
 

@@ -9,8 +9,13 @@ is what a person can see there (Screen.visible_lines).  Output of a run
 nobody read reaches a terminal with its control sequences made visible;
 an approved run's output arrives as written."""
 import os
+import shutil
+import subprocess
+import time
 
 import pytest
+
+from conftest import BACKSTOP_S, wait_for
 
 from test_card_tty import (COLS, ROWS, assert_shown_in_order, drive, expected_rows, grant,
                            kotoba_run, labels_of, workdir, write_snippet)  # noqa: F401
@@ -153,3 +158,69 @@ def test_an_approved_runs_colours_arrive_as_colour(broker, workdir):
     assert status == 0 and b"\x1b[31mred\x1b[0m plain" in raw, raw
     y = next(i for i, row in enumerate(screen.lines()) if row.startswith("red plain"))
     assert screen.attrs[y][0][0] == 1 and screen.attrs[y][4][0] is None  # red, then default
+
+
+# ---- the same in a real terminal emulator ---------------------------------------
+
+TMUX = shutil.which("tmux")
+
+
+def tmux_question(tmux, times):
+    """Waits for the times-th card question on the tmux pane; returns the
+    pane as text, and as tmux sees its state (alternate screen, cursor)."""
+    asked = 0
+    deadline = time.monotonic() + BACKSTOP_S
+    while time.monotonic() < deadline:
+        screen = subprocess.run(tmux + ["capture-pane", "-p"], capture_output=True,
+                                text=True).stdout
+        last = [r for r in screen.split("\n") if r.strip()][-1:] or [""]
+        if last[0].startswith("-- rows") and last[0].endswith("--"):
+            subprocess.run(tmux + ["send-keys", "Enter"], check=True)
+            wait_for(lambda: subprocess.run(tmux + ["capture-pane", "-p"], capture_output=True,
+                                            text=True).stdout != screen, "the next page")
+            continue
+        if last[0].startswith("Your choice [o/a/d]:"):
+            asked += 1
+            if asked == times:
+                state = subprocess.run(tmux + ["display", "-p",
+                                               "#{alternate_on} #{cursor_flag}"],
+                                       capture_output=True, text=True).stdout.split()
+                coloured = subprocess.run(tmux + ["capture-pane", "-p", "-e"],
+                                          capture_output=True, text=True).stdout
+                return screen, state, coloured
+        time.sleep(0.1)
+    pytest.fail("no question %d on the tmux pane" % times)
+
+
+@pytest.mark.skipif(not TMUX, reason="tmux is not installed (Makefile DEB_PKGS installs it)")
+def test_in_tmux_an_approved_run_cannot_hide_the_next_card(broker, workdir):
+    """tmux interprets both runs as a terminal would: an approved snippet
+    leaves the pane on the alternate screen, with concealed text and no
+    cursor; the next card is on the main screen, readable, the cursor on."""
+    first = write_snippet(workdir, sys_write % "\x1b[?1049h\x1b[8m\x1b[?25lhidden")
+    nxt = os.path.join(workdir, "..", "next.py")
+    with open(nxt, "w") as f:
+        f.write(NEXT)
+    status = os.path.join(workdir, "..", "status")
+    sock = "kotoba-screen-%d" % os.getpid()
+    tmux = [TMUX, "-L", sock, "-f", "/dev/null"]
+    cmd = "%s; %s; echo $? > %s" % (" ".join(kotoba_run(broker, first, workdir)),
+                                     " ".join(kotoba_run(broker, nxt, workdir)), status)
+    subprocess.run(tmux + ["new-session", "-d", "-x", str(COLS), "-y", str(ROWS), cmd],
+                   check=True)
+    try:
+        tmux_question(tmux, 1)
+        subprocess.run(tmux + ["send-keys", "o", "Enter"], check=True)
+        screen, state, coloured = tmux_question(tmux, 1)
+        while "os.system" not in screen:  # still the first card's question
+            screen, state, coloured = tmux_question(tmux, 1)
+        subprocess.run(tmux + ["send-keys", "d", "Enter"], check=True)
+        wait_for(lambda: os.path.exists(status), "the second run's status")
+    finally:
+        subprocess.run(tmux + ["kill-server"], capture_output=True)
+    assert state == ["0", "1"], state  # the main screen, the cursor shown
+    assert '   2  os.system("id > card_pwned")  # the line that matters' in screen, screen
+    row = next(r for r in coloured.split("\n") if "the line that matters" in r)
+    assert "\x1b[8m" not in row, repr(row)  # not concealed
+    with open(status) as f:
+        assert f.read().strip() == "126"

@@ -110,7 +110,9 @@ def test_a_stopped_grant_run_is_offered_and_reruns_approved(broker, home):
     assert card["snippet"] == WRITE and card["options"] == ["rerun", "leave"], card
     assert card["blocked"] == end["blocked"] and card["blocked_total"] == end["blocked_total"]
     assert "already ran once" in card["reason"] and "stays done" in card["reason"], card
-    assert "seen by the worker: exec /bin/true (exec gate)" in card["reason"], card
+    # the witness and the kind, never the snippet's own text
+    assert "seen by the worker (the first: exec, refused by the exec gate" in card["reason"]
+    assert "/bin/true" not in card["reason"], card
     assert card["cwd"] == home and "family" not in card, card
     # Nothing runs again before the answer.
     c.sock.settimeout(0.5)

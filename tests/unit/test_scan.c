@@ -194,6 +194,12 @@ static void test_shell_spawn(void **state)
 		{ "os.execvp(\"ls\", [\"ls\"])", SS },
 		{ "os.spawnlp(os.P_WAIT, \"ls\", \"ls\")", SS },
 		{ "os.posix_spawnp(\"ls\", [\"ls\"], {})", SS },
+		/* posix is os's C half: the same calls under another name */
+		{ "import posix\nposix.execv(\"/bin/sh\", [\"sh\"])\n", SS },
+		{ "from posix import system\nsystem(\"id\")\n", SS },
+		{ "import posix as p\n", SS },
+		{ "import _posixsubprocess\n", SS },
+		{ "import os\nif os.name == \"posix\":\n    print(os.getcwd())\n", 0 },
 		{ "import pty\npty.spawn(\"/bin/sh\")\n", SS },
 		{ "subprocess.Popen([\"ls\"])", SS },
 		{ "subprocess.check_output([\"id\"])", SS },

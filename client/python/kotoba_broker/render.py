@@ -21,7 +21,8 @@ __all__ = ["show", "card_text", "receipt_text", "TERMINAL_RESET"]
 # What puts a terminal back into a state in which text drawn next is seen
 # as written, whatever a snippet printed before: the main screen, a soft
 # reset, attributes and modes off, the cursor shown, ASCII character sets,
-# mouse and bracketed paste off, an open hyperlink closed, the palette and
+# mouse, bracketed paste and extended keyboard modes off, an open
+# hyperlink closed, the palette and
 # the dynamic colours reset, and the rest of the screen erased, where the
 # card is drawn.  KOTOBA_TERMINAL_RESET in kotoba-client.h,
 # where each sequence is named, is the same string.  card_text() with
@@ -30,7 +31,8 @@ __all__ = ["show", "card_text", "receipt_text", "TERMINAL_RESET"]
 TERMINAL_RESET = (
     "\033[?1049l\033[?1047l\033[?47l\033[!p\033[0m\033[4l\033[?6l\033[?7h\033[?5l"
     "\033[?25h\033[r\033(B\033)B\033*B\033+B\017\033[?1000l\033[?1002l\033[?1003l"
-    "\033[?1005l\033[?1006l\033[?1015l\033[?2004l\033[?1l\033>\033]8;;\033\\"
+    "\033[?1005l\033[?1006l\033[?1015l\033[?2004l\033[?1l\033>\033[<u\033[<u\033[<u"
+    "\033[<u\033[>4m\033]8;;\033\\"
     "\033]104\033\\\033]110\033\\\033]111\033\\\033]112\033\\\033]117\033\\"
     "\033]119\033\\\033[J")
 
