@@ -192,7 +192,7 @@ def tmux_question(tmux, times):
     pytest.fail("no question %d on the tmux pane" % times)
 
 
-@pytest.mark.skipif(not TMUX, reason="tmux is not installed (Makefile DEB_PKGS installs it)")
+@pytest.mark.skipif(not TMUX, reason="tmux is not installed (make check-integration installs it)")
 def test_in_tmux_an_approved_run_cannot_hide_the_next_card(broker, workdir):
     """tmux interprets both runs as a terminal would: an approved snippet
     leaves the pane on the alternate screen, with concealed text and no
