@@ -637,7 +637,8 @@ def test_output_pipes_close_with_the_snippet_not_the_worker():
         pytest.skip("a sanitizer build keeps the worker's stderr for its reports")
     # The snippet goes on until the test signals it, after both EOFs.
     w = Worker("import os, signal\nsignal.signal(signal.SIGUSR1, lambda *a: None)\n"
-               "os.close(1); os.close(2)\nsignal.pause()\n", job())
+               "os.close(1); os.close(2)\nsignal.pause()\n",
+               job(timeout_ms=BACKSTOP_S * 1000))  # the wait below is the backstop
     ready = w.wait_msg("ready")
     end = time.monotonic() + BACKSTOP_S
     while (w.out_r >= 0 or w.err_r >= 0) and time.monotonic() < end:
