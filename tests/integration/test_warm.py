@@ -68,14 +68,6 @@ def spare_waits(b, count=1):
     return int(re.findall(r"spare pid=(\d+) waits for a snippet", log)[count - 1])
 
 
-def gone(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 def took(b):
     return len(re.findall(r"took spare worker", b.read_log()))
 
