@@ -151,6 +151,16 @@ def dir_bytes(d):
     return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
 
 
+def expired_cards(b, uid):
+    """How many of uid's cards the audit trail records as expired."""
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(b.state, "kotoba.db"), uri=True)
+    try:
+        return db.execute("SELECT count(*) FROM audit WHERE uid = ? AND decision = 'expired'",
+                          (uid,)).fetchone()[0]
+    finally:
+        db.close()
+
+
 def error_of(c):
     """The next frame's error code, or 'closed'."""
     try:
@@ -293,11 +303,14 @@ def test_flood_leaves_neighbour_served(nbroker, users):
     while not SANITIZED and rss_after - rss0 > 16 * 1024 and time.monotonic() < deadline:
         time.sleep(0.25)
         rss_after = rss_kb(pid)
-    # The flooder is over its quota, yet its cards' ends are recorded.
-    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(b.state, "kotoba.db"), uri=True)
-    expired = db.execute("SELECT count(*) FROM audit WHERE uid = ? AND decision = 'expired'",
-                         (flooder.pw_uid,)).fetchone()[0]
-    db.close()
+    # The flooder is over its quota, yet its cards' ends are recorded: each
+    # when the broker reads that connection's close, so wait for the count
+    # (bounded); a missing row never gets there and fails below.
+    deadline = time.monotonic() + BACKSTOP_S
+    expired = expired_cards(b, flooder.pw_uid)
+    while expired < cards and time.monotonic() < deadline:
+        time.sleep(0.1)
+        expired = expired_cards(b, flooder.pw_uid)
     after_ok, _ = victim_runs(b, victim, 5)
 
     figures = {"victim_ok_before": base_ok, "victim_ok_during": during_ok,
