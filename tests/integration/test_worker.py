@@ -635,9 +635,11 @@ def test_output_pipes_close_with_the_snippet_not_the_worker():
     (so at the end it sees EOF as the last snippet process exits)."""
     if os.environ.get("KOTOBA_SANITIZED"):
         pytest.skip("a sanitizer build keeps the worker's stderr for its reports")
-    # The snippet goes on until the test signals it, after both EOFs.
-    w = Worker("import os, signal\nsignal.signal(signal.SIGUSR1, lambda *a: None)\n"
-               "os.close(1); os.close(2)\nsignal.pause()\n",
+    # The snippet goes on until the test signals it, after both EOFs.  The
+    # signal is blocked, then waited for: one that comes before the wait
+    # still ends it (a handler and pause() would miss it and wait forever).
+    w = Worker("import os, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+               "os.close(1); os.close(2)\nsignal.sigwait({signal.SIGUSR1})\n",
                job(timeout_ms=BACKSTOP_S * 1000))  # the wait below is the backstop
     ready = w.wait_msg("ready")
     end = time.monotonic() + BACKSTOP_S
@@ -693,8 +695,11 @@ def test_cpu_limit_is_reported_as_cpu():
     fin = run("while True: pass", limits={"cpu_s": 1}).only("finished")
     assert fin["status"] == "signaled" and fin["signal"] in (signal.SIGXCPU, signal.SIGKILL)
     assert fin["limit"] == "cpu" and fin["timed_out"] is False
-    # rusage and the RLIMIT_CPU check account differently; allow some slack.
-    assert fin["cpu_us"] >= 900_000
+    # The CPU time reported is the snippet's own and near the limit: the
+    # limit's check and rusage account differently, the more so on a busy
+    # machine (873 ms was seen at a 1 s limit), so half the limit is the
+    # floor.
+    assert fin["cpu_us"] >= 500_000
 
 
 def test_file_size_limit_is_reported():
