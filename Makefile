@@ -47,17 +47,21 @@ CLIENT_SRC := $(wildcard client/*.c)
 # Broker code shared with the CLI (`kotoba scan` runs the pre-screen offline,
 # `kotoba audit verify --db` checks a copy of the audit trail).
 SCAN_SRC := $(wildcard broker/scan.c broker/store.c broker/seal.c)
+# The monitor (broker/monitor/): its own sources, and from the broker only
+# the identity switch and the log; it links libcap-ng and libc alone.
+MONITOR_SRC := $(wildcard broker/monitor/*.c) broker/privsep.c broker/log.c proto/limits.c
 
 PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 BROKER_OBJ := $(BROKER_SRC:%.c=$(BUILD)/%.o)
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 SCAN_OBJ := $(SCAN_SRC:%.c=$(BUILD)/%.o)
+MONITOR_OBJ := $(MONITOR_SRC:%.c=$(BUILD)/%.o)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-BINS := $(BUILD)/kotoba-brokerd $(BUILD)/kotoba-worker $(BUILD)/kotoba
+BINS := $(BUILD)/kotoba-brokerd $(BUILD)/kotoba-monitor $(BUILD)/kotoba-worker $(BUILD)/kotoba
 
 .PHONY: all run check check-unit check-integration check-asan asan-build reachable clean
 
@@ -84,6 +88,8 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/kotoba-brokerd: $(BROKER_OBJ) $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/kotoba-monitor: $(MONITOR_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CAPNG_LIBS)
 $(BUILD)/kotoba-worker: $(WORKER_OBJ) $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/kotoba: $(CLIENT_OBJ) $(PROTO_OBJ) $(SCAN_OBJ)

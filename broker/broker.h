@@ -97,8 +97,10 @@ struct broker {
 	char worker_path[4096];
 	char state_dir[4096];
 	struct watch listen;
+	struct watch attach;      /* the monitor's connections (system mode) */
 	struct watch sig;
 	bool stopping;
+	bool failed;              /* stopping for a fault (the monitor ended) */
 	uint64_t next_sid, next_run_id;
 	unsigned nsessions, nruns;
 	unsigned nspares;         /* warm jobs no snippet took yet (run.c) */
@@ -108,6 +110,7 @@ struct broker {
 
 /* session.c */
 void session_accept(struct watch *w, uint32_t events);
+void session_attach(struct watch *w, uint32_t events);
 /* At shutdown: every connection closed, its runs cancelled. */
 void sessions_close_all(struct broker *b);
 /* Closes the connections past [quota] hello_timeout or frame_timeout. */

@@ -30,6 +30,7 @@
 
 #include "broker/cgroup.h"
 #include "broker/log.h"
+#include "broker/monlink.h"
 #include "broker/loop.h"
 
 enum cg_version { CG_NONE, CG_V1, CG_V2 };
@@ -609,7 +610,11 @@ static void kill_members(const struct hier *h, const char *name)
 			continue;
 		if (read_at(h->dirfd, file, again, sizeof(again)) > 0 && lists_pid(again, pid)) {
 			log_warn("killing pid %ld, still in the cgroup %s after its run", pid, name);
-			pidfd_send_signal(fd, SIGKILL, NULL, 0);
+			/* another user's: only the monitor may signal it */
+			if (monlink_active())
+				monlink_kill((pid_t)pid);
+			else
+				pidfd_send_signal(fd, SIGKILL, NULL, 0);
 		}
 		close(fd);
 	}
@@ -678,6 +683,21 @@ void cgroup_tick(void)
 		}
 		i++;
 	}
+}
+
+size_t cgroup_tree_dirs(int *fds, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < n_hiers && n < max; i++) {
+		char up[sizeof(hiers[0].path) + 4];
+
+		snprintf(up, sizeof(up), "%s/..", hiers[i].path);
+		fds[n] = open(up, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fds[n] >= 0)
+			n++;
+	}
+	return n;
 }
 
 void cgroup_teardown(void)

@@ -56,6 +56,9 @@ void cgroup_run_remove(struct cgroup_run *cg);
  * cgroup_pending() says there are any. */
 void cgroup_tick(void);
 bool cgroup_pending(void);
+/* The directories holding the broker's own in each hierarchy (it makes
+ * and removes cgroups beneath them), opened O_PATH into fds; how many. */
+size_t cgroup_tree_dirs(int *fds, size_t max);
 /* At stop: removes the broker's own directory when it is empty. */
 void cgroup_teardown(void);
 #endif

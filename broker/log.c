@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -19,5 +20,6 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%skotoba-brokerd: %s\n", prefix[lvl], line);
+	/* kotoba-brokerd or kotoba-monitor: both log to the same stream */
+	fprintf(stderr, "%s%s: %s\n", prefix[lvl], program_invocation_short_name, line);
 }

@@ -25,7 +25,9 @@
 #include "broker/container.h"
 #include "broker/gate.h"
 #include "broker/listener.h"
+#include "broker/confine.h"
 #include "broker/log.h"
+#include "broker/monlink.h"
 #include "broker/privsep.h"
 #include "proto/paths.h"
 #include "proto/status.h"
@@ -487,12 +489,77 @@ static int key_init(struct broker *b)
 	char err[400] = "";
 
 	if (privsep_resolve(&b->cfg, err, sizeof(err)) < 0 || prepare_state_dir(b) < 0 ||
-	    (privsep_system_mode() && privsep_drop(err, sizeof(err)) < 0)) {
+	    (privsep_system_mode() && privsep_drop(0, err, sizeof(err)) < 0)) {
 		if (err[0])
 			log_err("%s", err);
 		return 1;
 	}
 	return audit_key_init(b->state_dir);
+}
+
+/* A spare made as a run ends, and a container stopped once idle, start
+ * as their user after its connection closed: the monitor allows that this
+ * long after the user's last connection. */
+static unsigned long monitor_linger_ms(const struct broker *b)
+{
+	return b->cfg.sandbox == SANDBOX_DOCKER ? b->cfg.container_idle_ms + 60000 : 10000;
+}
+
+/* As root, before a byte is read: the monitor takes the listening socket
+ * and the privilege; the broker hears of connections from it. */
+static int start_monitor(struct broker *b)
+{
+	uid_t svc;
+	gid_t svc_gid;
+	char err[400];
+
+	privsep_service_ids(&svc, &svc_gid);
+	if (monlink_start(b->worker_path, b->listen.fd, svc, svc_gid, privsep_root_peer_uid(),
+			  monitor_linger_ms(b), err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -1;
+	}
+	loop_close(&b->listen);
+	return loop_add(&b->attach, monlink_attach_fd(), EPOLLIN, session_attach, b);
+}
+
+/* A system broker gives up exec, the set*id calls, namespaces, network
+ * sockets, and writing anywhere but its state directory, its cgroup tree
+ * and (to remove it at stop) its socket's directory. */
+static int confine(struct broker *b, char *err, size_t errlen)
+{
+	struct confine_dir d[2 + CGROUP_HIER_MAX];
+	int cg[CGROUP_HIER_MAX];
+	size_t n = 0, k = cgroup_tree_dirs(cg, CGROUP_HIER_MAX);
+	unsigned abi = 0;
+	int rc = 0;
+
+	d[n++] = (struct confine_dir){ open(b->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC),
+				       false };
+	if (b->socket_path[0]) {
+		char dir[sizeof(b->socket_path)];
+
+		snprintf(dir, sizeof(dir), "%s", b->socket_path);
+		d[n++] = (struct confine_dir){ open(dirname(dir), O_PATH | O_DIRECTORY | O_CLOEXEC),
+					       true };
+	}
+	for (size_t i = 0; i < k; i++)
+		d[n++] = (struct confine_dir){ cg[i], false };
+	for (size_t i = 0; i < n; i++)
+		if (d[i].fd < 0) {
+			snprintf(err, errlen, "cannot confine the broker: cannot open a directory it "
+				 "writes in: %s", strerror(errno));
+			rc = -1;
+		}
+	if (rc == 0)
+		rc = confine_broker(d, n, &abi, err, errlen);
+	for (size_t i = 0; i < n; i++)
+		if (d[i].fd >= 0)
+			close(d[i].fd);
+	if (rc == 0)
+		log_info("confined: no capability, no_new_privs, seccomp, %s%u", abi ? "Landlock ABI "
+			 : "no Landlock on this kernel, ABI ", abi);
+	return rc;
 }
 
 /* Everything that needs root happens here, then root is given up for
@@ -517,8 +584,9 @@ static int start_up(struct broker *b)
 	if (prepare_state_dir(b) < 0 || open_socket(b) < 0)
 		return -1;
 	setup_cgroups();
-	if (privsep_system_mode() && privsep_drop(err, sizeof(err)) < 0) {
-		log_err("%s", err);
+	if (privsep_system_mode() && (start_monitor(b) < 0 || privsep_drop(0, err, sizeof(err)) < 0)) {
+		if (err[0])
+			log_err("%s", err);
 		return -1;
 	}
 	/* A snippet may run as the broker's own uid (a per-user broker): it
@@ -540,6 +608,11 @@ static int start_up(struct broker *b)
 	audit_watch_secrets(true, b->cfg.secrets);
 	if (b->cfg.sandbox == SANDBOX_DOCKER)
 		container_check_image(b);
+	/* Last, once every file it keeps is open. */
+	if (privsep_system_mode() && confine(b, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -1;
+	}
 	sd_notifyf(0, "READY=1\nSTATUS=serving, sandbox=%s", sandbox_mode_name(b->cfg.sandbox));
 	return 0;
 }
@@ -569,5 +642,5 @@ int main(int argc, char **argv)
 	gate_fini();
 	loop_fini();
 	log_info("stopped");
-	return BROKERD_EXIT_OK;
+	return b.failed ? BROKERD_EXIT_START : BROKERD_EXIT_OK;
 }

@@ -166,14 +166,8 @@ static bool caps_match(const struct capsets *have, uint64_t kept, bool bnd_empty
 	return false;
 }
 
-int privsep_drop(char *err, size_t errlen)
+int privsep_become(uid_t uid, gid_t gid, uint64_t kept, char *err, size_t errlen)
 {
-	/* Kept: CAP_SETUID and CAP_SETGID to exec each worker as its peer,
-	 * CAP_KILL for the backstop that kills a worker running as another
-	 * user.  capng_change_id drops supplementary groups, sets the gid and
-	 * uid with keep-caps, then applies exactly this set. */
-	const uint64_t kept = UINT64_C(1) << CAP_SETUID | UINT64_C(1) << CAP_SETGID |
-			      UINT64_C(1) << CAP_KILL;
 	struct capsets have;
 	bool bounding;
 	char *caps;
@@ -181,41 +175,57 @@ int privsep_drop(char *err, size_t errlen)
 	/* Clearing the bounding set needs CAP_SETPCAP; a unit whose own
 	 * CapabilityBoundingSet= already leaves it out has done that part. */
 	if (capng_get_caps_process() != 0) {
-		snprintf(err, errlen, "cannot read the broker's own capabilities (capget); "
-			 "refusing to switch to %s blind", svc_name);
+		snprintf(err, errlen, "cannot read its own capabilities (capget); refusing to "
+			 "switch to uid %u blind", (unsigned)uid);
 		return -1;
 	}
 	bounding = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP);
-	/* Both: the four sets, and (with CAPNG_CLEAR_BOUNDING) an empty
-	 * bounding set; the kept capabilities stay permitted. */
+	/* capng_change_id drops supplementary groups, sets the gid and uid
+	 * with keep-caps, then applies exactly `kept`; with
+	 * CAPNG_CLEAR_BOUNDING the bounding set is empty too. */
 	capng_clear(CAPNG_SELECT_BOTH);
-	if (capng_updatev(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED, CAP_SETUID, CAP_SETGID,
-			  CAP_KILL, -1) < 0 ||
-	    capng_change_id((int)svc_uid, (int)svc_gid,
+	for (unsigned int c = 0; c < 64; c++)
+		if ((kept >> c & 1) &&
+		    capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED, c) < 0) {
+			snprintf(err, errlen, "cannot keep capability %u", c);
+			return -1;
+		}
+	if (capng_change_id((int)uid, (int)gid,
 			    CAPNG_DROP_SUPP_GRP | (bounding ? CAPNG_CLEAR_BOUNDING : 0)) != 0) {
-		snprintf(err, errlen, "cannot switch to the service user %s: %s", svc_name,
+		snprintf(err, errlen, "cannot switch to uid %u: %s", (unsigned)uid,
 			 strerror(errno));
 		return -1;
 	}
 	if (getuid() == 0 || geteuid() == 0 || getgid() == 0) {
-		snprintf(err, errlen, "still root after switching to %s; refusing to go on",
-			 svc_name);
+		snprintf(err, errlen, "still root after switching to uid %u; refusing to go on",
+			 (unsigned)uid);
 		return -1;
 	}
 	/* Trust, but read back: the kernel's sets, not libcap-ng's copy. */
 	if (read_caps(&have) < 0) {
-		snprintf(err, errlen, "cannot read the capabilities back after switching to %s; "
-			 "refusing to go on", svc_name);
+		snprintf(err, errlen, "cannot read the capabilities back after switching to uid "
+			 "%u; refusing to go on", (unsigned)uid);
 		return -1;
 	}
-	if (!caps_match(&have, kept, bounding, "after switching to the service user", err,
-			errlen))
+	if (!caps_match(&have, kept, bounding, "after switching user", err, errlen))
 		return -1;
-	caps = capng_print_caps_text(CAPNG_PRINT_BUFFER, CAPNG_EFFECTIVE);
-	log_info("running as %s (uid %u), capabilities kept: %s", svc_name, (unsigned)svc_uid,
-		 caps ? caps : "?");
+	caps = kept ? capng_print_caps_text(CAPNG_PRINT_BUFFER, CAPNG_EFFECTIVE) : NULL;
+	log_info("running as uid %u, capabilities kept: %s", (unsigned)uid,
+		 caps ? caps : "none");
 	free(caps);
 	return 0;
+}
+
+int privsep_drop(uint64_t kept, char *err, size_t errlen)
+{
+	return privsep_become(svc_uid, svc_gid, kept, err, errlen);
+}
+
+void privsep_monitor_ids(uid_t service, uid_t root_peer)
+{
+	system_mode = true;
+	svc_uid = service;
+	root_peer_uid = root_peer;
 }
 
 /* Splits a comma or space separated list and calls match on each word. */
@@ -382,4 +392,9 @@ int privsep_drop_all_caps(char *err, size_t errlen)
 	if (!caps_match(&have, 0, false, "after dropping them", err, errlen))
 		return -EPERM;
 	return 0;
+}
+
+uid_t privsep_root_peer_uid(void)
+{
+	return root_peer_uid;
 }

@@ -6,7 +6,9 @@
  */
 #ifndef KOTOBA_PRIVSEP_H
 #define KOTOBA_PRIVSEP_H
+#include <linux/capability.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "broker/config.h"
@@ -36,9 +38,22 @@ int privsep_own_dir(const char *dir, char *err, size_t errlen);
 void privsep_service_ids(uid_t *uid, gid_t *gid);
 /* As root: gives the socket file to the service user and socket group. */
 int privsep_own_socket(const char *path, unsigned mode, char *err, size_t errlen);
-/* As root: becomes the service user keeping CAP_SETUID, CAP_SETGID and
- * CAP_KILL; everything else leaves every set and the bounding set. */
-int privsep_drop(char *err, size_t errlen);
+/* The capabilities the monitor keeps (broker/monitor/monitor.c): to start
+ * each worker as its peer, and to kill a child of the broker that runs as
+ * another user. */
+#define PRIVSEP_MONITOR_CAPS \
+	(UINT64_C(1) << CAP_SETUID | UINT64_C(1) << CAP_SETGID | UINT64_C(1) << CAP_KILL)
+/* As root: becomes uid:gid keeping the capabilities of the mask `kept` (bit
+ * n is capability n) in the effective and permitted sets; everything else
+ * leaves every set, and the bounding set is emptied.  Read back. */
+int privsep_become(uid_t uid, gid_t gid, uint64_t kept, char *err, size_t errlen);
+/* privsep_become() as the service user: the broker keeps nothing. */
+int privsep_drop(uint64_t kept, char *err, size_t errlen);
+/* In the monitor, which is given them at its start: the service uid, and
+ * the uid root's snippets run as (privsep_identity()). */
+void privsep_monitor_ids(uid_t service, uid_t root_peer);
+/* The uid root's snippets run as (system mode). */
+uid_t privsep_root_peer_uid(void);
 /* Whether uid is the service user of a system broker: its files are
  * every user's grants and the audit trail, so no client may be it. */
 bool privsep_is_service_uid(uid_t uid);

@@ -25,6 +25,7 @@
 #include "broker/broker.h"
 #include "broker/container.h"
 #include "broker/log.h"
+#include "broker/monlink.h"
 #include "broker/privsep.h"
 #include "proto/status.h"
 #include "broker/secrets.h"
@@ -532,9 +533,55 @@ static int check_limits(struct broker *b, const struct run_request *rq, char *er
 	return 0;
 }
 
+static enum proto_step step_of_monitor(unsigned step)
+{
+	switch (step) {
+	case MON_STEP_CGROUP: return STEP_CGROUP;
+	case MON_STEP_IDENTITY: return STEP_IDENTITY;
+	case MON_STEP_CAPS: return STEP_CAPS;
+	default: return STEP_WORKER;
+	}
+}
+
+/* The monitor starts it (a system broker holds no capability); a start
+ * that failed in the monitor's child is told on the worker link as the
+ * worker would tell it, so the run reports it like any setup error. */
+static int spawn_by_monitor(const int *fd, const struct identity *id,
+			    const struct cgroup_run *cg, pid_t *pid)
+{
+	int all[MON_FDS_MAX], err_no, rc;
+	size_t n = 4;
+	unsigned step;
+	char what[240];
+
+	memcpy(all, fd, 4 * sizeof(int));
+	for (size_t i = 0; cg->active && i < CGROUP_HIER_MAX; i++)
+		if (cg->procs[i] >= 0)
+			all[n++] = cg->procs[i];
+	rc = monlink_spawn(id->uid, all, n, pid, &step, &err_no, what, sizeof(what));
+	if (rc < 0) {
+		log_warn("uid=%u the monitor started no worker: %s", (unsigned)id->uid, what);
+		return rc;
+	}
+	if (step != MON_STEP_NONE) {
+		struct msg_setup_error m = {
+			pstr_c(step_name(step_of_monitor(step))),
+			err_no, pstr_c(what) };
+		struct frame f;
+
+		if (enc_setup_error(&f, &m) == 0) {
+			(void)!write(fd[3], f.data, f.len);
+			frame_free(&f);
+		}
+	}
+	return 0;
+}
+
 static int start_worker(struct broker *b, const int *fd, const struct identity *id,
 			struct cgroup_run *cg, pid_t *pid)
 {
+	if (monlink_active())
+		return spawn_by_monitor(fd, id, cg, pid);
 	/* posix_spawn cannot join a cgroup: with one, fork. */
 	return id->switch_ids || cg->active ? spawn_as_peer(b, fd, id, cg, pid)
 					    : spawn_same_user(b, fd, pid);
@@ -602,7 +649,7 @@ static int launch(struct broker *b, struct run *r, const struct run_request *rq,
 	close_all(fd, F_COUNT);
 	if (rc < 0) {
 		if (r->worker > 0)
-			kill(r->worker, SIGKILL);
+			monlink_kill(r->worker);
 		r->done = true;
 		r->end = END_SETUP;
 		snprintf(r->setup_step, sizeof(r->setup_step), "%s", step_name(STEP_WORKER));
@@ -1114,7 +1161,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		 * the worker is not the program we started. */
 		log_warn("uid=%u run=%" PRIu64 " worker sent %s out of order; killing it",
 			 (unsigned)r->uid, r->run_id, msg_type_name(m->type));
-		kill(r->worker, SIGKILL);
+		monlink_kill(r->worker);
 	}
 }
 
@@ -1158,7 +1205,7 @@ static void drop_worker_link(struct run *r, struct watch *w, const char *what)
 {
 	log_warn("uid=%u run=%" PRIu64 " worker sent %s; killing it", (unsigned)r->uid, r->run_id,
 		 what);
-	kill(r->worker, SIGKILL);
+	monlink_kill(r->worker);
 	if (r->end == END_NONE)
 		r->end = END_LOST;
 	loop_close(w);
@@ -1360,11 +1407,22 @@ static void kill_orphans(struct broker *b)
 
 		if (end == p)
 			break;
-		if (pid > 0 && !is_worker(b, (pid_t)pid)) {
+		if (pid > 0 && pid != monlink_pid() && !is_worker(b, (pid_t)pid)) {
 			log_warn("killing pid %ld, left behind by a worker that died", pid);
-			kill((pid_t)pid, SIGKILL);
+			monlink_kill((pid_t)pid);
 		}
 	}
+}
+
+/* Without its monitor a system broker can start no worker and hears of
+ * no connection: it stops, and says why. */
+static void monitor_gone(struct broker *b, int status)
+{
+	log_err("the monitor (pid %d) ended (%s %d); stopping", (int)monlink_pid(),
+		WIFSIGNALED(status) ? "signal" : "status",
+		WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+	b->stopping = true;
+	b->failed = true;
 }
 
 void runs_reap(struct broker *b)
@@ -1374,6 +1432,10 @@ void runs_reap(struct broker *b)
 	pid_t pid;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (pid == monlink_pid()) {
+			monitor_gone(b, status);
+			continue;
+		}
 		TAILQ_FOREACH_SAFE(r, &b->runs, blink, tmp) {
 			if (r->worker != pid)
 				continue;
@@ -1394,7 +1456,7 @@ void runs_kill(struct broker *b)
 	struct run *r;
 
 	TAILQ_FOREACH(r, &b->runs, blink)
-		kill(r->worker, SIGKILL);
+		monlink_kill(r->worker);
 }
 
 /* The worker enforces the snippet's timeout; this is the backstop for a
@@ -1423,7 +1485,7 @@ void runs_tick(struct broker *b, uint64_t now)
 				r->end = END_LOST;
 			maybe_complete(r);
 		} else if (now >= r->kill_at_ms) {
-			kill(r->worker, SIGKILL);
+			monlink_kill(r->worker);
 		}
 	}
 }

@@ -18,6 +18,7 @@
 #include "broker/broker.h"
 #include "broker/gate.h"
 #include "broker/log.h"
+#include "broker/monlink.h"
 #include "broker/peer.h"
 #include "broker/privsep.h"
 #include "broker/scan.h"
@@ -236,6 +237,9 @@ static void session_close(struct session *s)
 	/* Off the loop first: what the gate says while closing the cards
 	 * (an audit write that failed) is dropped, and a send that fails
 	 * cannot enter session_close() a second time and free s twice. */
+	/* The monitor holds the connection too, to see it hang up: the peer
+	 * hears the end now, not when the last holder lets go. */
+	shutdown(s->w.fd, SHUT_RDWR);
 	loop_close(&s->w);
 	runs_detach(&s->client);
 	gate_session_closed(&s->client);
@@ -555,6 +559,13 @@ static void on_client(struct watch *w, uint32_t events)
 	read_frames(s);
 }
 
+/* shutdown() first, for the monitor's copy (session_close()). */
+static void drop_connection(int fd)
+{
+	shutdown(fd, SHUT_RDWR);
+	close(fd);
+}
+
 static void refuse(int fd, const char *code, const char *why)
 {
 	struct frame f;
@@ -565,7 +576,7 @@ static void refuse(int fd, const char *code, const char *why)
 			log_debug("could not tell a refused peer why: %s", strerror(errno));
 		frame_free(&f);
 	}
-	close(fd);
+	drop_connection(fd);
 }
 
 static unsigned sessions_of_uid(struct broker *b, uid_t uid)
@@ -658,13 +669,71 @@ static void refuse_over_fd_limit(int listen_fd, int err)
 	keep_reserve();
 }
 
+/* Serves the connection fd of the peer cr, or refuses it saying why.
+ * `attached` is false when the monitor will start no worker for it (the
+ * reason is in `refusal`): a system broker serves such a peer nothing. */
+static void session_admit(struct broker *b, int fd, const struct ucred *cr, bool attached,
+			  const char *refusal)
+{
+	char why[400];
+	int err;
+
+	if (at_fd_limit(&err)) {
+		refuse_at_fd_limit(fd, err);
+		return;
+	}
+	if (peer_from_a_run(b, fd, cr, why, sizeof(why))) {
+		refuse(fd, PERR_FROM_A_RUN, why);
+		return;
+	}
+	if (b->nsessions >= b->cfg.max_connections) {
+		log_warn("uid=%u refused: %u connections open", (unsigned)cr->uid, b->nsessions);
+		refuse(fd, PERR_BUSY, "the broker has too many connections; try again later");
+		return;
+	}
+	if (sessions_of_uid(b, cr->uid) >= b->cfg.conns_per_uid) {
+		log_warn("uid=%u refused: it holds %u connections ([quota] connections)",
+			 (unsigned)cr->uid, b->cfg.conns_per_uid);
+		snprintf(why, sizeof(why), "you have %u connections open to the broker, the most one "
+			 "user may hold ([quota] connections); close one and try again",
+			 b->cfg.conns_per_uid);
+		refuse(fd, PERR_BUSY, why);
+		return;
+	}
+	if (privsep_is_service_uid(cr->uid)) {
+		log_warn("uid=%u pid=%d refused: a client running as the service user",
+			 (unsigned)cr->uid, (int)cr->pid);
+		gate_audit_refused_connection(cr->uid, cr->pid, NULL, "service-user");
+		refuse(fd, PERR_REFUSED, "this is the broker's service user, whose files are every "
+		       "user's grants and the audit trail: no snippet runs as it; connect as "
+		       "another user");
+		return;
+	}
+	if (!privsep_peer_allowed(&b->cfg, cr->uid, cr->gid, why, sizeof(why))) {
+		log_warn("uid=%u pid=%d refused: %s", (unsigned)cr->uid, (int)cr->pid, why);
+		refuse(fd, PERR_REFUSED, why);
+		return;
+	}
+	if (!attached) {
+		log_warn("uid=%u pid=%d refused: the monitor attached no user: %s",
+			 (unsigned)cr->uid, (int)cr->pid, refusal);
+		snprintf(why, sizeof(why), "uid %u cannot be served: %s", (unsigned)cr->uid, refusal);
+		refuse(fd, PERR_REFUSED, why);
+		return;
+	}
+	if (!session_new(b, fd, cr)) {
+		drop_connection(fd);
+		return;
+	}
+	log_debug("uid=%u pid=%d connected", (unsigned)cr->uid, (int)cr->pid);
+}
+
 void session_accept(struct watch *w, uint32_t events)
 {
 	struct broker *b = w->ctx;
 	struct ucred cr;
 	socklen_t sl = sizeof(cr);
-	char why[400];
-	int fd, err;
+	int fd;
 
 	keep_reserve();
 	fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -682,47 +751,35 @@ void session_accept(struct watch *w, uint32_t events)
 		close(fd);
 		return;
 	}
-	if (at_fd_limit(&err)) {
-		refuse_at_fd_limit(fd, err);
+	session_admit(b, fd, &cr, true, NULL);
+}
+
+/* A system broker's connections come from its monitor, which accepted
+ * them and read the peer's credentials itself.  One a call, as accept
+ * takes one: the loop reads the connections already open in between, so
+ * a burst of them is admitted at the pace they are served. */
+void session_attach(struct watch *w, uint32_t events)
+{
+	struct broker *b = w->ctx;
+	struct mon_attach a;
+	int fd, rc;
+
+	keep_reserve();
+	rc = monlink_take_attach(&a, &fd);
+	if (rc == -EAGAIN)
+		return;
+	if (rc < 0 && rc != -EBADMSG) {
+		log_err("the monitor's link: %s", strerror(-rc));
+		loop_close(w);
 		return;
 	}
-	if (peer_from_a_run(b, fd, &cr, why, sizeof(why))) {
-		refuse(fd, PERR_FROM_A_RUN, why);
+	if (rc < 0 || fd < 0) {
+		log_warn("the monitor handed over a connection without its descriptor (%s)",
+			 rc < 0 ? "malformed" : "at the open-file limit");
 		return;
 	}
-	if (b->nsessions >= b->cfg.max_connections) {
-		log_warn("uid=%u refused: %u connections open", (unsigned)cr.uid, b->nsessions);
-		refuse(fd, PERR_BUSY, "the broker has too many connections; try again later");
-		return;
-	}
-	if (sessions_of_uid(b, cr.uid) >= b->cfg.conns_per_uid) {
-		log_warn("uid=%u refused: it holds %u connections ([quota] connections)",
-			 (unsigned)cr.uid, b->cfg.conns_per_uid);
-		snprintf(why, sizeof(why), "you have %u connections open to the broker, the most one "
-			 "user may hold ([quota] connections); close one and try again",
-			 b->cfg.conns_per_uid);
-		refuse(fd, PERR_BUSY, why);
-		return;
-	}
-	if (privsep_is_service_uid(cr.uid)) {
-		log_warn("uid=%u pid=%d refused: a client running as the service user",
-			 (unsigned)cr.uid, (int)cr.pid);
-		gate_audit_refused_connection(cr.uid, cr.pid, NULL, "service-user");
-		refuse(fd, PERR_REFUSED, "this is the broker's service user, whose files are every "
-		       "user's grants and the audit trail: no snippet runs as it; connect as "
-		       "another user");
-		return;
-	}
-	if (!privsep_peer_allowed(&b->cfg, cr.uid, cr.gid, why, sizeof(why))) {
-		log_warn("uid=%u pid=%d refused: %s", (unsigned)cr.uid, (int)cr.pid, why);
-		refuse(fd, PERR_REFUSED, why);
-		return;
-	}
-	if (!session_new(b, fd, &cr)) {
-		close(fd);
-		return;
-	}
-	log_debug("uid=%u pid=%d connected", (unsigned)cr.uid, (int)cr.pid);
+	session_admit(b, fd, &(struct ucred){ .uid = a.uid, .gid = a.gid, .pid = a.pid },
+		      a.attached != 0, a.why);
 }
 
 void sessions_close_all(struct broker *b)

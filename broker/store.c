@@ -529,10 +529,13 @@ static int configure(struct store *s)
 	sqlite3_db_config(s->db, SQLITE_DBCONFIG_DQS_DDL, 0, NULL);
 	rc = set_journal_wal(s);
 	/* journal_size_limit: the WAL is cut back to 4 MiB after a
-	 * checkpoint, so a burst of large rows does not leave it large. */
+	 * checkpoint, so a burst of large rows does not leave it large.
+	 * temp_store: no temporary file outside the state directory, where
+	 * a system broker may not write (broker/confine.c). */
 	if (!rc)
 		rc = exec(s, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
-			  " PRAGMA journal_size_limit=4194304", "cannot configure the database");
+			  " PRAGMA temp_store=MEMORY; PRAGMA journal_size_limit=4194304",
+			  "cannot configure the database");
 	return rc;
 }
 

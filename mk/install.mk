@@ -7,6 +7,8 @@
 # Layout (PREFIX=/usr/local):
 #   bin/kotoba                             the client            0755
 #   sbin/kotoba-brokerd                    the daemon            0755
+#   libexec/kotoba/kotoba-monitor          internal, the broker's
+#                                          privileged half       0755
 #   libexec/kotoba/kotoba-worker           internal, per snippet 0755
 #   lib/systemd/system/kotoba-brokerd.{service,socket}           0644
 #   lib/sysusers.d/kotoba.conf, lib/tmpfiles.d/kotoba.conf       0644
@@ -91,6 +93,7 @@ install-files: $(BINS) $(RECEIPT_PY) install-client
 	install -m 0755 $(BUILD)/kotoba $(DESTDIR)$(BINDIR)/kotoba
 	install -m 0755 $(BUILD)/kotoba-brokerd $(DESTDIR)$(SBINDIR)/kotoba-brokerd
 	install -m 0755 $(BUILD)/kotoba-worker $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-worker
+	install -m 0755 $(BUILD)/kotoba-monitor $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-monitor
 	install -m 0644 $(RECEIPT_PY) $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba_receipt.py
 	$(RECEIPT_PYTHON) -c 'import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)' \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba_receipt.py
@@ -167,6 +170,7 @@ uninstall-client:
 uninstall: uninstall-client
 	rm -f $(DESTDIR)$(BINDIR)/kotoba $(DESTDIR)$(SBINDIR)/kotoba-brokerd \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-worker \
+		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-monitor \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba_receipt.py \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kotoba-brokerd.service \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kotoba-brokerd.socket \

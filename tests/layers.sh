@@ -11,6 +11,7 @@
 # container_set_runner()).
 set -eu
 build=$1
+shift
 # The numbered list under "## Layers", one line a layer: "1 log", "2 loop config ...".
 layers=$(awk '/^## /{ on = $0 == "## Layers"; next }
 	on && /^[0-9]+\. / {
@@ -55,3 +56,22 @@ join "$tmp/uses" "$tmp/defs" | while read -r sym caller callee; do
 done
 [ ! -e "$tmp/bad" ] || exit 1
 echo "layers: $(wc -l < "$tmp/defs") broker symbols; every call goes down a layer"
+
+# The monitor parses nothing: by symbol, then by library.
+parsers='^(msgpack_|pcre2_|sqlite3_)'
+if [ $# -eq 0 ]; then
+	echo "layers: no monitor objects given"
+	exit 1
+fi
+for o in "$@"; do
+	if nm -u "$o" | awk '{ print $2 }' | grep -E "$parsers" > "$tmp/parse"; then
+		echo "layers: the monitor's $o calls a parser: $(tr '\n' ' ' < "$tmp/parse")"
+		exit 1
+	fi
+done
+needed=$(readelf -d "$build/kotoba-monitor" | awk '/NEEDED/ { gsub(/[][]/, "", $5); print $5 }')
+if printf '%s\n' "$needed" | grep -E '^lib(msgpack|pcre2|sqlite3)' > "$tmp/parse"; then
+	echo "layers: kotoba-monitor links $(tr '\n' ' ' < "$tmp/parse")"
+	exit 1
+fi
+echo "layers: the monitor's $# objects call no parser; it links $(printf '%s ' $needed)"

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "worker/landlock.h"
-#include "worker/landlock_abi.h"
+#include "proto/landlock_abi.h"
 
 #ifndef SYS_landlock_create_ruleset
 #define SYS_landlock_create_ruleset 444

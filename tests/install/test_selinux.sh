@@ -85,9 +85,20 @@ none() {
 }
 
 has "systemd starts the broker in kotoba_broker_t" -T -s init_t -t kotoba_broker_exec_t -c process -D kotoba_broker_t
-has "the broker's exec of kotoba-worker enters kotoba_worker_t" -T -s kotoba_broker_t -t kotoba_worker_exec_t -c process -D kotoba_worker_t
+has "the broker's exec of kotoba-monitor enters kotoba_monitor_t" -T -s kotoba_broker_t -t kotoba_monitor_exec_t -c process -D kotoba_monitor_t
+has "the monitor's exec of kotoba-worker enters kotoba_worker_t" -T -s kotoba_monitor_t -t kotoba_worker_exec_t -c process -D kotoba_worker_t
+none "the broker cannot enter the worker's domain" -A -s kotoba_broker_t -t kotoba_worker_t -c process -p transition
+none "the broker cannot enter the snippet's domain" -A -s kotoba_broker_t -t kotoba_snippet_t -c process -p transition
+none "the broker runs no program in its own domain" -A -s kotoba_broker_t -c file -p execute_no_trans
+none "the broker holds no kill capability" -A -s kotoba_broker_t -c capability -p kill
+none "the broker signals no worker" -A -s kotoba_broker_t -t kotoba_worker_t -c process -p sigkill,signal
+none "the broker signals no snippet" -A -s kotoba_broker_t -t kotoba_snippet_t -c process -p sigkill,signal
+has "the monitor kills a worker" -A -s kotoba_monitor_t -t kotoba_worker_t -c process -p sigkill
+none "the monitor touches no grants or audit trail" -A -s kotoba_monitor_t -t kotoba_var_lib_t
+none "snippets cannot signal the monitor" -A -s kotoba_snippet_t -t kotoba_monitor_t -c process
 has "the worker's exec of python3 (bin_t) enters kotoba_snippet_t" -T -s kotoba_worker_t -t bin_t -c process -D kotoba_snippet_t
-has "broker -> worker allowed under no_new_privs" -A -s kotoba_broker_t -t kotoba_worker_t -c process2 -p nnp_transition
+has "broker -> monitor allowed under no_new_privs" -A -s kotoba_broker_t -t kotoba_monitor_t -c process2 -p nnp_transition
+has "monitor -> worker allowed under no_new_privs" -A -s kotoba_monitor_t -t kotoba_worker_t -c process2 -p nnp_transition
 has "worker -> snippet allowed under no_new_privs" -A -s kotoba_worker_t -t kotoba_snippet_t -c process2 -p nnp_transition
 has "the snippet keeps its rlimits and TMPDIR (rlimitinh, noatsecure)" -A -s kotoba_worker_t -t kotoba_snippet_t -c process -p rlimitinh,noatsecure
 has "the worker can kill every process of its snippet" -A -s kotoba_worker_t -t kotoba_snippet_t -c process -p sigkill
@@ -128,6 +139,7 @@ for prefix in ("/usr/local", "/usr"):
     want.update({
         prefix + "/sbin/kotoba-brokerd": "kotoba_broker_exec_t",
         prefix + "/libexec/kotoba/kotoba-worker": "kotoba_worker_exec_t",
+        prefix + "/libexec/kotoba/kotoba-monitor": "kotoba_monitor_exec_t",
         prefix + "/lib/kotoba/kotoba-worker": "kotoba_worker_exec_t",
         prefix + "/libexec/kotoba/kotoba_receipt.py": "usr_t",
         prefix + "/libexec/kotoba/__pycache__/kotoba_receipt.cpython-311.pyc": "usr_t",
@@ -161,15 +173,18 @@ else
 	echo "$fc_out" | sed 's/^/     /'
 fi
 
-# The broker's capabilities in the policy are exactly the unit's bounding set.
+# The broker's and the monitor's capabilities in the policy, together, are
+# exactly the unit's bounding set (the unit holds both processes).
 unit_caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$SRC/dist/systemd/kotoba-brokerd.service" |
 	tr ' ' '\n' | sed 's/^CAP_//' | tr 'A-Z' 'a-z' | grep . | sort | tr '\n' ' ')
-pol_caps=$(sesearch -A -s kotoba_broker_t -c capability "$POL" 2>/dev/null |
-	sed -n 's/.*capability \(.*\);.*/\1/p' | tr -d '{}' | tr ' ' '\n' | grep . | sort -u | tr '\n' ' ')
+pol_caps=$(for d in kotoba_broker_t kotoba_monitor_t; do
+		sesearch -A -s $d -c capability "$POL" 2>/dev/null
+	done | sed -n 's/.*capability \(.*\);.*/\1/p' | tr -d '{}' | tr ' ' '\n' | grep . |
+	sort -u | tr '\n' ' ')
 if [ -n "$unit_caps" ] && [ "$unit_caps" = "$pol_caps" ]; then
-	ok "broker capabilities: policy = unit's CapabilityBoundingSet ($unit_caps)"
+	ok "broker and monitor capabilities: policy = unit's CapabilityBoundingSet ($unit_caps)"
 else
-	bad "broker capabilities differ: unit [$unit_caps], policy [$pol_caps]"
+	bad "broker and monitor capabilities differ: unit [$unit_caps], policy [$pol_caps]"
 fi
 
 finish

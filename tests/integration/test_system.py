@@ -102,20 +102,46 @@ def sysbroker(work):
     b.stop()
 
 
-def test_broker_keeps_only_its_capabilities(sysbroker):
+def proc_status(pid):
+    return dict(l.split(":", 1) for l in open("/proc/%d/status" % pid))
+
+
+def monitor_pid(b):
+    """The broker's child that is kotoba-monitor."""
+    kids = open("/proc/%d/task/%d/children" % (b.proc.pid, b.proc.pid)).read().split()
+    mons = [int(k) for k in kids if open("/proc/%s/comm" % k).read().strip() == "kotoba-monitor"]
+    assert len(mons) == 1, (kids, b.read_log()[-2000:])
+    return mons[0]
+
+
+def test_broker_holds_no_capability_and_is_confined(sysbroker):
+    """The process that parses every untrusted byte holds nothing: no
+    capability in any set, no_new_privs, its seccomp filter; the monitor
+    holds the three that start and stop workers as other users, and maps
+    no parser's library."""
     if os.environ.get("KOTOBA_BROKER_WRAPPER"):
         # valgrind runs the broker on its own thread; /proc's main-thread
         # view of the credentials is the tool's, not the broker's
         pytest.skip("under a wrapper (valgrind) /proc shows the tool's credentials")
-    status = dict(l.split(":", 1) for l in open("/proc/%d/status" % sysbroker.proc.pid))
     svc = pwd.getpwnam(SERVICE_USER)
-    assert status["Uid"].split() == [str(svc.pw_uid)] * 4
+    b = proc_status(sysbroker.proc.pid)
+    assert b["Uid"].split() == [str(svc.pw_uid)] * 4
+    for s in ("CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd"):
+        assert int(b[s], 16) == 0, (s, b[s])
+    assert b["NoNewPrivs"].strip() == "1" and b["Seccomp"].strip() == "2", b
+    m = proc_status(monitor_pid(sysbroker))
     kept = (1 << 5) | (1 << 6) | (1 << 7)  # CAP_KILL, CAP_SETGID, CAP_SETUID
-    assert int(status["CapEff"], 16) == kept
-    assert int(status["CapPrm"], 16) == kept
-    assert int(status["CapInh"], 16) == 0 and int(status["CapAmb"], 16) == 0
-    assert int(status["CapBnd"], 16) == 0
-    assert "capabilities kept: kill, setgid, setuid" in sysbroker.read_log()
+    assert m["Uid"].split() == [str(svc.pw_uid)] * 4
+    assert int(m["CapEff"], 16) == kept and int(m["CapPrm"], 16) == kept, m
+    assert int(m["CapInh"], 16) == 0 and int(m["CapAmb"], 16) == 0, m
+    assert int(m["CapBnd"], 16) == 0 and m["NoNewPrivs"].strip() == "1", m
+    maps = open("/proc/%d/maps" % monitor_pid(sysbroker)).read()
+    for lib in ("libmsgpack", "libpcre2", "libsqlite3"):
+        assert lib not in maps, lib
+    assert "libcap-ng" in maps  # the control: the reading sees libraries
+    log = sysbroker.read_log()
+    assert "capabilities kept: kill, setgid, setuid" in log, log
+    assert "capabilities kept: none" in log, log
 
 
 def test_socket_owned_by_service_user(sysbroker):

@@ -6,6 +6,7 @@
  * reason otherwise), and with the service user `kotoba` the tests' broker
  * uses.
  */
+#include <errno.h>
 #include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -72,7 +73,7 @@ static const struct identity nobody = { .uid = NOBODY, .gid = NOBODY, .n_groups 
 					.switch_ids = true };
 
 /* The whole path as production runs it: root, then the service user with
- * the three kept capabilities, then the fork child's change to the peer.
+ * the monitor's three capabilities, then its child's change to the peer.
  * Between two non-zero uids the kernel keeps the capability sets: the
  * child's explicit drop is what empties them before the exec. */
 static void broker_then_fork_child(void)
@@ -87,7 +88,7 @@ static void broker_then_fork_child(void)
 		child_fail("privsep_resolve: %s", err);
 	if (status_caps("CapEff") == KEPT)
 		child_fail("control: root already holds only the kept capabilities");
-	if (privsep_drop(err, sizeof(err)) < 0)
+	if (privsep_drop(PRIVSEP_MONITOR_CAPS, err, sizeof(err)) < 0)
 		child_fail("privsep_drop: %s", err);
 	expect_caps("after privsep_drop", KEPT);
 	if (status_caps("CapBnd") != 0)
@@ -111,6 +112,34 @@ static void broker_then_fork_child(void)
 	expect_caps("after privsep_drop_all_caps", 0);
 }
 
+/* The broker's own drop: the service user with nothing kept, and the
+ * kernel then refuses it the way back. */
+static void broker_keeps_nothing(void)
+{
+	struct config c;
+	char err[600] = "";
+
+	config_defaults(&c);
+	if (privsep_resolve(&c, err, sizeof(err)) < 0)
+		child_fail("privsep_resolve: %s", err);
+	if (setresuid(0, 0, 0) < 0)
+		child_fail("control: root cannot setresuid(0)");
+	if (privsep_drop(0, err, sizeof(err)) < 0)
+		child_fail("privsep_drop(0): %s", err);
+	expect_caps("after privsep_drop(0)", 0);
+	if (status_caps("CapBnd") != 0)
+		child_fail("after privsep_drop(0): the bounding set is not empty");
+	if (setresuid(0, 0, 0) == 0 || errno != EPERM)
+		child_fail("setresuid(0) after the drop: not EPERM");
+}
+
+static void test_broker_keeps_nothing(void **state)
+{
+	(void)state;
+	need_root_and_service_user();
+	run_in_child_after(NULL, broker_keeps_nothing);
+}
+
 static void test_broker_then_fork_child(void **state)
 {
 	(void)state;
@@ -122,6 +151,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_broker_then_fork_child),
+		cmocka_unit_test(test_broker_keeps_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

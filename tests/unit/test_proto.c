@@ -22,7 +22,7 @@
 
 #include "proto/check.h"
 #include "proto/proto.h"
-#include "worker/landlock_abi.h"
+#include "proto/landlock_abi.h"
 
 struct vector {
 	char name[32];    /* the message type */

@@ -2,17 +2,18 @@
  * The Landlock user-space ABI up to version 7, for building against older
  * kernel headers (Debian 12's linux-libc-dev knows ABI 1 and 2 only).
  *
- * Values are from the kernel's include/uapi/linux/landlock.h; each is
- * guarded so a newer header wins.  What the *running* kernel supports is
+ * Shared by the worker (the snippet's sandbox) and the broker (its own
+ * confinement).  Values are from the kernel's include/uapi/linux/landlock.h;
+ * each is guarded so a newer header wins.  What the *running* kernel supports is
  * probed at run time (landlock_probe_abi), never assumed from these.
  */
-#ifndef KOTOBA_WORKER_LANDLOCK_ABI_H
-#define KOTOBA_WORKER_LANDLOCK_ABI_H
+#ifndef KOTOBA_PROTO_LANDLOCK_ABI_H
+#define KOTOBA_PROTO_LANDLOCK_ABI_H
 
 #include <linux/landlock.h>
 #include <stdint.h>
 
-/* The newest ABI this worker knows how to use; a newer kernel is driven
+/* The newest ABI this code knows how to use; a newer kernel is driven
  * as this one (every ABI is a superset of the previous). */
 #define KL_ABI_KNOWN 7
 
@@ -63,7 +64,7 @@
 #define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
 #endif
 /* ABI 7 (6.15) adds only landlock_restrict_self() logging flags, which
- * this worker leaves at their defaults (denials are audited). */
+ * this code leaves at their defaults (denials are audited). */
 
 /* The ruleset attribute as of ABI 6.  The kernel takes its size as the
  * third argument and reads the fields an older ABI knows, so the size

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT
+ * What the broker (B) and its monitor (M) say to each other: fixed-size
+ * structs over two SOCK_SEQPACKET socketpairs, descriptors beside them in
+ * SCM_RIGHTS (ARCHITECTURE.md, "The monitor's requests").
+ *
+ *   attach link  M -> B  one `struct mon_attach` per accepted connection,
+ *                        with the connection's fd
+ *   request link B -> M  one `struct mon_request`, answered by one
+ *                        `struct mon_reply` before the next is read
+ *
+ * M reads nothing else from B: a message of another size, an unknown op,
+ * or the wrong number of descriptors is refused (EBADMSG) and logged.
+ */
+#ifndef KOTOBA_MONITOR_WIRE_H
+#define KOTOBA_MONITOR_WIRE_H
+#include <stdint.h>
+
+/* The descriptors M is started with (kotoba-monitor's fds 3 to 5). */
+enum { MON_FD_LISTEN = 3, MON_FD_REQUESTS = 4, MON_FD_ATTACH = 5 };
+
+enum mon_op {
+	/* Start a worker for the peer uid `uid` attached to a live
+	 * connection.  fds: the worker's 0-3 (code, stdout, stderr, worker
+	 * link), then the run's cgroup.procs files (0 to 2). */
+	MON_SPAWN = 1,
+	/* SIGKILL to pid, which must be a child of B (a worker, or what a
+	 * dead worker left reparented to B).  No fds. */
+	MON_KILL = 2,
+};
+
+/* The most fds a request carries: four for the worker, two cgroup.procs. */
+#define MON_FDS_MAX 6
+
+struct mon_request {
+	uint32_t op;       /* enum mon_op */
+	uint32_t uid;      /* MON_SPAWN: the peer's uid as attached */
+	int32_t pid;       /* MON_KILL */
+	uint32_t n_fds;    /* as sent: must match what arrived */
+};
+
+/* Where a worker's start failed, as the worker link's setup_error names
+ * it (proto/names.h). */
+enum mon_step { MON_STEP_NONE, MON_STEP_CGROUP, MON_STEP_IDENTITY, MON_STEP_CAPS,
+		MON_STEP_WORKER };
+
+struct mon_reply {
+	int32_t err;       /* 0, or an errno: the request was refused or failed */
+	int32_t pid;       /* MON_SPAWN: the worker, a child of B (CLONE_PARENT) */
+	uint32_t step;     /* MON_SPAWN: enum mon_step of a failed start */
+	char what[240];    /* why, in words */
+};
+
+struct mon_attach {
+	uint32_t uid;      /* SO_PEERCRED, read by M */
+	uint32_t gid;
+	int32_t pid;
+	/* 1: M attached this uid and will start workers for it while the
+	 * connection lives; 0: it will not (the service user, or a uid with
+	 * no user entry), and `why` says so. */
+	uint32_t attached;
+	char why[200];
+};
+#endif

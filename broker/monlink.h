@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT
+ * The system broker's side of its monitor (broker/monitor/): it starts
+ * kotoba-monitor while still root, then asks it, over fixed-size requests,
+ * to start each worker as another user and to kill a child that runs as
+ * one.  A per-user broker has no monitor: it does both itself.
+ */
+#ifndef KOTOBA_MONLINK_H
+#define KOTOBA_MONLINK_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "broker/monitor/wire.h"
+
+/* As root, before anything untrusted is read: starts the monitor beside
+ * the worker (its directory's kotoba-monitor) with the listening socket,
+ * which the broker then no longer holds.  0, or -1 with a sentence. */
+int monlink_start(const char *worker_path, int listen_fd, uid_t service_uid,
+		  gid_t service_gid, uid_t root_peer_uid, unsigned long linger_ms, char *err,
+		  size_t errlen);
+/* Whether there is a monitor (a system broker), and its pid. */
+bool monlink_active(void);
+pid_t monlink_pid(void);
+/* The attach link's fd, for the event loop; -1 without a monitor. */
+int monlink_attach_fd(void);
+/* One connection the monitor accepted: its fd (-1 when none came), and
+ * what the monitor said of the peer.  0, -EAGAIN when nothing waits, or
+ * -errno when the monitor is gone. */
+int monlink_take_attach(struct mon_attach *a, int *fd);
+/* Starts a worker as the user the monitor attached for uid, with fds
+ * 0-3 and the run's cgroup.procs files.  0 with *pid (the start may still
+ * have failed in the child: then *step is not MON_STEP_NONE, *err_no and
+ * what say why), or -errno with what. */
+int monlink_spawn(uid_t uid, const int *fd, size_t n_fds, pid_t *pid, unsigned *step,
+		  int *err_no, char *what, size_t whatlen);
+/* SIGKILL to a child of the broker: through the monitor when there is one
+ * (it runs as another user), else kill(2).  0 or -errno. */
+int monlink_kill(pid_t pid);
+#endif

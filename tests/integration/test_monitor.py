@@ -1,0 +1,236 @@
+"""kotoba-monitor on its own (ARCHITECTURE.md, "The monitor's requests"):
+the test plays the broker, holding the two links and the listening socket
+it starts the real monitor with, and sends it what a broker an attacker
+controls could send.  Needs root (the monitor starts as root and becomes
+the service user with three capabilities)."""
+import os
+import pwd
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import BUILD, SERVICE_USER, ensure_service_user, ensure_user, wait_for
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the monitor starts as "
+                                "root and becomes the service user")
+
+MONITOR = os.path.join(BUILD, "kotoba-monitor")
+WORKER = os.path.abspath(os.path.join(BUILD, "kotoba-worker"))
+SPAWN, KILL = 1, 2
+REQUEST = struct.Struct("=IIiI")           # op, uid, pid, n_fds
+REPLY = struct.Struct("=iiI240s")          # err, pid, step, what
+ATTACH = struct.Struct("=IIiI200s")        # uid, gid, pid, attached, why
+EBADMSG, EPERM = 74, 1
+
+
+class Monitor:
+    def __init__(self, linger_ms=0):
+        ensure_service_user()
+        self.dir = tempfile.mkdtemp(prefix="kotoba-mon-")
+        os.chmod(self.dir, 0o755)
+        self.path = os.path.join(self.dir, "s")
+        self.listen = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listen.bind(self.path)
+        os.chmod(self.path, 0o666)
+        self.listen.listen(16)
+        self.req, req_m = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.att, att_m = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.log = open(os.path.join(self.dir, "log"), "w+")
+        svc = pwd.getpwnam(SERVICE_USER)
+        root_user = pwd.getpwnam("nobody")
+        args = [MONITOR, "--service-uid", str(svc.pw_uid), "--service-gid", str(svc.pw_gid),
+                "--root-uid", str(root_user.pw_uid), "--worker", WORKER,
+                "--linger-ms", str(linger_ms)]
+        self.pid = os.fork()
+        if self.pid == 0:
+            fds = [os.dup(f) for f in (self.listen.fileno(), req_m.fileno(), att_m.fileno())]
+            for i, f in enumerate(fds):
+                os.dup2(f, 3 + i)
+            os.dup2(self.log.fileno(), 2)
+            os.closerange(6, 1 << 16)
+            os.execv(MONITOR, args)
+        req_m.close()
+        att_m.close()
+        self.req.settimeout(30)
+        self.att.settimeout(30)
+        wait_for(lambda: "serving" in self.read_log(), "the monitor's start")
+
+    def read_log(self):
+        self.log.seek(0)
+        return self.log.read()
+
+    def ask(self, data, fds=()):
+        socket.send_fds(self.req, [data], list(fds))
+        err, pid, step, what = REPLY.unpack(self.req.recv(4096))
+        return err, pid, step, what.rstrip(b"\0").decode()
+
+    def spawn(self, uid, fds):
+        return self.ask(REQUEST.pack(SPAWN, uid, 0, len(fds)), fds)
+
+    def kill(self, pid):
+        return self.ask(REQUEST.pack(KILL, 0, pid, 0))[:2]
+
+    def attached(self):
+        msg, fds, _, _ = socket.recv_fds(self.att, 4096, 1)
+        uid, gid, pid, attached, why = ATTACH.unpack(msg)
+        return uid, attached, why.rstrip(b"\0").decode(), fds
+
+    def stop(self):
+        self.req.close()
+        self.att.close()
+        wait_for(lambda: os.waitpid(self.pid, os.WNOHANG)[0] == self.pid, "the monitor's exit")
+
+
+@pytest.fixture
+def monitor():
+    m = Monitor()
+    yield m
+    m.stop()
+
+
+def connect_as(pw, path):
+    """A connection made by a process that is pw (SO_PEERCRED says so)."""
+    a, b = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
+        os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        socket.send_fds(b, [b"x"], [s.fileno()])
+        os._exit(0)
+    os.waitpid(pid, 0)
+    _, fds, _, _ = socket.recv_fds(a, 16, 1)
+    return socket.socket(fileno=fds[0])
+
+
+def worker_fds():
+    """What a broker hands a worker: fds 0-3 (here /dev/null and a link
+    the test holds, so the worker waits for its job)."""
+    null = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    return null + [theirs.fileno()], mine, null + [theirs]
+
+
+def status(pid):
+    return dict(l.split(":", 1) for l in open("/proc/%d/status" % pid))
+
+
+def close_all(objs):
+    for o in objs:
+        o.close() if hasattr(o, "close") else os.close(o)
+
+
+def test_spawns_only_for_an_attached_user(monitor):
+    ta = ensure_user("kotoba-ta")
+    fds, mine, keep = worker_fds()
+    # No connection of this uid: refused, nothing started.
+    err, pid, _, what = monitor.spawn(ta.pw_uid, fds)
+    assert err == EPERM and pid == 0 and "no open connection" in what, what
+    conn = connect_as(ta, monitor.path)
+    uid, attached, why, got = monitor.attached()
+    assert uid == ta.pw_uid and attached == 1, why
+    err, pid, step, what = monitor.spawn(ta.pw_uid, fds)
+    assert err == 0 and pid > 0 and step == 0, what
+    try:
+        # The worker is the broker's (here the test's) child, as its peer,
+        # holding no capability.
+        st = status(pid)
+        assert int(st["PPid"]) == os.getpid(), st
+        wait_for(lambda: status(pid)["Uid"].split()[0] == str(ta.pw_uid), "the worker's uid")
+        assert int(status(pid)["CapEff"], 16) == 0 and int(status(pid)["CapPrm"], 16) == 0
+    finally:
+        mine.close()
+        os.waitpid(pid, 0)
+    # Once its connection is gone (both ends: the broker's copy too), the
+    # uid is not attached any more (linger 0 here).
+    conn.close()
+    close_all(got)
+    wait_for(lambda: monitor.spawn(ta.pw_uid, fds)[0] == EPERM, "the detach at hang-up")
+    close_all(keep)
+
+
+def test_service_user_and_root_are_not_attached_as_themselves(monitor):
+    svc = pwd.getpwnam(SERVICE_USER)
+    conn = connect_as(svc, monitor.path)
+    uid, attached, why, got = monitor.attached()
+    assert uid == svc.pw_uid and attached == 0 and "service user" in why, why
+    fds, mine, keep = worker_fds()
+    assert monitor.spawn(svc.pw_uid, fds)[0] == EPERM
+    # root attaches as root_user (nobody here): a worker never runs as 0.
+    conn2 = connect_as(pwd.getpwuid(0), monitor.path)
+    uid, attached, why, got2 = monitor.attached()
+    assert uid == 0 and attached == 1, why
+    assert monitor.spawn(0, fds)[0] == EPERM
+    err, pid, _, what = monitor.spawn(pwd.getpwnam("nobody").pw_uid, fds)
+    assert err == 0 and pid > 0, what
+    mine.close()
+    os.waitpid(pid, 0)
+    close_all([conn, conn2] + got + got2 + keep)
+    assert "not attached: the service user" in monitor.read_log()
+
+
+def test_malformed_requests_are_refused_and_logged(monitor):
+    fds, mine, keep = worker_fds()
+    cases = [
+        (b"\0" * 3, [], "wrong size"),
+        (REQUEST.pack(SPAWN, 0, 0, 0) + b"\0" * 64, [], "wrong size"),
+        (REQUEST.pack(SPAWN, 0, 0, 2), fds, "not the ones it names"),
+        (REQUEST.pack(99, 0, 0, 0), [], "unknown request"),
+        (REQUEST.pack(KILL, 0, 1, 4), fds, "carries descriptors"),
+    ]
+    for data, f, words in cases:
+        err, pid, _, what = monitor.ask(data, f)
+        assert err == EBADMSG and pid == 0 and words in what, (data, what)
+    # Still serving: a well-formed request is answered.
+    assert monitor.spawn(12345, fds)[0] == EPERM
+    assert monitor.read_log().count("refused op=") >= len(cases)
+    mine.close()
+    close_all(keep)
+
+
+def test_kill_reaches_only_children_of_the_broker(monitor):
+    # A stand-in that is not the broker's child: never signalled, whether
+    # its pid was a worker's before or not.
+    stand_in = subprocess.Popen(["setsid", "sleep", "300"], start_new_session=True)
+    outsider = None
+    try:
+        # A grandchild (reparented away from the test) stands for a pid
+        # another process holds now.
+        r, w = os.pipe()
+        mid = os.fork()
+        if mid == 0:
+            p = subprocess.Popen(["sleep", "300"])
+            os.write(w, str(p.pid).encode())
+            os._exit(0)
+        os.waitpid(mid, 0)
+        outsider = int(os.read(r, 32))
+        err, _ = monitor.kill(outsider)
+        assert err == EPERM, err
+        assert os.path.exists("/proc/%d" % outsider) and \
+            status(outsider)["State"].split()[0] != "Z", "the outsider was signalled"
+        assert monitor.kill(1)[0] == EPERM and monitor.kill(monitor.pid)[0] == EPERM
+        # A child of the broker (the test): killed.
+        child = subprocess.Popen(["sleep", "300"])
+        assert monitor.kill(child.pid)[0] == 0
+        assert child.wait(timeout=60) == -signal.SIGKILL
+        # Reaped: its pid now names nothing of the broker's.
+        assert monitor.kill(child.pid)[0] != 0
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+        if outsider:
+            os.kill(outsider, signal.SIGKILL)
+
+
+def test_monitor_ends_with_the_broker():
+    m = Monitor()
+    m.req.close()
+    m.att.close()
+    wait_for(lambda: os.waitpid(m.pid, os.WNOHANG)[0] == m.pid, "the monitor's exit")
+    assert "the broker is gone" in m.read_log()
