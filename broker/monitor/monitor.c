@@ -114,10 +114,22 @@ static bool attached(uid_t uid, const struct identity **id)
 	return true;
 }
 
+/* A connection the broker's link had no room for: the listener rests
+ * (the kernel's backlog holds the next ones) until the broker reads. */
+static struct {
+	bool waiting;
+	int fd;
+	struct conn *kept;
+	struct mon_attach a;
+} pending;
+
 static void conn_gone(struct conn *c)
 {
 	struct user *u = user_of(c->uid);
 
+	/* Gone before the broker had it: nothing is handed over. */
+	if (pending.waiting && pending.kept == c)
+		pending.waiting = false, pending.kept = NULL;
 	epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	c->fd = -1;
@@ -145,7 +157,8 @@ static bool attach(const struct ucred *cr, struct identity *id, char *why, size_
 	return privsep_identity(cr->uid, id, why, len) == 0;
 }
 
-static void hand_over(int fd, struct mon_attach *a)
+/* 1: sent; 0: the link is full; -1: it failed. */
+static int send_attach(int fd, struct mon_attach *a)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
 	struct iovec iov = { a, sizeof(*a) };
@@ -157,8 +170,61 @@ static void hand_over(int fd, struct mon_attach *a)
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	if (sendmsg(MON_FD_ATTACH, &mh, MSG_NOSIGNAL) < 0)
-		log_warn("cannot hand a connection to the broker: %s", strerror(errno));
+	if (sendmsg(MON_FD_ATTACH, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(*a))
+		return 1;
+	if (errno == EAGAIN || errno == EWOULDBLOCK)
+		return 0;
+	log_warn("cannot hand a connection to the broker: %s", strerror(errno));
+	return -1;
+}
+
+static void listen_for(bool connections)
+{
+	epoll_ctl(epfd, EPOLL_CTL_MOD, MON_FD_LISTEN,
+		  &(struct epoll_event){ .events = connections ? EPOLLIN : 0, .data.ptr = NULL });
+	epoll_ctl(epfd, EPOLL_CTL_MOD, MON_FD_ATTACH,
+		  &(struct epoll_event){ .events = connections ? 0 : EPOLLOUT,
+					 .data.ptr = &reserve_fd });
+}
+
+/* The connection is the broker's now, or (not kept) closed. */
+static void handed(int fd, struct conn *kept, int sent)
+{
+	if (sent < 0 && kept) {
+		shutdown(fd, SHUT_RDWR);
+		conn_gone(kept);
+	} else if (!kept) {
+		close(fd);
+	}
+}
+
+static void hand_over(int fd, struct mon_attach *a, struct conn *kept)
+{
+	int sent = send_attach(fd, a);
+
+	if (sent == 0) {
+		pending.waiting = true;
+		pending.fd = fd, pending.kept = kept, pending.a = *a;
+		listen_for(false);
+		return;
+	}
+	handed(fd, kept, sent);
+}
+
+static void on_attach_writable(void)
+{
+	int sent;
+
+	if (!pending.waiting) {
+		listen_for(true);
+		return;
+	}
+	sent = send_attach(pending.fd, &pending.a);
+	if (sent == 0)
+		return;
+	handed(pending.fd, pending.kept, sent);
+	pending.waiting = false;
+	listen_for(true);
 }
 
 /* At the open-file limit: the connection is still taken, so the broker
@@ -182,11 +248,14 @@ static void on_listen(void)
 	struct identity id;
 	struct conn *c = conn_slot();
 	struct user *u;
-	bool kept = false;
-	int fd = accept4(MON_FD_LISTEN, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	bool at_limit = false;
+	int fd;
 
+	if (pending.waiting)
+		return;
+	fd = accept4(MON_FD_LISTEN, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0 && (errno == EMFILE || errno == ENFILE))
-		fd = accept_at_limit(), c = NULL;
+		fd = accept_at_limit(), at_limit = true;
 	if (fd < 0)
 		return;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0) {
@@ -194,7 +263,9 @@ static void on_listen(void)
 		return;
 	}
 	a.uid = cr.uid, a.gid = cr.gid, a.pid = cr.pid;
-	if (!c)
+	if (at_limit)
+		snprintf(a.why, sizeof(a.why), "the monitor is at its open-file limit");
+	else if (!c)
 		snprintf(a.why, sizeof(a.why), "the monitor holds %d connections", CONNS_MAX);
 	else if (!attach(&cr, &id, a.why, sizeof(a.why)))
 		;
@@ -205,14 +276,12 @@ static void on_listen(void)
 		/* No EPOLLIN: only the hang-up (EPOLLHUP comes unasked). */
 		c->fd = fd, c->uid = id.uid;
 		u->conns++;
-		a.attached = kept = true;
+		a.attached = true;
 	}
 	if (!a.attached)
 		log_info("uid=%u pid=%d not attached: %s", (unsigned)cr.uid, (int)cr.pid,
 			 a.why);
-	hand_over(fd, &a);
-	if (!kept)
-		close(fd);
+	hand_over(fd, &a, a.attached ? c : NULL);
 }
 
 /* ---- starting a worker ---------------------------------------------------- */
@@ -564,9 +633,11 @@ static bool serve_batch(struct epoll_event *ev, int n)
 		if (ev[i].data.ptr == &epfd && !on_request())
 			return false;
 	for (int i = 0; i < n; i++) {
-		if (ev[i].data.ptr == &reserve_fd)
+		if (ev[i].data.ptr == &reserve_fd && (ev[i].events & (EPOLLHUP | EPOLLERR)))
 			return false; /* the broker closed its end */
-		if (ev[i].data.ptr == NULL)
+		if (ev[i].data.ptr == &reserve_fd)
+			on_attach_writable();
+		else if (ev[i].data.ptr == NULL)
 			on_listen();
 		else if (ev[i].data.ptr != &epfd)
 			conn_gone(ev[i].data.ptr);

@@ -234,3 +234,31 @@ def test_monitor_ends_with_the_broker():
     m.att.close()
     wait_for(lambda: os.waitpid(m.pid, os.WNOHANG)[0] == m.pid, "the monitor's exit")
     assert "the broker is gone" in m.read_log()
+
+
+def test_a_broker_that_does_not_read_its_connections_still_gets_answers(monitor):
+    """The attach link fills when the broker does not read it: the monitor
+    then stops accepting (the kernel's backlog holds the rest) and goes on
+    answering requests; once the broker reads, every connection comes."""
+    conns, refused = [], 0
+    for _ in range(600):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect(monitor.path)
+            conns.append(s)
+        except BlockingIOError:
+            refused += 1
+            s.close()
+    # Answered at once, whatever the attach link holds.
+    assert monitor.kill(1)[0] == EPERM
+    got = 0
+    monitor.att.settimeout(5)
+    while got < len(conns):
+        _, attached, why, fds = monitor.attached()
+        assert attached == 1, why
+        close_all(fds)
+        got += 1
+    assert got == len(conns) and got > 100, (got, refused)
+    assert monitor.kill(1)[0] == EPERM
+    close_all(conns)
