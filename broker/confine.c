@@ -117,7 +117,11 @@ static const char *const killed[] = {
 	"io_uring_setup", "io_uring_enter", "io_uring_register",
 	"bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
 	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+	/* the monitor starts every process the broker has; a child of the
+	 * broker's own could outlive it holding its links */
+	"fork", "vfork",
 };
+
 
 /* clone() with any of these makes a namespace. */
 static const unsigned long ns_flags[] = {
@@ -142,14 +146,18 @@ static int add_rules(scmp_filter_ctx ctx, const char **what)
 	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(socket), 1,
 				   SCMP_A0(SCMP_CMP_NE, AF_UNIX))) < 0)
 		return rc;
+	/* clone() of a thread only (a new process, a namespace: killed);
+	 * clone3's flags are behind a pointer the filter cannot read, and
+	 * libc falls back to clone() on ENOSYS. */
 	*what = "clone";
+	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(clone), 1,
+				   SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0))) < 0)
+		return rc;
 	for (size_t i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]); i++)
 		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(clone), 1,
 					   SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i],
 						   ns_flags[i]))) < 0)
 			return rc;
-	/* clone3's flags are behind a pointer the filter cannot read: libc
-	 * falls back to clone() on ENOSYS. */
 	*what = "clone3";
 	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
 }

@@ -49,3 +49,11 @@ bench-phases: all
 bench-ab: all
 	/usr/bin/python3 tests/bench/abworker.py --build $(abspath $(BUILD)) $(BENCH_AB_ARGS) \
 		$(WORKERS)
+
+# Whole builds side by side (tests/bench/abbroker.py): one broker per build
+# directory, warm runs interleaved, the broker's exec->ready p50 of each
+# against the first, e.g. a tree before and after a change of the broker:
+#   make bench-ab-broker BUILDS="/tmp/old/build build"
+.PHONY: bench-ab-broker
+bench-ab-broker: all reachable
+	/usr/bin/python3 tests/bench/abbroker.py $(BENCH_AB_BROKER_ARGS) $(BUILDS)

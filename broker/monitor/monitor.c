@@ -66,6 +66,10 @@ static gid_t svc_gid;
 static uint64_t linger_ms = 10000;
 static char worker_path[4096];
 static int epfd = -1, reserve_fd = -1;
+/* The broker, this process's parent, as it was at start.  Were it gone,
+ * the parent would be another process, whose children are not the
+ * broker's: nothing more is done then. */
+static pid_t broker_pid;
 
 static uint64_t now_ms(void)
 {
@@ -457,7 +461,7 @@ static void kill_child(const struct mon_request *rq, struct mon_reply *rp)
 		snprintf(rp->what, sizeof(rp->what), "pid %d: %s", rq->pid, strerror(errno));
 		return;
 	}
-	if (parent_of(rq->pid) != getppid()) {
+	if (parent_of(rq->pid) != broker_pid) {
 		rp->err = EPERM;
 		snprintf(rp->what, sizeof(rp->what), "pid %d is not a child of the broker", rq->pid);
 	} else if (syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) < 0) {
@@ -501,7 +505,9 @@ static void refuse(struct mon_reply *rp, const char *what)
 static void answer(const struct mon_request *rq, ssize_t len, int flags, int *fd, size_t n_fds,
 		   struct mon_reply *rp)
 {
-	if (len != (ssize_t)sizeof(*rq) || (flags & (MSG_TRUNC | MSG_CTRUNC)))
+	if (getppid() != broker_pid)
+		refuse(rp, "the broker that started the monitor is gone");
+	else if (len != (ssize_t)sizeof(*rq) || (flags & (MSG_TRUNC | MSG_CTRUNC)))
 		refuse(rp, "a request of the wrong size");
 	else if (rq->n_fds != n_fds)
 		refuse(rp, "a request whose descriptors are not the ones it names");
@@ -608,6 +614,7 @@ static int start(int argc, char **argv)
 		log_err("prctl: %s", strerror(errno));
 		return -1;
 	}
+	broker_pid = getppid();
 	for (size_t i = 0; i < CONNS_MAX; i++)
 		conns[i].fd = -1;
 	reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

@@ -3,13 +3,15 @@
  * broker/confine.c: the system broker's own confinement, exactly as
  * production calls it after its drop to the service user with nothing kept
  * (privsep_drop(0), then confine_broker()).  Each forbidden act runs in a
- * grandchild so that its death can be read: the filter's answer is
+ * child of its own that becomes the broker, so that its death can be read
+ * (the broker may not fork once confined): the filter's answer is
  * SIGSYS, told apart from the kernel's own refusal (an errno) and checked
  * against a control run of the same act without the filter.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -58,6 +60,14 @@ static int act_bind(void)
 }
 static int act_unshare(void) { return unshare(CLONE_NEWUSER) < 0 ? errno : 0; }
 static int act_mount(void) { return mount("none", "/", NULL, MS_REMOUNT, NULL) < 0 ? errno : 0; }
+static int act_fork(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(0);
+	return pid < 0 ? errno : (waitpid(pid, NULL, 0), 0);
+}
 
 struct act {
 	const char *name;
@@ -69,6 +79,7 @@ static const struct act forbidden[] = {
 	{ "execve", act_execve },       { "ptrace", act_ptrace },
 	{ "socket(AF_INET)", act_inet_socket }, { "bind", act_bind },
 	{ "unshare(CLONE_NEWUSER)", act_unshare }, { "mount", act_mount },
+	{ "fork", act_fork },
 };
 
 static void need_root_and_service_user(void)
@@ -157,9 +168,9 @@ static int make_file_in(const char *sub)
 	return 0;
 }
 
-/* Runs the act in a child of the (confined or not) broker: its signal, or
- * 0 with *err the act's errno. */
-static int try_act(const struct act *a, int *err)
+/* Runs the act in a new child that becomes the broker (confined or not):
+ * its signal, or 0 with *err the act's errno. */
+static int try_act(const struct act *a, bool confined, int *err)
 {
 	int p[2], status;
 	pid_t pid;
@@ -168,8 +179,10 @@ static int try_act(const struct act *a, int *err)
 		child_fail("pipe: %s", strerror(errno));
 	pid = fork();
 	if (pid == 0) {
-		int e = a->fn();
+		int e;
 
+		become_broker(confined);
+		e = a->fn();
 		(void)!write(p[1], &e, sizeof(e));
 		_exit(0);
 	}
@@ -184,9 +197,8 @@ static int try_act(const struct act *a, int *err)
 
 static void each_forbidden_act_kills(void)
 {
-	become_broker(true);
 	for (size_t i = 0; i < sizeof(forbidden) / sizeof(forbidden[0]); i++) {
-		int err, sig = try_act(&forbidden[i], &err);
+		int err, sig = try_act(&forbidden[i], true, &err);
 
 		if (sig != SIGSYS)
 			child_fail("%s under the filter: signal %d, errno %d; wanted SIGSYS",
@@ -198,21 +210,27 @@ static void each_forbidden_act_kills(void)
  * refuses some of them on its own (no capability), with an errno. */
 static void control_without_filter(void)
 {
-	become_broker(false);
 	for (size_t i = 0; i < sizeof(forbidden) / sizeof(forbidden[0]); i++) {
-		int err, sig = try_act(&forbidden[i], &err);
+		int err, sig = try_act(&forbidden[i], false, &err);
 
 		if (sig == SIGSYS)
 			child_fail("control: %s died of SIGSYS without the filter", forbidden[i].name);
 	}
+	become_broker(false);
 	if (make_file_in("outside") != 0)
 		child_fail("control: the service user cannot make a file in its own directory");
 }
 
 /* What the broker needs still works: a Unix socket (sd_notify, the user
  * database), connect() on it, a file of its own. */
+static void *thread_body(void *arg)
+{
+	return arg;
+}
+
 static void what_it_needs_still_works(void)
 {
+	pthread_t t;
 	struct sockaddr_un a = { .sun_family = AF_UNIX, .sun_path = "/nonexistent/kotoba" };
 	int fd;
 
@@ -236,6 +254,10 @@ static void what_it_needs_still_works(void)
 			   landlock_abi);
 	if (getpwuid(0) == NULL)
 		child_fail("the user database cannot be read");
+	/* A thread (clone3 answers ENOSYS, libc falls back to clone with
+	 * CLONE_THREAD), where a process is refused. */
+	if (pthread_create(&t, NULL, thread_body, NULL) != 0 || pthread_join(t, NULL) != 0)
+		child_fail("a thread cannot be made");
 	/* No capability: the kernel's own refusal of another user's file. */
 	fd = open("/etc/shadow", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0 || errno != EACCES)
