@@ -608,9 +608,10 @@ static int start_up(struct broker *b)
 	audit_watch_secrets(true, b->cfg.secrets);
 	if (b->cfg.sandbox == SANDBOX_DOCKER)
 		container_check_image(b);
-	/* Last, once every file it keeps is open. */
-	if (privsep_system_mode() && confine(b, err, sizeof(err)) < 0) {
-		log_err("%s", err);
+	/* Last, once every file it keeps is open; nothing has been read from
+	 * a client yet. */
+	if (privsep_system_mode() && (monlink_started() < 0 || confine(b, err, sizeof(err)) < 0)) {
+		log_err("%s", err[0] ? err : "the monitor did not take the end of the start-up");
 		return -1;
 	}
 	sd_notifyf(0, "READY=1\nSTATUS=serving, sandbox=%s", sandbox_mode_name(b->cfg.sandbox));

@@ -216,3 +216,12 @@ int monlink_kill(pid_t pid)
 			 rp.what[0] ? rp.what : strerror(-rc));
 	return rc;
 }
+
+int monlink_started(void)
+{
+	struct mon_request rq = { .op = MON_STARTED };
+	struct mon_reply rp = { 0 };
+	int rc = ask(&rq, NULL, 0, &rp);
+
+	return rc < 0 ? rc : -rp.err;
+}

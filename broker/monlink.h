@@ -34,6 +34,9 @@ int monlink_take_attach(struct mon_attach *a, int *fd);
  * what say why), or -errno with what. */
 int monlink_spawn(uid_t uid, const int *fd, size_t n_fds, pid_t *pid, unsigned *step,
 		  int *err_no, char *what, size_t whatlen);
+/* The broker's start-up is over: no more workers without a connection.
+ * 0 or -errno. */
+int monlink_started(void);
 /* SIGKILL to a child of the broker: through the monitor when there is one
  * (it runs as another user), else kill(2).  0 or -errno. */
 int monlink_kill(pid_t pid);

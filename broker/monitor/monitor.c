@@ -70,6 +70,10 @@ static int epfd = -1, reserve_fd = -1;
  * the parent would be another process, whose children are not the
  * broker's: nothing more is done then. */
 static pid_t broker_pid;
+/* Until MON_STARTED: root_user's user may be started without a connection
+ * (broker/container.c checks the image at start, as root_user). */
+static bool starting = true;
+static struct identity start_id;
 
 static uint64_t now_ms(void)
 {
@@ -112,6 +116,10 @@ static bool attached(uid_t uid, const struct identity **id)
 {
 	struct user *u = user_of(uid);
 
+	if (starting && start_id.uid == uid && uid != 0) {
+		*id = &start_id;
+		return true;
+	}
 	if (!u || (!u->conns && now_ms() - u->last_ms > linger_ms))
 		return false;
 	*id = &u->id;
@@ -517,6 +525,8 @@ static void answer(const struct mon_request *rq, ssize_t len, int flags, int *fd
 		kill_child(rq, rp);
 	else if (rq->op == MON_KILL)
 		refuse(rp, "a kill that carries descriptors");
+	else if (rq->op == MON_STARTED && n_fds == 0)
+		starting = false;
 	else
 		refuse(rp, "an unknown request");
 	if (rp->err)
@@ -608,6 +618,10 @@ static int start(int argc, char **argv)
 		return -1;
 	}
 	privsep_monitor_ids(svc_uid, root_uid);
+	if (privsep_identity(0, &start_id, err, sizeof(err)) < 0) {
+		log_err("root_user (uid %u): %s", (unsigned)root_uid, err);
+		return -1;
+	}
 	/* Its memory and /proc entries are root's: the broker, the same
 	 * uid, cannot read or trace them. */
 	if (prctl(PR_SET_DUMPABLE, 0) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {

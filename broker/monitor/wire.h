@@ -26,6 +26,10 @@ enum mon_op {
 	/* SIGKILL to pid, which must be a child of B (a worker, or what a
 	 * dead worker left reparented to B).  No fds. */
 	MON_KILL = 2,
+	/* The broker's start-up is over.  Until then (before it has read a
+	 * byte from anyone) it may start workers as root_user's user without
+	 * a connection: the container image check at start.  No fds. */
+	MON_STARTED = 3,
 };
 
 /* The most fds a request carries: four for the worker, two cgroup.procs. */

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the monit
 
 MONITOR = os.path.join(BUILD, "kotoba-monitor")
 WORKER = os.path.abspath(os.path.join(BUILD, "kotoba-worker"))
-SPAWN, KILL = 1, 2
+SPAWN, KILL, STARTED = 1, 2, 3
 REQUEST = struct.Struct("=IIiI")           # op, uid, pid, n_fds
 REPLY = struct.Struct("=iiI240s")          # err, pid, step, what
 ATTACH = struct.Struct("=IIiI200s")        # uid, gid, pid, attached, why
@@ -29,7 +29,7 @@ EBADMSG, EPERM = 74, 1
 
 
 class Monitor:
-    def __init__(self, linger_ms=0):
+    def __init__(self, linger_ms=0, started=True):
         ensure_service_user()
         self.dir = tempfile.mkdtemp(prefix="kotoba-mon-")
         os.chmod(self.dir, 0o755)
@@ -59,6 +59,8 @@ class Monitor:
         self.req.settimeout(30)
         self.att.settimeout(30)
         wait_for(lambda: "serving" in self.read_log(), "the monitor's start")
+        if started:  # as the broker says once its start-up is over
+            assert self.ask(REQUEST.pack(STARTED, 0, 0, 0))[0] == 0
 
     def read_log(self):
         self.log.seek(0)
@@ -262,3 +264,25 @@ def test_a_broker_that_does_not_read_its_connections_still_gets_answers(monitor)
     assert got == len(conns) and got > 100, (got, refused)
     assert monitor.kill(1)[0] == EPERM
     close_all(conns)
+
+
+def test_root_user_starts_without_a_connection_only_during_start_up():
+    """The broker checks the container image at start as root_user, before
+    it has read a byte from anyone; once it says its start-up is over,
+    root_user's user needs a connection like any other."""
+    m = Monitor(started=False)
+    try:
+        nobody = pwd.getpwnam("nobody").pw_uid
+        fds, mine, keep = worker_fds()
+        err, pid, _, what = m.spawn(nobody, fds)
+        assert err == 0 and pid > 0, what
+        mine.close()
+        os.waitpid(pid, 0)
+        # Never root itself, nor another user, even then.
+        assert m.spawn(0, fds)[0] == EPERM
+        assert m.spawn(ensure_user("kotoba-ta").pw_uid, fds)[0] == EPERM
+        assert m.ask(REQUEST.pack(STARTED, 0, 0, 0))[0] == 0
+        assert m.spawn(nobody, fds)[0] == EPERM
+        close_all(keep)
+    finally:
+        m.stop()
