@@ -218,6 +218,8 @@ static void hand_over(int fd, struct mon_attach *a, struct conn *kept)
 		pending.waiting = true;
 		pending.fd = fd, pending.kept = kept, pending.a = *a;
 		listen_for(false);
+		log_warn("the broker is not reading the connections it was handed: accepting "
+			 "waits for it");
 		return;
 	}
 	handed(fd, kept, sent);

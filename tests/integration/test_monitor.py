@@ -242,26 +242,28 @@ def test_a_broker_that_does_not_read_its_connections_still_gets_answers(monitor)
     """The attach link fills when the broker does not read it: the monitor
     then stops accepting (the kernel's backlog holds the rest) and goes on
     answering requests; once the broker reads, every connection comes."""
-    conns, refused = [], 0
-    for _ in range(600):
+    conns = []
+    full = "accepting waits for it"
+
+    def connect_more():
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.setblocking(False)
         try:
             s.connect(monitor.path)
             conns.append(s)
-        except BlockingIOError:
-            refused += 1
+        except BlockingIOError:  # the backlog is full: the monitor is behind
             s.close()
+            time.sleep(0.01)
+        return full in monitor.read_log()
+    wait_for(connect_more, "the monitor to find the broker's link full")
     # Answered at once, whatever the attach link holds.
     assert monitor.kill(1)[0] == EPERM
     got = 0
-    monitor.att.settimeout(5)
     while got < len(conns):
         _, attached, why, fds = monitor.attached()
         assert attached == 1, why
         close_all(fds)
         got += 1
-    assert got == len(conns) and got > 100, (got, refused)
     assert monitor.kill(1)[0] == EPERM
     close_all(conns)
 
