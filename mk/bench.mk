@@ -1,6 +1,8 @@
 # `make bench`: performance figures for issue 7, printed as ratios against
 # baselines measured in the same run (tests/bench/README.md).  Not part of
 # `make check`: it takes a few minutes and asserts no wall times.
+# BENCH_BASELINE=/path/to/another/build adds the warm exec->ready of that
+# build's broker against this one's, interleaved (abbroker.py).
 BENCH_BUILD = $(BUILD)/bench
 
 # seccomp_build() takes options (profile, Landlock ABI, pid) in newer trees.
@@ -29,6 +31,8 @@ bench: all $(BENCH_BUILD)/floor $(BENCH_BUILD)/scanbench
 	/usr/bin/python3 tests/bench/bench.py --build $(abspath $(BUILD)) \
 		--out $(abspath $(BUILD))/bench.txt $(BENCH_ARGS)
 	/usr/bin/python3 tests/bench/mcp_rt.py --build $(abspath $(BUILD))
+	$(if $(BENCH_BASELINE),/usr/bin/python3 tests/bench/abbroker.py $(BENCH_BASELINE) \
+		$(abspath $(BUILD)))
 
 # The round trip of an MCP tools/call against `kotoba run` (also the end
 # of `make bench`).
