@@ -4,6 +4,7 @@
  * on it, so a second broker cannot steal a running one's address.
  */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -53,16 +54,47 @@ static int make_parent(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
-static int remove_stale(const struct sockaddr_un *sa, char *err, size_t errlen)
+/* How long the monitor of a broker that died may take to let its socket
+ * go: it is killed with its broker, but runs to its end first. */
+#define ORPHAN_WAIT_MS 5000
+
+/* 0: nobody listens at sa (errno ECONNREFUSED or ENOENT); 1: someone
+ * does, and *owner_gone says whether the process that made the listening
+ * socket (a broker, whose monitor holds it) no longer exists. */
+static int probe(const struct sockaddr_un *sa, bool *owner_gone)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
 	int rc;
 
 	if (fd < 0)
 		return -1;
 	rc = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+	if (rc < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return 0;
+	}
+	*owner_gone = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && cr.pid > 0 &&
+		      kill(cr.pid, 0) < 0 && errno == ESRCH;
 	close(fd);
-	if (rc == 0) {
+	return 1;
+}
+
+static int remove_stale(const struct sockaddr_un *sa, char *err, size_t errlen)
+{
+	bool owner_gone;
+	int live = probe(sa, &owner_gone);
+
+	/* A broker that was just killed: its monitor is on its way out. */
+	for (int waited = 0; live == 1 && owner_gone && waited < ORPHAN_WAIT_MS; waited += 10) {
+		usleep(10000);
+		live = probe(sa, &owner_gone);
+	}
+	if (live == 1) {
 		snprintf(err, errlen, "another broker is already listening on %s", sa->sun_path);
 		return -1;
 	}

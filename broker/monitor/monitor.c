@@ -619,6 +619,12 @@ static int start(int argc, char **argv)
 		log_err("%s", err);
 		return -1;
 	}
+	/* Dies with the broker (set after the change of uid, which clears
+	 * it); a broker already gone has left another parent. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != broker_pid) {
+		log_err("the broker that started the monitor is gone");
+		return -1;
+	}
 	privsep_monitor_ids(svc_uid, root_uid);
 	if (privsep_identity(0, &start_id, err, sizeof(err)) < 0) {
 		log_err("root_user (uid %u): %s", (unsigned)root_uid, err);
@@ -630,7 +636,6 @@ static int start(int argc, char **argv)
 		log_err("prctl: %s", strerror(errno));
 		return -1;
 	}
-	broker_pid = getppid();
 	for (size_t i = 0; i < CONNS_MAX; i++)
 		conns[i].fd = -1;
 	reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -672,6 +677,7 @@ int main(int argc, char **argv)
 {
 	struct epoll_event ev[64];
 
+	broker_pid = getppid();
 	signal(SIGPIPE, SIG_IGN);
 	if (start(argc, argv) < 0)
 		return 1;
@@ -681,9 +687,11 @@ int main(int argc, char **argv)
 
 		if (n < 0 && errno != EINTR)
 			return 1;
-		if (n > 0 && !serve_batch(ev, n))
+		if (getppid() != broker_pid || (n > 0 && !serve_batch(ev, n)))
 			break;
 	}
+	/* The socket first: a broker started anew may be waiting for it. */
+	close(MON_FD_LISTEN);
 	log_info("the broker is gone; stopping");
 	return 0;
 }
