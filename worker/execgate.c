@@ -16,6 +16,9 @@
  * listener in the snippet's filter stack (EBUSY), so the snippet cannot
  * answer its own exec.  If S dies, the kernel answers ENOSYS: still no
  * exec.  Needs Linux 5.5 (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
+ *
+ * The same listener carries the snippet's chmod and utime calls, which
+ * fileattr.c answers (never with CONTINUE); they do not spend the exec.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -49,7 +49,8 @@
 struct attr_call {
 	bool chmod;          /* else times */
 	int dirfd;           /* AT_FDCWD or the snippet's descriptor */
-	uint64_t path;       /* address in the snippet; 0: dirfd itself */
+	bool fd_form;        /* no path: dirfd itself (fchmod, futimens) */
+	uint64_t path;       /* address in the snippet */
 	bool follow;         /* the last component's symlink */
 	bool empty_ok;       /* AT_EMPTY_PATH: "" names dirfd */
 	mode_t mode;
@@ -74,7 +75,7 @@ static bool decode(const struct seccomp_notif *req, struct attr_call *c, int *er
 		return true;
 #endif
 	case __NR_fchmod:
-		c->chmod = true, c->dirfd = (int)a[0], c->mode = (mode_t)a[1];
+		c->chmod = true, c->dirfd = (int)a[0], c->mode = (mode_t)a[1], c->fd_form = true;
 		return true;
 	case __NR_fchmodat:
 		c->chmod = true, c->dirfd = (int)a[0], c->path = a[1], c->mode = (mode_t)a[2];
@@ -97,10 +98,13 @@ static bool decode(const struct seccomp_notif *req, struct attr_call *c, int *er
 	case __NR_utimensat:
 		c->dirfd = (int)a[0], c->path = a[1], c->times = a[2], c->times_kind = T_TIMESPEC;
 		if (a[3] & ~(__u64)(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) ||
-		    (!c->path && a[3]))
+		    (!c->path && c->dirfd != AT_FDCWD && a[3]))
 			*err = -EINVAL;
 		c->follow = !(a[3] & AT_SYMLINK_NOFOLLOW);
 		c->empty_ok = a[3] & AT_EMPTY_PATH;
+		/* futimens: no path and a real descriptor (with AT_FDCWD the
+		 * kernel reads the NULL path, EFAULT). */
+		c->fd_form = !c->path && c->dirfd != AT_FDCWD;
 		return true;
 	default:
 		return false;
@@ -111,7 +115,7 @@ static bool decode(const struct seccomp_notif *req, struct attr_call *c, int *er
  * would have said it (EFAULT, ENAMETOOLONG). */
 static int read_path(int mem, uint64_t addr, char *out, size_t len)
 {
-	ssize_t n = pread(mem, out, len - 1, (off_t)addr);
+	ssize_t n = addr ? pread(mem, out, len - 1, (off_t)addr) : -1;
 
 	if (n <= 0)
 		return -EFAULT;
@@ -177,7 +181,7 @@ static int open_target(pid_t pid, const struct attr_call *c, const char *path)
 	char root[32];
 	int base, fd;
 
-	if (!c->path || !path[0])
+	if (c->fd_form || !path[0])
 		return snippet_dir(pid, c->dirfd);
 	if (path[0] == '/') {
 		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
@@ -251,14 +255,14 @@ static int serve(const struct exec_gate *g, const struct seccomp_notif *req,
 	if (mem < 0)
 		return -EPERM;
 	path[0] = '\0';
-	if (c->path)
+	if (!c->fd_form)
 		rc = read_path(mem, c->path, path, sizeof(path));
 	if (rc == 0 && !c->chmod && c->times)
 		rc = read_times(mem, c, ts);
 	close(mem);
 	if (rc < 0)
 		return rc;
-	if (c->path && !path[0] && !c->empty_ok)
+	if (!c->fd_form && !path[0] && !c->empty_ok)
 		return -ENOENT;
 	fd = open_target((pid_t)req->pid, c, path);
 	if (fd < 0)

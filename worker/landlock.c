@@ -22,8 +22,10 @@
  * nothing listens.  ABI 6 scopes signals and abstract Unix sockets to the
  * snippet's own processes.  Landlock also refuses ptrace-mode access
  * (/proc/<pid>/mem, environ) to any process outside the domain, from
- * ABI 1 on.  What Landlock cannot express (chmod/chown/utime/xattrs,
- * sockets by family, exec once, IPC objects) is seccomp's job, and so is
+ * ABI 1 on.  What Landlock cannot express (chown/xattrs, sockets by
+ * family, exec once, IPC objects) is seccomp's job; chmod and utime go
+ * from seccomp to the supervisor (fileattr.c), which allows them beneath
+ * scratch and the run's /dev/shm only.  Seccomp's job too is
  * everything here when the ABI is lower or Landlock is off: see
  * worker/seccomp.c, which is built knowing the ABI in force.
  */

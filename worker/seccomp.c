@@ -17,6 +17,9 @@
  *             itself, by argument, as far as seccomp can see: it cannot
  *             read paths, so without Landlock no file can be opened for
  *             writing at all, not even in the scratch directory.
+ *             chmod and utime go to the supervisor through the exec
+ *             gate's listener (worker/fileattr.c), which makes the change
+ *             itself beneath the run's scratch and /dev/shm mounts only.
  * engine      sandbox = docker: not the snippet but the container engine's
  *             CLI (podman --remote, docker), a client of the engine's API
  *             socket; the snippet runs in the container.  The approved
