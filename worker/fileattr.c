@@ -156,6 +156,33 @@ static int read_times(int mem, const struct attr_call *c, struct timespec ts[2])
 	return 0;
 }
 
+/* glibc's fchmodat(AT_SYMLINK_NOFOLLOW) (os.chmod(follow_symlinks=False))
+ * opens the file O_PATH and chmods /proc/self/fd/N: a magic link, which
+ * S does not follow, but which names the caller's descriptor N.  Returns
+ * N for exactly that spelling (and /dev/fd/N, /proc/thread-self/fd/N),
+ * else -1. */
+static int proc_self_fd(const char *path)
+{
+	static const char *const prefixes[] = { "/proc/self/fd/", "/proc/thread-self/fd/",
+						"/dev/fd/" };
+	long n = -1;
+
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t len = strlen(prefixes[i]);
+		const char *d = path + len;
+
+		if (strncmp(path, prefixes[i], len) || !*d || strlen(d) > 9)
+			continue;
+		n = 0;
+		for (; *d; d++) {
+			if (*d < '0' || *d > '9')
+				return -1;
+			n = n * 10 + (*d - '0');
+		}
+	}
+	return (int)n;
+}
+
 /* The snippet's descriptor fd, or its working directory, as S's own
  * O_PATH descriptor. */
 static int snippet_dir(pid_t pid, int fd)
@@ -183,6 +210,8 @@ static int open_target(pid_t pid, const struct attr_call *c, const char *path)
 
 	if (c->fd_form || !path[0])
 		return snippet_dir(pid, c->dirfd);
+	if (proc_self_fd(path) >= 0)
+		return snippet_dir(pid, proc_self_fd(path));
 	if (path[0] == '/') {
 		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
 		base = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -233,6 +233,8 @@ def inside(place):
     tell("chmod", lambda: call(posix, "chmod", src, 0o640) or mode(src))
     tell("utime", lambda: call(posix, "utime", src, (1000000000, 1000000000)) or os.stat(src).st_mtime)
     tell("fchmod", lambda: call(posix, "fchmod", os.open(src, os.O_RDONLY), 0o604) or mode(src))
+    # glibc: an O_PATH descriptor, then chmod of /proc/self/fd/N
+    tell("nofollow", lambda: call(posix, "chmod", src, 0o604, follow_symlinks=False) or mode(src))
     tell("copy2", lambda: call(SH, "copy2", src, dst) and (mode(dst), os.stat(dst).st_mtime))
     call(posix, "utime", dst, None)
     tell("copystat", lambda: call(SH, "copystat", src, dst) or (mode(dst), os.stat(dst).st_mtime))
@@ -269,7 +271,7 @@ tell("fchmod", lambda: call(posix, "fchmod", os.open("victim", os.O_RDONLY), 0o7
 tell("proc", lambda: call(posix, "chmod", "/proc/self/cwd/victim", 0o777))
 """
 
-INSIDE = ["chmod 0o640", "utime 1000000000.0", "fchmod 0o604", "copy2 ('0o604', 1000000000.0)",
+INSIDE = ["chmod 0o640", "utime 1000000000.0", "fchmod 0o604", "nofollow 0o604", "copy2 ('0o604', 1000000000.0)",
           "copystat ('0o604', 1000000000.0)", "tar ('0o750', 1234567890.0)", "rename ok",
           "unlink ok"]
 # Unattended: no setuid or setgid bit; nothing through the link, which
@@ -330,7 +332,8 @@ def test_modes_and_times_work_in_the_run_s_own_places_only(broker, tmpdir_k, sec
         assert out["_status"] == 0, (out["stdout"], out["stderr"])
         got = out["stdout"].splitlines()
         if profile == "approved":
-            assert got[1:9] == INSIDE and got[15:23] == INSIDE, out
+            n = len(INSIDE)
+            assert got[1:1 + n] == INSIDE and got[n + 7:2 * n + 7] == INSIDE, out
         else:
             want = (["-- scratch"] + UNATTENDED + ["-- shm"] + UNATTENDED + ["-- outside"] +
                     OUTSIDE * len(victims) + ["fchmod EPERM", "proc EPERM"])
