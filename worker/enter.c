@@ -331,7 +331,7 @@ static int own_place(const char *path, bool own)
 static void hand_over_gate(const struct plan *p, int listener)
 {
 	int fds[CHILD_GATE_FDS_MAX] = { listener };
-	int scratch = own_place(p->scratch, own_scratch), shm = own_place("/dev/shm", own_shm);
+	int scratch = own_place(p->scratch, own_scratch), shm = own_place(SHM_DIR, own_shm);
 	char msg[2] = { new_masks ? CHILD_MSG_GATE_NEW_MASKS : CHILD_MSG_GATE, 0 };
 	size_t n = 1;
 	ssize_t sent;

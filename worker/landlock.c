@@ -37,6 +37,7 @@
 
 #include "worker/landlock.h"
 #include "worker/landlock_abi.h"
+#include "worker/secrets.h"
 
 #ifndef SYS_landlock_create_ruleset
 #define SYS_landlock_create_ruleset 444
@@ -140,7 +141,7 @@ static int add_rules(int ruleset, const struct plan *p, bool own_shm, const char
 	}
 	if (rc == 0 && own_shm) {
 		*what = "landlock_add_rule /dev/shm (the run's own tmpfs)";
-		rc = allow_beneath(ruleset, "/dev/shm", handled & ~FS_DEVICES);
+		rc = allow_beneath(ruleset, SHM_DIR, handled & ~FS_DEVICES);
 	}
 	return rc;
 }

@@ -1151,7 +1151,6 @@ bool masks_hold_in(const struct plan *p, pid_t pid)
  * charged to the run's cgroup as it writes them, so memory.max binds
  * first where it is lower); no exec, no devices, no setuid from it; mode
  * 0700 and owned by the snippet's user, the one uid the namespace maps. */
-#define SHM_DIR "/dev/shm"
 #define SHM_FLAGS (MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 /* Scratch as a mount of its own in the run's namespace: a bind of the

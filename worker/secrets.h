@@ -52,6 +52,7 @@ bool masks_hold_in(const struct plan *p, pid_t pid);
  * this kernel gives the user no namespace (then /dev/shm stays the
  * host's, read-only to the snippet), or -errno with the failing call in
  * *what. */
+#define SHM_DIR "/dev/shm"
 #define OWN_SHM 1
 #define OWN_SCRATCH 2
 int private_shm(const struct plan *p, enum masks_made made, const char **what);
