@@ -110,6 +110,8 @@ static bool new_masks;
 
 /* The run has its own /dev/shm (private_shm): Landlock lets it write there. */
 static bool own_shm;
+/* Scratch is a mount of the run's own (private_shm). */
+static bool own_scratch;
 
 static void secrets_step(const struct plan *p)
 {
@@ -132,7 +134,8 @@ static void secrets_step(const struct plan *p)
 	rc = private_shm(p, (enum masks_made)rc, &what);
 	if (rc < 0)
 		die_step(step_name(STEP_SECRETS), -rc, "%s", what);
-	own_shm = rc > 0;
+	own_shm = rc & OWN_SHM;
+	own_scratch = rc & OWN_SCRATCH;
 }
 
 static void enter_cwd(const struct plan *p)
@@ -305,21 +308,52 @@ static void set_rlimits(const struct plan *p)
 	set_limit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0);
 }
 
-/* Hands the exec gate's listener to S, which must answer our own exec
- * next, and the masks' mount namespace with it when there is one.  One
- * byte of data: SCM_RIGHTS needs some. */
-static void hand_over_gate(int listener)
+/* A place of the run's own, as S is to know it (CHILD_GATE_SCRATCH,
+ * CHILD_GATE_SHM): a descriptor of its mount's root; -1 when the run has
+ * no such mount. */
+static int own_place(const char *path, bool own)
 {
-	int fds[2] = { listener, mounts_fd };
-	char tag = new_masks ? CHILD_MSG_GATE_NEW_MASKS : CHILD_MSG_GATE;
-	ssize_t sent = send_with_fds(report_fd, &tag, 1, fds, mounts_fd >= 0 ? 2 : 1);
+	int fd;
 
-	if (sent != 1)
+	if (!own)
+		return -1;
+	fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		die_step(step_name(STEP_EXEC_GATE), errno, "opening %s for the supervisor", path);
+	return fd;
+}
+
+/* Hands the exec gate's listener to S, which must answer our own exec
+ * next, with the masks' mount namespace when there is one, and the
+ * mounts of scratch and /dev/shm when they are the run's own (S lets
+ * modes and times change beneath them only).  Two bytes of data: the tag
+ * and which descriptors follow the listener, in that order. */
+static void hand_over_gate(const struct plan *p, int listener)
+{
+	int fds[CHILD_GATE_FDS_MAX] = { listener };
+	int scratch = own_place(p->scratch, own_scratch), shm = own_place(SHM_DIR, own_shm);
+	char msg[2] = { new_masks ? CHILD_MSG_GATE_NEW_MASKS : CHILD_MSG_GATE, 0 };
+	size_t n = 1;
+	ssize_t sent;
+
+	if (mounts_fd >= 0) {
+		fds[n++] = mounts_fd;
+		msg[1] |= CHILD_GATE_MOUNTS;
+	}
+	if (scratch >= 0) {
+		fds[n++] = scratch;
+		msg[1] |= CHILD_GATE_SCRATCH;
+	}
+	if (shm >= 0) {
+		fds[n++] = shm;
+		msg[1] |= CHILD_GATE_SHM;
+	}
+	sent = send_with_fds(report_fd, msg, sizeof(msg), fds, n);
+	if (sent != (ssize_t)sizeof(msg))
 		die_step(step_name(STEP_EXEC_GATE), sent < 0 ? (int)-sent : EIO,
 			 "handing the exec gate to the supervisor");
-	close(listener);
-	if (mounts_fd >= 0)
-		close(mounts_fd);
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
 	mounts_fd = -1;
 }
 
@@ -332,7 +366,7 @@ static void load_seccomp(const struct plan *p, struct sock_fprog *prog)
 		die_step(step_name(STEP_SECCOMP), -rc, "loading the seccomp filter%s",
 			 gate ? " with its exec gate (needs Linux 5.5)" : "");
 	if (gate)
-		hand_over_gate(rc);
+		hand_over_gate(p, rc);
 }
 
 /* Returns the value after "key:" and its blanks, or NULL. */

@@ -16,6 +16,9 @@
  * listener in the snippet's filter stack (EBUSY), so the snippet cannot
  * answer its own exec.  If S dies, the kernel answers ENOSYS: still no
  * exec.  Needs Linux 5.5 (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
+ *
+ * The same listener carries the snippet's chmod and utime calls, which
+ * fileattr.c answers (never with CONTINUE); they do not spend the exec.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -53,6 +57,7 @@ int exec_gate_open(struct exec_gate *g, int fd, pid_t child, struct receipt *blo
 	g->child = child;
 	g->blocked = blocked;
 	g->spent = false;
+	memset(g->own_mounts, 0, sizeof(g->own_mounts));
 	rc = notif_sizes(&g->req_len, &g->resp_len);
 	if (rc < 0)
 		return rc;
@@ -138,6 +143,23 @@ static void record_refusal(const struct exec_gate *g, const struct seccomp_notif
 	receipt_add(g->blocked, BLOCK_EXEC, program, BY_EXEC_GATE, SEEN_BY_WORKER, false);
 }
 
+int exec_gate_own_place(struct exec_gate *g, size_t which, int fd)
+{
+	struct statx stx;
+	int rc = 0;
+
+	if (fd < 0 || which >= sizeof(g->own_mounts) / sizeof(g->own_mounts[0]))
+		return -EPROTO;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0)
+		rc = -errno;
+	else if (!(stx.stx_mask & STATX_MNT_ID))
+		rc = -EOPNOTSUPP; /* before Linux 5.8: no change allowed anywhere */
+	else
+		g->own_mounts[which] = stx.stx_mnt_id;
+	close(fd);
+	return rc == -EOPNOTSUPP ? 0 : rc;
+}
+
 /* Answers one pending notification.  Returns false when the listener is
  * finished (no process uses the filter any more, or it failed). */
 bool exec_gate_serve(struct exec_gate *g)
@@ -148,6 +170,12 @@ bool exec_gate_serve(struct exec_gate *g)
 	memset(req, 0, g->req_len);
 	if (ioctl(g->fd, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
 		return errno == EINTR || errno == ENOENT || errno == EAGAIN;
+	/* A chmod or utime (fileattr.c): answered there, never an exec. */
+	memset(g->resp, 0, g->resp_len);
+	if (file_attr_answer(g, req, g->resp)) {
+		(void)ioctl(g->fd, SECCOMP_IOCTL_NOTIF_SEND, g->resp);
+		return true;
+	}
 	/* Only C's own exec, and only once: a notification from any other
 	 * pid (there can be none before that exec) does not spend it. */
 	first = !g->spent && (pid_t)req->pid == g->child;

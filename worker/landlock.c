@@ -22,8 +22,10 @@
  * nothing listens.  ABI 6 scopes signals and abstract Unix sockets to the
  * snippet's own processes.  Landlock also refuses ptrace-mode access
  * (/proc/<pid>/mem, environ) to any process outside the domain, from
- * ABI 1 on.  What Landlock cannot express (chmod/chown/utime/xattrs,
- * sockets by family, exec once, IPC objects) is seccomp's job, and so is
+ * ABI 1 on.  What Landlock cannot express (chown/xattrs, sockets by
+ * family, exec once, IPC objects) is seccomp's job; chmod and utime go
+ * from seccomp to the supervisor (fileattr.c), which allows them beneath
+ * scratch and the run's /dev/shm only.  Seccomp's job too is
  * everything here when the ABI is lower or Landlock is off: see
  * worker/seccomp.c, which is built knowing the ABI in force.
  */
@@ -35,6 +37,7 @@
 
 #include "worker/landlock.h"
 #include "proto/landlock_abi.h"
+#include "worker/secrets.h"
 
 #ifndef SYS_landlock_create_ruleset
 #define SYS_landlock_create_ruleset 444
@@ -138,7 +141,7 @@ static int add_rules(int ruleset, const struct plan *p, bool own_shm, const char
 	}
 	if (rc == 0 && own_shm) {
 		*what = "landlock_add_rule /dev/shm (the run's own tmpfs)";
-		rc = allow_beneath(ruleset, "/dev/shm", handled & ~FS_DEVICES);
+		rc = allow_beneath(ruleset, SHM_DIR, handled & ~FS_DEVICES);
 	}
 	return rc;
 }

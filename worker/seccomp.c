@@ -17,6 +17,9 @@
  *             itself, by argument, as far as seccomp can see: it cannot
  *             read paths, so without Landlock no file can be opened for
  *             writing at all, not even in the scratch directory.
+ *             chmod and utime go to the supervisor through the exec
+ *             gate's listener (worker/fileattr.c), which makes the change
+ *             itself beneath the run's scratch and /dev/shm mounts only.
  * engine      sandbox = docker: not the snippet but the container engine's
  *             CLI (podman --remote, docker), a client of the engine's API
  *             socket; the snippet runs in the container.  The approved
@@ -72,6 +75,8 @@ enum action {
 	A_EPERM,    /* deliberate: the snippet is told "not permitted" */
 	A_LANDLOCK, /* allowed while Landlock ABI >= ll_abi holds it, else EPERM */
 	A_GATE,     /* the exec gate: SECCOMP_RET_USER_NOTIF, see execgate.c */
+	A_ATTR,     /* the same listener; S changes modes and times in the
+		     * run's own places only, see fileattr.c */
 };
 
 struct syscall_group {
@@ -127,11 +132,15 @@ static const struct syscall_group groups[] = {
 		"renameat2", "link", "linkat", "symlink", "symlinkat", "mknod", "mknodat") },
 	{ "@file-truncate", "Truncate a file by path (Landlock ABI 3 holds it)", A_ALLOW,
 	  A_LANDLOCK, A_ALLOW, 3, CALLS("truncate", "truncate64") },
-	{ "@file-attr", "Change modes, owners, times and extended attributes (no Landlock "
-			"right covers these)",
+	{ "@file-mode-time", "Change modes and times (no Landlock right covers these): "
+			     "unattended, the supervisor makes the change, only in scratch and "
+			     "the run's own /dev/shm (worker/fileattr.c)",
+	  A_ALLOW, A_ATTR, A_ALLOW, 0,
+	  CALLS("chmod", "fchmod", "fchmodat", "utime", "utimes", "utimensat", "futimesat") },
+	{ "@file-owner-xattr", "Change owners and extended attributes (no Landlock right "
+			       "covers these)",
 	  A_ALLOW, A_EPERM, A_ALLOW, 0,
-	  CALLS("chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat",
-		"chown32", "fchown32", "lchown32", "utime", "utimes", "utimensat", "futimesat",
+	  CALLS("chown", "fchown", "lchown", "fchownat", "chown32", "fchown32", "lchown32",
 		"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
 		"fremovexattr") },
 	{ "@exec", "Run a program: unattended, only python3 itself, once (the exec gate); "
@@ -755,6 +764,7 @@ static uint32_t group_action(const struct syscall_group *g, const struct build *
 	case A_LANDLOCK:
 		return b->abi >= g->ll_abi ? SCMP_ACT_ALLOW : EPERM_ACT;
 	case A_GATE:
+	case A_ATTR:
 		return SCMP_ACT_NOTIFY;
 	case A_NONE:
 	default:
@@ -969,6 +979,8 @@ static const char *action_text(enum action a)
 		return "allow while Landlock holds it, else EPERM";
 	case A_GATE:
 		return "exec gate";
+	case A_ATTR:
+		return "the supervisor: scratch and the run's /dev/shm only, else EPERM";
 	case A_NONE:
 	default:
 		return "ENOSYS";

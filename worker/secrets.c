@@ -54,11 +54,18 @@
 #include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <nettle/sha2.h>
 
 #include "worker/secrets.h"
+
+/* linux/statfs.h: statfs filled f_flags (Linux 2.6.36). */
+#ifndef ST_VALID
+#define ST_VALID 0x0020
+#endif
 
 /* More than any real home and project tree holds; past it the run fails
  * (closed) rather than masking a part. */
@@ -1144,13 +1151,45 @@ bool masks_hold_in(const struct plan *p, pid_t pid)
  * charged to the run's cgroup as it writes them, so memory.max binds
  * first where it is lower); no exec, no devices, no setuid from it; mode
  * 0700 and owned by the snippet's user, the one uid the namespace maps. */
-#define SHM_DIR "/dev/shm"
 #define SHM_FLAGS (MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+/* Scratch as a mount of its own in the run's namespace: a bind of the
+ * directory onto itself, nosuid and nodev.  Its mount is how S knows a
+ * file is in scratch when the snippet asks for a mode or a time
+ * (fileattr.c): a descriptor reached through it names this mount, and
+ * nothing outside scratch can be reached through it (no mount and no
+ * link or rename across its edge is allowed to the snippet).  nosuid: a
+ * setuid bit there would give nothing even if one were set. */
+static int own_scratch_mount(const struct plan *p, const char **what)
+{
+	/* A remount must keep the flags the host's mount had: in a user
+	 * namespace they are locked (EPERM).  statfs's f_flags use the
+	 * MS_ values. */
+	const unsigned long keep = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME |
+				   MS_NODIRATIME | MS_RELATIME;
+	struct statfs sf;
+
+	*what = say("bind-mount the scratch directory onto itself:", p->scratch);
+	if (mount(p->scratch, p->scratch, NULL, MS_BIND, NULL) < 0)
+		return -errno;
+	*what = say("statfs", p->scratch);
+	if (statfs(p->scratch, &sf) < 0)
+		return -errno;
+	if (!(sf.f_flags & ST_VALID))
+		return -EOPNOTSUPP;
+	*what = say("make the scratch directory's mount nosuid,nodev:", p->scratch);
+	if (mount(NULL, p->scratch, NULL,
+		  MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | ((unsigned long)sf.f_flags & keep),
+		  NULL) < 0)
+		return -errno;
+	return 0;
+}
 
 int private_shm(const struct plan *p, enum masks_made made, const char **what)
 {
 	char opts[64] = "mode=0700";
 	uint64_t size = p->job->lim.as_bytes;
+	int rc;
 
 	*what = "";
 	if (p->profile != PROFILE_UNATTENDED)
@@ -1159,8 +1198,7 @@ int private_shm(const struct plan *p, enum masks_made made, const char **what)
 		/* Without user namespaces (a sysctl, a container) there is
 		 * nothing to mount in: /dev/shm stays the host's, which
 		 * Landlock and seccomp keep read-only as every other place. */
-		int rc = enter_namespaces(what);
-
+		rc = enter_namespaces(what);
 		if (rc < 0 && *what == unshare_what &&
 		    (rc == -EPERM || rc == -EINVAL || rc == -ENOSPC || rc == -EUSERS))
 			return 0;
@@ -1176,15 +1214,18 @@ int private_shm(const struct plan *p, enum masks_made made, const char **what)
 		if (unshare(CLONE_NEWNS) < 0)
 			return -errno;
 	}
+	rc = own_scratch_mount(p, what);
+	if (rc < 0)
+		return rc;
 	/* No RLIMIT_AS: tmpfs's default, half the RAM; the cgroup binds. */
 	if (size)
 		snprintf(opts, sizeof(opts), "mode=0700,size=%llu", (unsigned long long)size);
 	*what = "mount a tmpfs on " SHM_DIR;
 	if (mount("kotoba-shm", SHM_DIR, "tmpfs", SHM_FLAGS, opts) == 0)
-		return 1;
+		return OWN_SCRATCH | OWN_SHM;
 	/* A system without /dev/shm: the run goes on without one, as
 	 * python3 bare would there. */
-	return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+	return errno == ENOENT || errno == ENOTDIR ? OWN_SCRATCH : -errno;
 }
 
 int mask_secrets(const struct plan *p, int kept, const char **what)

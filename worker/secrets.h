@@ -46,9 +46,15 @@ bool masks_hold_in(const struct plan *p, pid_t pid);
  * /dev/shm, a tmpfs in a mount namespace of this run alone (a copy of the
  * masks' one, or new user and mount namespaces when there are no masks),
  * so that POSIX semaphores and shared memory (multiprocessing) work and
- * no other run sees them.  Returns 1 when it is there, 0 when this kernel
- * gives the user no namespace (then /dev/shm stays the host's, read-only
- * to the snippet), or -errno with the failing call in *what. */
+ * no other run sees them; in the same namespace, the scratch directory as
+ * a nosuid,nodev mount of its own (S tells a file in it by that mount).
+ * Returns which of the two the run has (OWN_SHM, OWN_SCRATCH), 0 when
+ * this kernel gives the user no namespace (then /dev/shm stays the
+ * host's, read-only to the snippet), or -errno with the failing call in
+ * *what. */
+#define SHM_DIR "/dev/shm"
+#define OWN_SHM 1
+#define OWN_SCRATCH 2
 int private_shm(const struct plan *p, enum masks_made made, const char **what);
 
 #endif

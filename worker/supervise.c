@@ -128,16 +128,19 @@ static void child_protocol_error(struct supervision *r, int err, const char *wha
 	r->failed = true;
 }
 
-/* The nth descriptor a message carried (of one or two), or -1. */
+/* The nth descriptor a message carried (of up to CHILD_GATE_FDS_MAX), or
+ * -1. */
 static int received_fd_n(struct msghdr *mh, size_t nth)
 {
 	struct cmsghdr *cm = CMSG_FIRSTHDR(mh);
-	int fds[2] = { -1, -1 };
+	int fds[CHILD_GATE_FDS_MAX] = { -1, -1, -1, -1 };
 
 	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-	    (cm->cmsg_len == CMSG_LEN(sizeof(int)) || cm->cmsg_len == CMSG_LEN(2 * sizeof(int))))
+	    cm->cmsg_len >= CMSG_LEN(sizeof(int)) &&
+	    cm->cmsg_len <= CMSG_LEN(CHILD_GATE_FDS_MAX * sizeof(int)) &&
+	    (cm->cmsg_len - CMSG_LEN(0)) % sizeof(int) == 0)
 		memcpy(fds, CMSG_DATA(cm), cm->cmsg_len - CMSG_LEN(0));
-	return fds[nth];
+	return nth < CHILD_GATE_FDS_MAX ? fds[nth] : -1;
 }
 
 static int received_fd(struct msghdr *mh)
@@ -146,20 +149,36 @@ static int received_fd(struct msghdr *mh)
 }
 
 /* C hands over the exec gate's listener, then execs: the gate must be
- * served from now on, or that exec waits forever. */
-static void take_gate(struct supervision *r, int fd)
+ * served from now on, or that exec waits forever.  With it come the
+ * descriptors `have` names (worker.h, CHILD_GATE_*), in that order. */
+static void take_gate(struct supervision *r, struct msghdr *mh, unsigned int have)
 {
+	static const unsigned int places[] = { CHILD_GATE_SCRATCH, CHILD_GATE_SHM };
+	int fd = received_fd(mh);
+	size_t next = 1;
 	int rc;
 
 	if (fd < 0 || r->gate.fd >= 0 || !seccomp_has_exec_gate(profile_name(r->plan->profile))) {
-		if (fd >= 0)
-			close(fd);
+		for (size_t i = 0; i < CHILD_GATE_FDS_MAX; i++)
+			if (received_fd_n(mh, i) >= 0)
+				close(received_fd_n(mh, i));
 		child_protocol_error(r, EPROTO, "unexpected exec gate from the child");
 		return;
 	}
 	rc = exec_gate_open(&r->gate, fd, r->child, &r->log->blocked);
 	if (rc < 0)
 		child_protocol_error(r, -rc, "cannot serve the exec gate");
+	if (have & CHILD_GATE_MOUNTS) {
+		r->mounts = received_fd_n(mh, next++);
+		r->new_masks = r->rep.step[0] == CHILD_MSG_GATE_NEW_MASKS && r->mounts >= 0;
+	}
+	for (size_t i = 0; i < sizeof(places) / sizeof(places[0]); i++) {
+		if (!(have & places[i]))
+			continue;
+		rc = exec_gate_own_place(&r->gate, i, received_fd_n(mh, next++));
+		if (rc < 0)
+			child_protocol_error(r, -rc, "cannot read the run's own places");
+	}
 }
 
 /* EOF on the report channel.  Unattended, C execs only through the gate,
@@ -190,7 +209,7 @@ static void child_exec_done(struct supervision *r)
 static bool read_setup_report(struct supervision *r)
 {
 	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
+		char buf[CMSG_SPACE(CHILD_GATE_FDS_MAX * sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
 	struct plan *p = r->plan;
@@ -204,15 +223,13 @@ static bool read_setup_report(struct supervision *r)
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && errno == EAGAIN)
 		return false;
-	if (n == 1 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+	if (n == 2 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
 	    (r->rep.step[0] == CHILD_MSG_GATE || r->rep.step[0] == CHILD_MSG_GATE_NEW_MASKS)) {
-		take_gate(r, received_fd(&mh));
-		r->mounts = received_fd_n(&mh, 1);
-		r->new_masks = r->rep.step[0] == CHILD_MSG_GATE_NEW_MASKS && r->mounts >= 0;
+		take_gate(r, &mh, (unsigned char)r->rep.step[1]);
 		return true;
 	}
 
-	for (size_t i = 0; n > 0 && i < 2; i++)
+	for (size_t i = 0; n > 0 && i < CHILD_GATE_FDS_MAX; i++)
 		if (received_fd_n(&mh, i) >= 0)
 			close(received_fd_n(&mh, i));
 	close(p->err_r);

@@ -61,15 +61,22 @@ struct setup_report {
 };
 
 /* What S learns from C over the report channel besides a failed step:
- * one byte carrying the exec gate's listener as SCM_RIGHTS and, when the
- * secrets step made one, C's mount namespace after it (secrets.c), which
- * S keeps until it has reported the run's end, so that tearing the
- * namespace down (an RCU grace period) never delays that report.  One
+ * two bytes, a tag and the CHILD_GATE_* bits saying which descriptors
+ * follow, carrying as SCM_RIGHTS the exec gate's listener and, in this
+ * order: when the secrets step made one, C's mount namespace after it
+ * (secrets.c), which S keeps until it has reported the run's end, so that
+ * tearing the namespace down (an RCU grace period) never delays that
+ * report; the roots of the run's own scratch mount and /dev/shm, which
+ * tell S where the snippet may change modes and times (fileattr.c).  One
  * message: C execs right after it. */
 #define CHILD_MSG_GATE 'G'
 /* The same, when C made the namespace itself (not joined a kept one): S
  * may then hand it to the broker after the run (PROTOCOL.md, "masks"). */
 #define CHILD_MSG_GATE_NEW_MASKS 'N'
+#define CHILD_GATE_MOUNTS 1
+#define CHILD_GATE_SCRATCH 2
+#define CHILD_GATE_SHM 4
+#define CHILD_GATE_FDS_MAX 4 /* the listener and the three above */
 
 /* The engine's command lines (job->engine), NUL-terminated copies built by
  * S: each argv is NULL-terminated and malloc'd, argv[0] an absolute path;
@@ -174,6 +181,9 @@ struct exec_gate {
 	void *req, *resp;   /* struct seccomp_notif(_resp), as the kernel sizes them */
 	size_t req_len, resp_len;
 	struct receipt *blocked; /* where each refused exec is written */
+	/* The mounts (statx's mount id) beneath which the snippet may change
+	 * modes and times: the run's own scratch and /dev/shm; 0: none. */
+	uint64_t own_mounts[2];
 };
 
 /* main.c: S gives up, reporting a setup failure (never returns). */
@@ -237,6 +247,16 @@ void engine_kill(struct plan *p, int sigfd);
 /* execgate.c: S answers the unattended profile's exec notifications. */
 int exec_gate_open(struct exec_gate *g, int fd, pid_t child, struct receipt *blocked);
 bool exec_gate_serve(struct exec_gate *g);
+/* Takes a root of the run's own places (CHILD_GATE_SCRATCH, _SHM), and
+ * closes it: 0 or -errno. */
+int exec_gate_own_place(struct exec_gate *g, size_t which, int fd);
+
+struct seccomp_notif;
+struct seccomp_notif_resp;
+/* fileattr.c: S's answer to a snippet's chmod or utime family call:
+ * true when req is one (resp then holds the answer). */
+bool file_attr_answer(const struct exec_gate *g, const struct seccomp_notif *req,
+		      struct seccomp_notif_resp *resp);
 void exec_gate_close(struct exec_gate *g);
 
 /* receipt.c: what the sandbox refused in this run. */

@@ -14,6 +14,7 @@ import os
 import select
 import signal
 import socket
+import stat
 import struct
 import textwrap
 import time
@@ -491,6 +492,44 @@ def test_unattended_writes_only_in_scratch(landlock, tmp_path):
     assert lines(w) == outside + inside
     assert sorted(os.listdir(tmp_path)) == ["victim"]
     assert (tmp_path / "victim").read_text() == "keep"
+
+
+@BOTH_WAYS
+def test_unattended_modes_and_times_change_only_in_own_places(landlock, tmp_path):
+    """The supervisor changes modes and times beneath the run's scratch
+    mount and its /dev/shm, with or without Landlock (without it nothing
+    can be created there, but the directories themselves are the run's);
+    outside, EPERM as the filter said before.  The worker runs as root
+    here, so that EPERM is the sandbox's: root may chmod anything, and the
+    approved run of the same code does."""
+    os.chmod(tmp_path, 0o755)
+    (tmp_path / "victim").write_text("keep")
+    os.chmod(tmp_path / "victim", 0o644)
+    code = """
+        import errno, os, stat
+        def tell(what, f):
+            try:
+                f()
+                print(what, oct(stat.S_IMODE(os.stat(p).st_mode)), int(os.stat(p).st_mtime))
+            except OSError as e:
+                print(what, errno.errorcode[e.errno])
+        for p in %s:
+            tell('chmod', lambda: os.chmod(p, 0o750))
+            tell('utime', lambda: os.utime(p, (1000000000, 1000000000)))
+    """
+    places = "(os.environ['TMPDIR'], '/dev/shm', 'victim')"
+    w = run(code % places, profile="unattended", landlock=landlock, cwd=str(tmp_path))
+    if landlock and not LANDLOCK_ABI:
+        pytest.skip("this kernel has no Landlock: the landlock case is the seccomp-only one")
+    got = [l.rsplit(" ", 1)[0] if l.startswith("chmod 0o") else l for l in lines(w)]
+    assert got == ["chmod 0o750", "utime 0o750 1000000000"] * 2 + ["chmod EPERM",
+                                                                    "utime EPERM"], lines(w)
+    st = os.stat(tmp_path / "victim")
+    assert stat.S_IMODE(st.st_mode) == 0o644 and int(st.st_mtime) != 1000000000
+    # The control, on the victim alone (an approved run's /dev/shm is the host's).
+    control = run(code % "('victim',)", profile="approved", cwd=str(tmp_path))
+    assert lines(control) == ["chmod 0o750 %d" % int(st.st_mtime),
+                              "utime 0o750 1000000000"], lines(control)
 
 
 @BOTH_WAYS
