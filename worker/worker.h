@@ -102,6 +102,9 @@ struct secret_mask {
 
 /* Everything C needs, built by S before the fork.  C builds only its
  * seccomp program itself (it depends on C's pid), before the rlimits. */
+/* The snippet's output directory, $KOTOBA_OUTPUT_DIR, under scratch. */
+#define OUTPUT_LEAF "out"
+
 struct plan {
 	const struct msg_job *job; /* strings point into the job frame */
 	char python[PATH_MAX];     /* "" for "engine", which runs no python3 */
