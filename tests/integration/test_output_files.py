@@ -31,3 +31,81 @@ def test_second_run_sees_none_of_the_first(broker):
     assert first["exit"] == 0 and second["exit"] == 0, (first, second)
     assert first["stdout"].splitlines()[0] != second["stdout"].splitlines()[0]
     assert second["stdout"].splitlines()[1] == "[]"
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+                    "0000000d4944415478da63f8cfc0f01f0005000201a5f6a3a60000000049454e44ae426082")
+
+
+def run_raw(broker, code):
+    """Runs code over the raw protocol, answering its card `once`; returns
+    the frames up to the end."""
+    c = broker.client(channel=True)
+    c.exec(code)
+    out = c.until_end(on_card=lambda cl, m: cl.send({"type": "answer", "card": m["card"],
+                                                     "choice": "once"}))
+    c.close()
+    return out
+
+
+def files_of(out):
+    return [(m["name"], m["data"]) for m in out["frames"] if m["type"] == "file"]
+
+
+WRITE_PNG = ("import os\n"
+             "with open(os.path.join(os.environ['KOTOBA_OUTPUT_DIR'], 'plot.png'), 'wb') as f:\n"
+             "    f.write(bytes.fromhex(%r))\n" % PNG.hex())
+
+
+def test_png_comes_back_before_exit(broker):
+    out = run_raw(broker, WRITE_PNG)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out["end"]
+    assert files_of(out) == [("plot.png", PNG)]
+    types = [m["type"] for m in out["frames"]]
+    assert types.index("file") < types.index("exit")
+    assert "files_left_out" not in out["end"]
+
+
+def test_symlinks_fifos_and_dirs_are_not_followed(broker, tmpdir_k):
+    secret = os.path.join(tmpdir_k, "secret.txt")
+    with open(secret, "w") as f:
+        f.write("not for the client")
+    os.chmod(secret, 0o644)
+    code = ("import os\n"
+            "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+            "os.symlink(%r, os.path.join(d, 'link.txt'))\n"
+            "os.mkfifo(os.path.join(d, 'fifo'))\n"
+            "os.mkdir(os.path.join(d, 'sub'))\n"
+            "with open(os.path.join(d, 'sub', 'inner.txt'), 'w') as f:\n"
+            "    f.write('inner')\n"
+            "with open(os.path.join(d, 'ok.txt'), 'w') as f:\n"
+            "    f.write('ok')\n" % secret)
+    out = run_raw(broker, code)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out
+    assert files_of(out) == [("ok.txt", b"ok")]
+    assert out["end"]["files_left_out"] == 3
+
+
+def test_caps_hold(broker):
+    code = ("import os\n"
+            "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+            "for i in range(20):\n"
+            "    with open(os.path.join(d, 'f%02d' % i), 'wb') as f:\n"
+            "        f.write(b'x' * (600 << 10))\n"  # 16 fit the count; 13 the 8 MiB total
+            "with open(os.path.join(d, 'big'), 'wb') as f:\n"
+            "    f.write(b'y' * ((2 << 20) + 1))\n"
+            "with open(os.path.join(d, 'bad\\nname'), 'w') as f:\n"
+            "    f.write('z')\n")
+    out = run_raw(broker, code)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out["end"]
+    got = files_of(out)
+    assert [n for n, _ in got] == ["f%02d" % i for i in range(13)]
+    assert all(len(d) == 600 << 10 for _, d in got)
+    # 'bad\nname', 'big' (over 2 MiB), f13-f19 (over the total)
+    assert out["end"]["files_left_out"] == 1 + 1 + 7
+
+
+def test_second_run_gets_none_of_the_first(broker):
+    assert files_of(run_raw(broker, WRITE_PNG)) == [("plot.png", PNG)]
+    out = run_raw(broker, "print('nothing written')\n")
+    assert files_of(out) == [] and "files_left_out" not in out["end"]
