@@ -109,3 +109,37 @@ def test_second_run_gets_none_of_the_first(broker):
     assert files_of(run_raw(broker, WRITE_PNG)) == [("plot.png", PNG)]
     out = run_raw(broker, "print('nothing written')\n")
     assert files_of(out) == [] and "files_left_out" not in out["end"]
+
+
+def test_cli_output_dir_saves_and_json_lists(broker, tmpdir_k):
+    save = os.path.join(tmpdir_k, "saved")
+    os.mkdir(save)
+    r = broker.run_json(WRITE_PNG, "--output-dir", save, approve=True)
+    assert r["exit"] == 0, r
+    assert r["files"] == [{"name": "plot.png", "size": len(PNG), "mime_type": "image/png",
+                           "saved": True}]
+    assert r["files_left_out"] == 0
+    with open(os.path.join(save, "plot.png"), "rb") as f:
+        assert f.read() == PNG
+
+
+def test_cli_never_writes_through_a_symlink(broker, tmpdir_k):
+    save = os.path.join(tmpdir_k, "saved")
+    os.mkdir(save)
+    victim = os.path.join(tmpdir_k, "victim")
+    with open(victim, "wb") as f:
+        f.write(b"keep")
+    os.symlink(victim, os.path.join(save, "plot.png"))
+    p = broker.kotoba("run", "-c", WRITE_PNG, "--answer", "once", "--output-dir", save)
+    assert p.returncode == 0, p.stderr
+    assert b"cannot save plot.png in" in p.stderr, p.stderr
+    with open(victim, "rb") as f:
+        assert f.read() == b"keep"
+
+
+def test_cli_says_what_was_left_out(broker):
+    code = ("import os\n"
+            "os.mkdir(os.path.join(os.environ['KOTOBA_OUTPUT_DIR'], 'sub'))\n")
+    p = broker.kotoba("run", "-c", code, "--answer", "once")
+    assert p.returncode == 0, p.stderr
+    assert b"1 entry of KOTOBA_OUTPUT_DIR not sent" in p.stderr, p.stderr
