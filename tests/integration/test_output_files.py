@@ -143,3 +143,21 @@ def test_cli_says_what_was_left_out(broker):
     p = broker.kotoba("run", "-c", code, "--answer", "once")
     assert p.returncode == 0, p.stderr
     assert b"1 entry of KOTOBA_OUTPUT_DIR not sent" in p.stderr, p.stderr
+
+
+def test_unattended_run_returns_its_files(broker):
+    # sqlite3.connect into the run's own places asks for no card: this runs
+    # unattended (Landlock lets it write only in scratch) and still returns.
+    code = ("import os, sqlite3\n"
+            "c = sqlite3.connect(os.path.join(os.environ['KOTOBA_OUTPUT_DIR'], 'data.db'))\n"
+            "c.execute('create table t (x)')\n"
+            "c.commit()\n"
+            "c.close()\n")
+    c = broker.client(channel=False)
+    c.exec(code)
+    out = c.until_end()
+    c.close()
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out
+    assert out["end"]["profile"] == "unattended"
+    (name, data), = files_of(out)
+    assert name == "data.db" and data.startswith(b"SQLite format 3\0")
