@@ -19,6 +19,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +67,8 @@ struct run {
 	enum run_end end;
 	struct run_result result;
 	struct receipt blocked;     /* what the sandbox refused (finished) */
+	uint64_t files_left_out;    /* $KOTOBA_OUTPUT_DIR: not sent (finished, and here) */
+	uint64_t files_sent, file_bytes;
 	char setup_step[32];
 	int64_t setup_errno;
 	char setup_msg[384];
@@ -1030,7 +1033,7 @@ static void report_exit(struct run *r)
 			      .profile = r->profile, .decision = DECISION_RAN, .approver = r->approver,
 			      .n_labels = r->n_labels, .where = "host",
 			      .secrets = secrets_state(r->b, r->profile),
-			      .blocked = r->blocked };
+			      .blocked = r->blocked, .files_left_out = r->files_left_out };
 	struct frame f;
 
 	memcpy(m.labels, r->labels, sizeof(m.labels));
@@ -1149,6 +1152,7 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 		r->t_finished = now_us();
 		r->result = m->u.finished.r;
 		r->blocked = m->u.finished.blocked;
+		r->files_left_out = m->u.finished.files_left_out;
 	} else if (m->type == MSG_SETUP_ERROR && r->end != END_NONE &&
 		   pstr_eq(m->u.setup_error.step, step_name(STEP_CLEANUP))) {
 		/* After the result: the run's scratch directory could not be
@@ -1195,6 +1199,62 @@ static bool take_masks(struct run *r, const struct msg *m, int fd)
 	if (fd >= 0)
 		close(fd);
 	return false;
+}
+
+/* Reads what the descriptor holds, at most size bytes: a file that
+ * shrank goes as it is now, one that grew goes cut at size. */
+static ssize_t read_output_file(int fd, uint8_t *buf, size_t size)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < size) {
+		n = pread(fd, buf + got, size - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* After `finished`: one file of $KOTOBA_OUTPUT_DIR, as the worker opened
+ * it, passed on as `file`.  false (the descriptor closed) when it breaks
+ * the link's rules: out of order, not a regular file, over the caps. */
+static bool take_output_file(struct run *r, const struct msg_output_file *m, int fd)
+{
+	/* Room for the frame's own fields beside the data. */
+	uint64_t room = r->b->cfg.frame_max > 512 ? r->b->cfg.frame_max - 512 : 0;
+	struct msg_file out = { .id = r->id, .name = m->name };
+	struct stat st;
+	uint8_t *buf = NULL;
+	ssize_t n = 0;
+	struct frame f;
+	bool ok = fd >= 0 && r->end == END_FINISHED && fstat(fd, &st) == 0 &&
+		  S_ISREG(st.st_mode) && r->files_sent < PROTO_FILES_MAX &&
+		  m->size <= PROTO_FILES_TOTAL - r->file_bytes;
+
+	if (ok && r->s && m->size <= room && (buf = malloc(m->size ? m->size : 1)) &&
+	    (n = read_output_file(fd, buf, m->size)) >= 0) {
+		out.data = buf;
+		out.len = (size_t)n;
+		if (enc_file(&f, &out) == 0)
+			client_send(r->s, &f);
+	} else if (ok) {
+		/* The client's frames are smaller ([limits] frame), or it has gone. */
+		r->files_left_out++;
+	}
+	if (ok) {
+		r->files_sent++;
+		r->file_bytes += m->size;
+	}
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return ok;
 }
 
 /* The worker broke its link's rules: it is not the program we started,
@@ -1249,7 +1309,10 @@ static void on_sock(struct watch *w, uint32_t events)
 		drop_worker_link(r, w, "a bad frame");
 		return;
 	}
-	if ((m.type == MSG_MASKS || passed >= 0) && !take_masks(r, &m, passed))
+	if (m.type == MSG_OUTPUT_FILE) {
+		if (!take_output_file(r, &m.u.output_file, passed))
+			drop_worker_link(r, w, "an output file out of order or over the caps");
+	} else if ((m.type == MSG_MASKS || passed >= 0) && !take_masks(r, &m, passed))
 		drop_worker_link(r, w, "a descriptor or masks out of order");
 	else if (m.type != MSG_MASKS && passed < 0)
 		take_worker_msg(r, &m);

@@ -92,6 +92,7 @@ void json_add_result(json_t *o, const struct kotoba_result *x)
 	if (x->container[0])
 		json_object_set_new(o, "container", FIELD(x->container));
 	add_receipt(o, x);
+	json_object_set_new(o, "files_left_out", json_integer((json_int_t)x->files_left_out));
 }
 
 void json_add_error(json_t *o, const struct kotoba_error *e)

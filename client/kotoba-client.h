@@ -337,6 +337,13 @@ typedef enum kotoba_choice (*kotoba_card_fn)(void *arg, const struct kotoba_card
  * an answer that arrived after its card expired.  The run goes on. */
 typedef void (*kotoba_notice_fn)(void *arg, const struct kotoba_error *notice);
 
+/* Receives one file the snippet left in $KOTOBA_OUTPUT_DIR, after its
+ * output and before kotoba_exec() returns, in name order.  @name is
+ * NUL-terminated and a plain file name (1-255 bytes, no '/', no control
+ * character, not "." or ".."; the library refuses a frame whose name is
+ * not), @data its @len bytes (at most 2 MiB), valid during the call. */
+typedef void (*kotoba_file_fn)(void *arg, const char *name, const void *data, size_t len);
+
 struct kotoba_exec_opts {
 	size_t size;                /* sizeof(struct kotoba_exec_opts) */
 	const char *code;           /* Python source: UTF-8, no NUL */
@@ -349,6 +356,9 @@ struct kotoba_exec_opts {
 	kotoba_card_fn on_card;     /* NULL: every card is answered deny */
 	kotoba_notice_fn on_notice; /* NULL: notices are ignored */
 	void *arg;                  /* passed to the callbacks */
+	/* Added after arg: a caller built against an older header, whose size
+	 * ends there, gets no files. */
+	kotoba_file_fn on_file;     /* NULL: files are discarded */
 };
 
 /* How a snippet that ran ended (the `exit` message). */
@@ -382,6 +392,10 @@ struct kotoba_result {
 	 * broker's `[limits] output` raises it.  0: the broker did not say (a
 	 * broker before it).  Added after the receipt, as above. */
 	uint64_t output_limit;
+	/* Entries of $KOTOBA_OUTPUT_DIR not passed to on_file: over a cap (16
+	 * files, 2 MiB each, 8 MiB in all), not a regular file, or a name
+	 * refused.  Added after output_limit, as above. */
+	uint64_t files_left_out;
 };
 
 #define KOTOBA_RESULT_INIT { .size = sizeof(struct kotoba_result) }
@@ -575,6 +589,14 @@ size_t kotoba_show(FILE *out, const char *s, size_t len, unsigned flags);
  * nothing was refused.  Returns the number of refusals (blocked_total).
  */
 uint64_t kotoba_show_receipt(FILE *out, const struct kotoba_result *res, unsigned flags);
+
+/*
+ * kotoba_mime_type: a file's type read from its first bytes, never from its
+ * name: "image/png", "image/jpeg", "image/gif", "image/webp",
+ * "image/svg+xml" (text that starts, after an XML declaration, comments
+ * or a doctype, with an <svg element), else "application/octet-stream".
+ */
+const char *kotoba_mime_type(const void *data, size_t len);
 
 /*
  * kotoba_card_text: the whole card as text for a terminal @width columns

@@ -34,6 +34,8 @@ struct mcp_run {
 	char card_id[64];               /* a card waiting for its elicitation */
 	bool card_escalate;
 	json_int_t elicit_id;           /* the elicitation/create request's id, 0: none */
+	json_t *images;                 /* image content, one per image file the run left */
+	json_t *other_files;            /* the names of its other files */
 	uint64_t started_ms, progress_ms;
 	struct mcp *m;
 };

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <nettle/base64.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,8 @@ static void run_free(struct mcp_run *r)
 	kotoba_close(r->c);
 	json_decref(r->id);
 	json_decref(r->progress);
+	json_decref(r->images);
+	json_decref(r->other_files);
 	for (int i = 0; i < 2; i++) {
 		free(r->out[i].p);
 		free(r->first_out[i].p);
@@ -137,6 +140,27 @@ static void on_output(void *arg, enum kotoba_stream stream, const void *data, si
 	struct mcp_run *r = arg;
 
 	buf_add(&r->out[stream == KOTOBA_STDERR], data, len);
+}
+
+/* A file of $KOTOBA_OUTPUT_DIR: an image (by its magic bytes) becomes
+ * MCP image content, base64 (Nettle); any other is named in the text. */
+static void on_file(void *arg, const char *name, const void *data, size_t len)
+{
+	struct mcp_run *r = arg;
+	const char *mime = kotoba_mime_type(data, len);
+	char *b64;
+
+	if (strncmp(mime, "image/", 6)) {
+		json_array_append_new(r->other_files, json_string(name));
+		return;
+	}
+	if (!(b64 = malloc(BASE64_ENCODE_RAW_LENGTH(len) + 1)))
+		return;
+	base64_encode_raw(b64, len, data);
+	b64[BASE64_ENCODE_RAW_LENGTH(len)] = '\0';
+	json_array_append_new(r->images, json_pack("{s:s,s:s,s:s}", "type", "image", "data", b64,
+						   "mimeType", mime));
+	free(b64);
 }
 
 /* The card as an elicitation: its whole text as the terminal shows it
@@ -307,6 +331,34 @@ static void withdraw_elicitation(struct mcp_run *r, const char *why)
 	r->elicit_id = 0;
 }
 
+/* After the text: the images, then a line naming the other files and
+ * what was left out. */
+static void add_files(json_t *content, const struct mcp_run *r, bool ok)
+{
+	char line[512];
+	size_t n = 0, i;
+	json_t *v;
+
+	json_array_extend(content, r->images);
+	if (json_array_size(r->other_files)) {
+		n = (size_t)snprintf(line, sizeof(line), "[kotoba: the snippet also left these "
+				     "files in KOTOBA_OUTPUT_DIR:");
+		json_array_foreach(r->other_files, i, v)
+			if (n < sizeof(line))
+				n += (size_t)snprintf(line + n, sizeof(line) - n, "%s %s",
+						      i ? "," : "", json_string_value(v));
+		if (n < sizeof(line))
+			snprintf(line + n, sizeof(line) - n, "]");
+		text_add(content, line, strlen(line));
+	}
+	if (ok && r->res.files_left_out) {
+		snprintf(line, sizeof(line), "[kotoba: %" PRIu64 " entries of KOTOBA_OUTPUT_DIR "
+			 "were not returned: only regular files with plain names, at most 16 "
+			 "files, 2 MiB each, 8 MiB in all]", r->res.files_left_out);
+		text_add(content, line, strlen(line));
+	}
+}
+
 static void finish(struct mcp_run *r, enum kotoba_code rc)
 {
 	bool ok = rc == KOTOBA_OK;
@@ -333,6 +385,7 @@ static void finish(struct mcp_run *r, enum kotoba_code rc)
 	text_add(content, out[0].p, out[0].len);
 	text_add(content, out[1].p, out[1].len);
 	add_notes(content, r, ok, esc);
+	add_files(content, r, ok);
 	if (!json_array_size(content))
 		note(content, "[kotoba: the snippet printed nothing; exit status 0]");
 	mcp_send(json_pack("{s:O,s:{s:o,s:o,s:b}}", "id", r->id, "result", "content", content,
@@ -393,7 +446,7 @@ void mcp_call(struct mcp *m, json_t *id, json_t *params)
 	bool elicits = m->client_elicits && !m->no_elicitation;
 	json_t *t, *cwd;
 	struct kotoba_exec_opts x = { .size = sizeof(x), .on_output = on_output,
-				      .on_card = on_card };
+				      .on_card = on_card, .on_file = on_file };
 	size_t code_len;
 
 	if (!check_args(id, params, &args))
@@ -402,7 +455,8 @@ void mcp_call(struct mcp *m, json_t *id, json_t *params)
 		return tool_error(id, "too many calls in flight: wait for one to end");
 	*r = (struct mcp_run){ .used = true, .m = m, .id = json_incref(id),
 			       .res = KOTOBA_RESULT_INIT, .first = KOTOBA_RESULT_INIT,
-			       .err = KOTOBA_ERROR_INIT, .started_ms = mcp_now_ms() };
+			       .err = KOTOBA_ERROR_INIT, .started_ms = mcp_now_ms(),
+			       .images = json_array(), .other_files = json_array() };
 	r->progress = json_incref(json_object_get(meta, "progressToken"));
 	r->progress_ms = r->started_ms;
 	/* Without elicitation nobody can answer a card: no approval channel,

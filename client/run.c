@@ -2,6 +2,7 @@
  * `kotoba run`: send one snippet, stream its output, exit with its status.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -26,6 +27,7 @@ struct run_opts {
 	bool raw_output;            /* --raw-output: bytes as written, on a terminal too */
 	uint64_t for_ms;            /* --for: an always grant's life; 0: as long as allowed */
 	char *scope;                /* --scope, resolved; NULL: any directory */
+	const char *output_dir;     /* --output-dir: where the run's files are saved */
 };
 
 struct buf {
@@ -57,13 +59,19 @@ struct outcome {
 	struct buf first_out[2];
 	const struct run_opts *o;
 	struct kotoba_client *c;
+	/* The files the snippet left in $KOTOBA_OUTPUT_DIR: --output-dir's
+	 * directory, opened once, and for --json what came and where it went. */
+	int dir_fd;
+	json_t *files;
+	size_t n_files;
 };
 
 static void usage_run(FILE *f)
 {
 	fputs("usage: kotoba run [-c CODE | FILE | -] [--cwd DIR] [--timeout SECONDS]\n"
 	      "                  [--socket PATH] [--json] [--no-channel] [--raw-output]\n"
-	      "                  [--answer once|always|deny] [--for DURATION] [--scope DIR]\n", f);
+	      "                  [--answer once|always|deny] [--for DURATION] [--scope DIR]\n"
+	      "                  [--output-dir DIR]\n", f);
 }
 
 static int buf_add(struct buf *b, const void *p, size_t len)
@@ -128,6 +136,7 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
 		{ "answer", required_argument, NULL, 'a' },
 		{ "for", required_argument, NULL, 'F' },
 		{ "scope", required_argument, NULL, 's' },
+		{ "output-dir", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -153,6 +162,8 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
 			o->raw_output = true;
 		else if (c == 'a')
 			o->answer = optarg;
+		else if (c == 'O')
+			o->output_dir = optarg;
 		else if (c == 'F' && !card_duration(optarg, &o->for_ms))
 			return cli_error("--for takes a duration: a number with ms, s, m, h or d "
 					 "after it, e.g. 8h"), -1;
@@ -258,6 +269,41 @@ static void show_output_end(struct outcome *oc)
 	}
 }
 
+/* A new file in --output-dir's directory, by its descriptor: never over an
+ * existing file, never through a symlink put there (O_EXCL, O_NOFOLLOW).
+ * The name is plain (the library refused any other). */
+static bool save_file(struct outcome *oc, const char *name, const void *data, size_t len)
+{
+	int fd = openat(oc->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			0644);
+	bool ok = fd >= 0 && write(fd, data, len) == (ssize_t)len;
+
+	if (!ok)
+		cli_error("cannot save %s in %s: %s", name, oc->o->output_dir, strerror(errno));
+	if (fd >= 0 && close(fd) < 0 && ok) {
+		cli_error("cannot save %s in %s: %s", name, oc->o->output_dir, strerror(errno));
+		ok = false;
+	}
+	return ok;
+}
+
+static void on_file(void *arg, const char *name, const void *data, size_t len)
+{
+	struct outcome *oc = arg;
+	bool saved = oc->dir_fd >= 0 && save_file(oc, name, data, len);
+	json_t *f;
+
+	oc->n_files++;
+	if (!oc->files)
+		return;
+	f = json_object();
+	json_object_set_new(f, "name", json_string(name));
+	json_object_set_new(f, "size", json_integer((json_int_t)len));
+	json_object_set_new(f, "mime_type", json_string(kotoba_mime_type(data, len)));
+	json_object_set_new(f, "saved", json_boolean(saved));
+	json_array_append_new(oc->files, f);
+}
+
 static void on_output(void *arg, enum kotoba_stream stream, const void *data, size_t len)
 {
 	struct outcome *oc = arg;
@@ -344,7 +390,7 @@ static int converse(struct kotoba_client *c, const char *cwd, const struct buf *
 	struct kotoba_exec_opts x = {
 		.size = sizeof(x), .code = code->len ? code->p : "", .code_len = code->len, .cwd = cwd,
 		.timeout_ms = oc->o->timeout_ms, .env = env, .on_output = on_output,
-		.on_card = on_card, .on_notice = on_notice, .arg = oc,
+		.on_card = on_card, .on_notice = on_notice, .arg = oc, .on_file = on_file,
 	};
 	enum kotoba_code rc;
 
@@ -444,6 +490,7 @@ static void print_json(const struct outcome *oc, int status)
 	else
 		json_add_error(o, &oc->err);
 	add_escalation(o, oc);
+	json_object_set_new(o, "files", json_incref(oc->files));
 	json_object_set_new(o, "status", json_integer(status));
 	if (json_dumpf(o, stdout, JSON_COMPACT) < 0)
 		cli_error("out of memory writing the JSON result");
@@ -472,6 +519,13 @@ static void report_plain(const struct outcome *oc)
 		cli_error("output was cut at the broker's per-stream limit ([limits] output)");
 	if (oc->exit.limit[0] && strcmp(oc->exit.limit, "wall"))
 		cli_error("the snippet hit its %s limit", oc->exit.limit);
+	if (oc->n_files && oc->dir_fd < 0)
+		cli_error("the snippet left %zu file%s in KOTOBA_OUTPUT_DIR; --output-dir DIR "
+			  "saves them", oc->n_files, oc->n_files == 1 ? "" : "s");
+	if (oc->exit.files_left_out)
+		cli_error("%" PRIu64 " entr%s of KOTOBA_OUTPUT_DIR not sent: only regular files "
+			  "with plain names, at most 16 files, 2 MiB each, 8 MiB in all",
+			  oc->exit.files_left_out, oc->exit.files_left_out == 1 ? "y" : "ies");
 }
 
 static void outcome_free(struct outcome *oc)
@@ -480,6 +534,9 @@ static void outcome_free(struct outcome *oc)
 	free(oc->out[1].p);
 	free(oc->first_out[0].p);
 	free(oc->first_out[1].p);
+	json_decref(oc->files);
+	if (oc->dir_fd >= 0)
+		close(oc->dir_fd);
 }
 
 /* Resolves the working directory, connects, and runs the snippet. */
@@ -509,7 +566,7 @@ int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { 0 };
 	struct outcome oc = { .o = &o, .exit = KOTOBA_RESULT_INIT, .err = KOTOBA_ERROR_INIT,
-			      .first = KOTOBA_RESULT_INIT };
+			      .first = KOTOBA_RESULT_INIT, .dir_fd = -1 };
 	struct buf code = { 0 };
 	int status;
 
@@ -518,6 +575,14 @@ int cmd_run(int argc, char **argv)
 		free(o.scope);
 		return KOTOBA_EXIT_USAGE;
 	}
+	if (o.output_dir &&
+	    (oc.dir_fd = open(o.output_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		cli_error("--output-dir %s: %s", o.output_dir, strerror(errno));
+		free(code.p);
+		free(o.scope);
+		return KOTOBA_EXIT_USAGE;
+	}
+	oc.files = o.json ? json_array() : NULL;
 	status = run_snippet(&o, &code, &oc);
 	show_output_end(&oc);
 	if (status == 0) {

@@ -46,7 +46,8 @@ static const char *const type_names[MSG_TYPE_COUNT] = {
 	[MSG_READY] = "ready",	       [MSG_SETUP_ERROR] = "setup_error",
 	[MSG_FINISHED] = "finished",   [MSG_QUEUED] = "queued",
 	[MSG_MASKS] = "masks",	       [MSG_GO] = "go",
-	[MSG_WARM] = "warm",
+	[MSG_WARM] = "warm",	       [MSG_FILE] = "file",
+	[MSG_OUTPUT_FILE] = "output_file",
 };
 
 const char *msg_type_name(enum msg_type t)
@@ -185,6 +186,41 @@ int enc_output(struct frame *f, const struct msg_output *m)
 	return enc_end(&e, f);
 }
 
+bool proto_file_name_ok(const char *name, size_t len)
+{
+	if (len == 0 || len > PROTO_FILE_NAME_MAX || (len == 1 && name[0] == '.') ||
+	    (len == 2 && name[0] == '.' && name[1] == '.'))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if (c == '/' || c < 0x20 || c == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+int enc_file(struct frame *f, const struct msg_file *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "file", 3);
+	put_uint(&e, "id", m->id);
+	put_pstr(&e, "name", m->name);
+	put_bin(&e, "data", m->data, m->len);
+	return enc_end(&e, f);
+}
+
+int enc_output_file(struct frame *f, const struct msg_output_file *m)
+{
+	struct enc e;
+
+	enc_begin(&e, "output_file", 2);
+	put_pstr(&e, "name", m->name);
+	put_uint(&e, "size", m->size);
+	return enc_end(&e, f);
+}
+
 /* The fields a run_result adds to `finished` and `exit`. */
 #define RESULT_FIELDS 7
 static void put_result(struct enc *e, const struct run_result *r)
@@ -251,7 +287,8 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	bool cut = m->truncated && m->output_limit;
 
 	enc_begin(&e, "exit", 1 + RESULT_FIELDS + 6 + cut + in_container + (m->secrets != NULL) +
-				      RECEIPT_FIELDS(&m->blocked) + m->escalate);
+				      RECEIPT_FIELDS(&m->blocked) + m->escalate +
+				      (m->files_left_out > 0));
 	put_uint(&e, "id", m->id);
 	put_result(&e, &m->r);
 	put_bool(&e, "truncated", m->truncated);
@@ -272,6 +309,8 @@ int enc_exit(struct frame *f, const struct msg_exit *m)
 	put_receipt(&e, &m->blocked);
 	if (m->escalate)
 		put_bool(&e, "escalate", true);
+	if (m->files_left_out)
+		put_uint(&e, "files_left_out", m->files_left_out);
 	return enc_end(&e, f);
 }
 
@@ -458,9 +497,12 @@ int enc_finished(struct frame *f, const struct msg_finished *m)
 
 	if (m->blocked.n > PROTO_BLOCKED_MAX)
 		return -E2BIG;
-	enc_begin(&e, "finished", RESULT_FIELDS + RECEIPT_FIELDS(&m->blocked));
+	enc_begin(&e, "finished", RESULT_FIELDS + RECEIPT_FIELDS(&m->blocked) +
+					  (m->files_left_out > 0));
 	put_result(&e, &m->r);
 	put_receipt(&e, &m->blocked);
+	if (m->files_left_out)
+		put_uint(&e, "files_left_out", m->files_left_out);
 	return enc_end(&e, f);
 }
 
@@ -863,6 +905,55 @@ static int dec_output(struct dec *d, struct msg_output *m)
 	return 0;
 }
 
+/* A file's name: also refused here, so no client of this library ever
+ * sees one that could leave the directory it saves into. */
+static int dec_file_name(struct dec *d, struct pstr *name)
+{
+	int rc = dec_str(d, "name", true, PROTO_FILE_NAME_MAX, name);
+
+	if (rc < 0)
+		return rc;
+	if (!proto_file_name_ok(name->ptr, name->len))
+		return dec_fail(d, PERR_BAD_FIELD,
+				"field 'name' must be a plain file name: no '/', no control "
+				"character, not '.' or '..'");
+	return 0;
+}
+
+static int dec_file(struct dec *d, struct msg_file *m)
+{
+	int rc;
+
+	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 || (rc = dec_file_name(d, &m->name)) < 0 ||
+	    (rc = dec_bin(d, "data", true, PROTO_FILE_MAX, &m->data, &m->len)) < 0)
+		return rc;
+	return 0;
+}
+
+static int dec_output_file(struct dec *d, struct msg_output_file *m)
+{
+	int rc;
+
+	if ((rc = dec_file_name(d, &m->name)) < 0 || (rc = dec_uint(d, "size", true, &m->size)) < 0)
+		return rc;
+	if (m->size > PROTO_FILE_MAX)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'size' is over the file cap");
+	return 0;
+}
+
+/* Optional, and at least 1 when present. */
+static int dec_files_left_out(struct dec *d, uint64_t *n)
+{
+	int rc;
+
+	*n = 0;
+	if ((rc = dec_uint(d, "files_left_out", false, n)) <= 0)
+		return rc;
+	if (*n == 0)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'files_left_out' is at least 1");
+	return 0;
+}
+
 static int dec_result(struct dec *d, struct run_result *r)
 {
 	const char *status;
@@ -1018,7 +1109,8 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 	m->secrets = NULL;
 	if ((rc = dec_enum(d, "secrets", false, secret_states, &m->secrets)) < 0 ||
 	    (rc = dec_receipt(d, &m->blocked)) < 0 ||
-	    (rc = dec_bool(d, "escalate", false, &m->escalate)) < 0)
+	    (rc = dec_bool(d, "escalate", false, &m->escalate)) < 0 ||
+	    (rc = dec_files_left_out(d, &m->files_left_out)) < 0)
 		return rc;
 	return dec_where(d, m);
 }
@@ -1061,9 +1153,11 @@ int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out)
 
 static int dec_finished(struct dec *d, struct msg_finished *m)
 {
-	int rc = dec_result(d, &m->r);
+	int rc;
 
-	return rc < 0 ? rc : dec_receipt(d, &m->blocked);
+	if ((rc = dec_result(d, &m->r)) < 0 || (rc = dec_receipt(d, &m->blocked)) < 0)
+		return rc;
+	return dec_files_left_out(d, &m->files_left_out);
 }
 
 static int dec_error(struct dec *d, struct msg_error *m)
@@ -1702,6 +1796,8 @@ static int dec_body(struct dec *d, struct msg *out, size_t max_snippet)
 	case MSG_MASKS: return dec_masks(d, &out->u.masks);
 	case MSG_GO: return dec_go(d, &out->u.go);
 	case MSG_WARM: return dec_warm(d, &out->u.warm);
+	case MSG_FILE: return dec_file(d, &out->u.file);
+	case MSG_OUTPUT_FILE: return dec_output_file(d, &out->u.output_file);
 	case MSG_CARD: return dec_card(d, &out->u.card, max_snippet);
 	case MSG_ANSWER: return dec_answer(d, &out->u.answer);
 	case MSG_GRANTS: return dec_id_only(d, &out->u.grants.id);
@@ -1873,6 +1969,8 @@ int proto_encode(struct frame *f, const struct msg *m)
 	case MSG_FINISHED: return enc_finished(f, &m->u.finished);
 	case MSG_MASKS: return enc_masks(f, &m->u.masks);
 	case MSG_WARM: return enc_warm(f, &m->u.warm);
+	case MSG_FILE: return enc_file(f, &m->u.file);
+	case MSG_OUTPUT_FILE: return enc_output_file(f, &m->u.output_file);
 	case MSG_UNKNOWN:
 	case MSG_TYPE_COUNT:
 	default:

@@ -28,6 +28,14 @@
 #define PROTO_CARD_LIMITS_MAX 8              /* limits named on a card */
 #define PROTO_ROWS_MAX 256                   /* rows in a list answer */
 #define PROTO_ARGV_MAX 96                    /* arguments of one engine command */
+/* Files a run leaves in $KOTOBA_OUTPUT_DIR that go back to the client
+ * (PROTOCOL.md, "file"): at most this many, each at most FILE_MAX bytes
+ * (a frame's room under the default max_frame), FILES_TOTAL in all; a
+ * name of 1-FILE_NAME_MAX bytes. */
+#define PROTO_FILES_MAX 16
+#define PROTO_FILE_MAX (2u << 20)
+#define PROTO_FILES_TOTAL (8u << 20)
+#define PROTO_FILE_NAME_MAX 255
 #define PROTO_STEPS_MAX 4                    /* engine commands before the snippet */
 #define PROTO_SECRETS_MAX 64                 /* entries of job.secrets */
 #define PROTO_MASKS_KEY_LEN 32               /* job.masks, masks.key: a SHA-256 */
@@ -161,6 +169,7 @@ enum msg_type {
 	MSG_OK,
 	MSG_ERROR,
 	MSG_QUEUED,
+	MSG_FILE,
 	/* broker -> worker */
 	MSG_JOB,
 	MSG_GO,
@@ -170,6 +179,7 @@ enum msg_type {
 	MSG_FINISHED,
 	MSG_MASKS,
 	MSG_WARM,
+	MSG_OUTPUT_FILE,
 	MSG_TYPE_COUNT
 };
 
@@ -230,6 +240,20 @@ struct msg_output {
 	size_t len;
 };
 
+/* One file the snippet left in its output directory; name checked by
+ * proto_file_name_ok. */
+struct msg_file {
+	uint64_t id;
+	struct pstr name;
+	const uint8_t *data;
+	size_t len;
+};
+
+/* A name a file may be saved under in any directory: 1-PROTO_FILE_NAME_MAX
+ * bytes of UTF-8 (the decoder checked), no '/', no control character, not
+ * "." or "..".  The one check, for the worker, the decoder and clients. */
+bool proto_file_name_ok(const char *name, size_t len);
+
 /* How a snippet ended, shared by `finished` (worker) and `exit` (client). */
 struct run_result {
 	bool exited;          /* true: code is valid; false: signal is */
@@ -277,6 +301,7 @@ struct msg_exit {
 	struct pstr container;   /* with "container": the container's name */
 	const char *secrets;     /* "masked" | "off" | "unmasked"; NULL: not said */
 	bool escalate;           /* an escalation card follows: the exec goes on */
+	uint64_t files_left_out; /* output files not sent (caps, type, name); 0: none */
 };
 
 struct msg_error {
@@ -621,6 +646,13 @@ struct msg_setup_error {
 struct msg_finished {
 	struct run_result r;
 	struct receipt blocked;
+	uint64_t files_left_out; /* as in exit */
+};
+
+/* One output file, its descriptor as SCM_RIGHTS (PROTOCOL.md). */
+struct msg_output_file {
+	struct pstr name;
+	uint64_t size;
 };
 
 /* The masks' mount namespace, as SCM_RIGHTS with the frame, and its key. */
@@ -665,6 +697,8 @@ struct msg {
 		struct msg_masks masks;
 		struct msg_go go;
 		struct msg_warm warm;
+		struct msg_file file;
+		struct msg_output_file output_file;
 	} u;
 };
 
@@ -683,6 +717,8 @@ int enc_audit(struct frame *f, const struct msg_audit *m);
 int enc_audit_rows(struct frame *f, const struct msg_audit_rows *m);
 int enc_ok(struct frame *f, const struct msg_ok *m);
 int enc_output(struct frame *f, const struct msg_output *m);
+int enc_file(struct frame *f, const struct msg_file *m);
+int enc_output_file(struct frame *f, const struct msg_output_file *m);
 int enc_exit(struct frame *f, const struct msg_exit *m);
 int enc_error(struct frame *f, const struct msg_error *m);
 int enc_queued(struct frame *f, const struct msg_queued *m);

@@ -23,26 +23,31 @@ struct owned {
 	const char *name, *leaf; /* NAME=<scratch><leaf> */
 };
 
-#define N_OWNED 3
+#define N_OWNED_MAX 4
 
-static const struct owned host_env[N_OWNED] = {
+static const struct owned host_env[N_OWNED_MAX + 1] = {
 	{ "TMPDIR", "" },
+	/* Made empty with scratch: what the snippet leaves directly in it
+	 * goes back to the client as `file` frames (outputs.c). */
+	{ "KOTOBA_OUTPUT_DIR", "/" OUTPUT_LEAF },
 	/* matplotlib creates its directory when it is missing. */
 	{ "MPLCONFIGDIR", "/matplotlib" },
 	/* The scratch directory itself: it exists, so a cache that makes
 	 * only its own directory in XDG_CACHE_HOME (mkdir, not makedirs)
 	 * works too. */
 	{ "XDG_CACHE_HOME", "" },
+	{ NULL, NULL },
 };
 
 /* The engine CLI keeps its configuration, temporary and runtime files
  * (podman's libpod/tmp, docker's ~/.docker) in scratch, which Landlock
  * lets it write, and S removes afterwards; podman would otherwise use
  * /run/user/UID. */
-static const struct owned engine_env[N_OWNED] = {
+static const struct owned engine_env[N_OWNED_MAX + 1] = {
 	{ "HOME", "" },
 	{ "TMPDIR", "" },
 	{ "XDG_RUNTIME_DIR", "" },
+	{ NULL, NULL },
 };
 
 static bool is_engine(const struct plan *p)
@@ -93,6 +98,27 @@ int plan_paths(struct plan *p, char *err, size_t errlen)
 	return 0;
 }
 
+/* The snippet's output directory, inside scratch so that it goes with
+ * it; made here, by S as the snippet's user, so that it is there and
+ * empty when the snippet starts. */
+static int make_output_dir(struct plan *p, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	if (snprintf(path, sizeof(path), "%s/" OUTPUT_LEAF, p->scratch) >= (int)sizeof(path)) {
+		snprintf(err, errlen, "scratch_base is too long for the output directory");
+		return -ENAMETOOLONG;
+	}
+	if (mkdir(path, 0700) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot create the output directory %s: %s", path,
+			 strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
 int plan_scratch(struct plan *p, char *err, size_t errlen)
 {
 	char base[PATH_MAX];
@@ -119,7 +145,7 @@ int plan_scratch(struct plan *p, char *err, size_t errlen)
 		p->scratch[0] = '\0';
 		return rc;
 	}
-	return 0;
+	return make_output_dir(p, err, errlen);
 }
 
 static bool is_owned(const struct owned *owned, struct pstr e)
@@ -127,7 +153,7 @@ static bool is_owned(const struct owned *owned, struct pstr e)
 	const char *eq = memchr(e.ptr, '=', e.len);
 	size_t n = eq ? (size_t)(eq - e.ptr) : e.len;
 
-	for (size_t i = 0; i < N_OWNED; i++)
+	for (size_t i = 0; owned[i].name; i++)
 		if (strlen(owned[i].name) == n && !memcmp(e.ptr, owned[i].name, n))
 			return true;
 	return false;
@@ -137,7 +163,7 @@ static int add_owned(const struct owned *owned, char **envp, size_t *k, const st
 {
 	char *s;
 
-	for (size_t i = 0; i < N_OWNED; i++) {
+	for (size_t i = 0; owned[i].name; i++) {
 		if (asprintf(&s, "%s=%s%s", owned[i].name, p->scratch, owned[i].leaf) < 0)
 			return -ENOMEM;
 		envp[(*k)++] = s;
@@ -151,7 +177,7 @@ int plan_env(struct plan *p, char *err, size_t errlen)
 	const struct owned *owned = is_engine(p) ? engine_env : host_env;
 	size_t k = 0;
 
-	p->envp = calloc(job->n_env + N_OWNED + 1, sizeof(*p->envp));
+	p->envp = calloc(job->n_env + N_OWNED_MAX + 1, sizeof(*p->envp));
 	if (!p->envp)
 		goto nomem;
 	for (size_t i = 0; i < job->n_env; i++) {

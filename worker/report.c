@@ -53,9 +53,10 @@ bool report_setup_error(const char *step, int err, const char *msg)
 	return true;
 }
 
-bool report_finished(const struct run_result *r, const struct receipt *blocked)
+bool report_finished(const struct run_result *r, const struct receipt *blocked,
+		     uint64_t files_left_out)
 {
-	struct msg_finished m = { .r = *r, .blocked = *blocked };
+	struct msg_finished m = { .r = *r, .blocked = *blocked, .files_left_out = files_left_out };
 	struct frame f = { 0 };
 
 	return send_frame(&f, enc_finished(&f, &m), "finished");

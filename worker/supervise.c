@@ -29,6 +29,7 @@ struct supervision {
 	int sigfd;
 	struct exec_gate gate;      /* unattended: answers the snippet's execs */
 	struct receipt_log *log;    /* what the sandbox refused */
+	struct output_files outputs; /* $KOTOBA_OUTPUT_DIR, for the client */
 	uint64_t t_fork, t_end;    /* monotonic, microseconds */
 	uint64_t deadline;          /* 0: no wall-clock limit */
 	uint64_t kill_at;           /* after the timeout; 0: at once */
@@ -483,7 +484,12 @@ static int report_end(struct supervision *r)
 		return WORKER_EXIT_FAIL;
 	fill_result(r, &res);
 	receipt_conclude(r->log, r->plan);
-	return report_finished(&res, &r->log->blocked) ? WORKER_EXIT_OK : WORKER_EXIT_FAIL;
+	/* Every process of the snippet has ended: the directory holds still. */
+	outputs_collect(r->plan, &r->outputs);
+	if (!report_finished(&res, &r->log->blocked, r->outputs.left_out))
+		return WORKER_EXIT_FAIL;
+	outputs_send(&r->outputs);
+	return WORKER_EXIT_OK;
 }
 
 /* The result, then the scratch directory goes: what cannot be removed is

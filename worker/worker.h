@@ -109,6 +109,9 @@ struct secret_mask {
 
 /* Everything C needs, built by S before the fork.  C builds only its
  * seccomp program itself (it depends on C's pid), before the rlimits. */
+/* The snippet's output directory, $KOTOBA_OUTPUT_DIR, under scratch. */
+#define OUTPUT_LEAF "out"
+
 struct plan {
 	const struct msg_job *job; /* strings point into the job frame */
 	char python[PATH_MAX];     /* "" for "engine", which runs no python3 */
@@ -277,9 +280,22 @@ void signal_descendants(int sig);
 /* report.c: frames to the broker; false when fd 3 is unusable. */
 bool report_ready(pid_t pid, uint64_t landlock_abi);
 bool report_setup_error(const char *step, int err, const char *msg);
-bool report_finished(const struct run_result *r, const struct receipt *blocked);
+bool report_finished(const struct run_result *r, const struct receipt *blocked,
+		     uint64_t files_left_out);
 bool report_masks(int mounts, const uint8_t key[PROTO_MASKS_KEY_LEN]);
 bool report_warm(pid_t pid);
+
+/* outputs.c: the files of $KOTOBA_OUTPUT_DIR that go to the client. */
+struct output_files {
+	size_t n;
+	int fd[PROTO_FILES_MAX];
+	uint64_t size[PROTO_FILES_MAX];
+	char name[PROTO_FILES_MAX][PROTO_FILE_NAME_MAX + 1];
+	uint64_t total;
+	uint64_t left_out;
+};
+void outputs_collect(const struct plan *p, struct output_files *o);
+void outputs_send(struct output_files *o);
 
 /* warm.c: a warm job's life before `go` and the hand-over. */
 int plan_warm(struct plan *p, char *err, size_t errlen);

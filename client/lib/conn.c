@@ -334,6 +334,8 @@ static bool answer_id(const struct msg *m, uint64_t *id)
 	case MSG_STARTED:
 	case MSG_QUEUED:
 	case MSG_OUTPUT:
+	case MSG_FILE:
+	case MSG_OUTPUT_FILE:
 	case MSG_EXIT:
 	case MSG_CARD:
 	case MSG_JOB:

@@ -234,6 +234,7 @@ static void take_exit(struct kotoba_result *out, const struct msg_exit *x)
 	res->timed_out = x->r.timed_out;
 	res->truncated = x->truncated;
 	res->output_limit = x->output_limit;
+	res->files_left_out = x->files_left_out;
 	kc_copy(res->limit, sizeof(res->limit), x->r.limit, strlen(x->r.limit));
 	res->duration_us = x->r.duration_us;
 	res->cpu_us = x->r.cpu_us;
@@ -248,6 +249,16 @@ static void take_exit(struct kotoba_result *out, const struct msg_exit *x)
 	kc_copy(res->container, sizeof(res->container), x->container.ptr, x->container.len);
 	take_receipt(res, &x->blocked);
 	kc_put_sized(out, res, sizeof(*res));
+}
+
+/* The decoder has held the name to the rule; here it gets its NUL. */
+static void give_file(const struct kotoba_exec_opts *o, const struct msg_file *f)
+{
+	char name[PROTO_FILE_NAME_MAX + 1];
+
+	memcpy(name, f->name.ptr, f->name.len);
+	name[f->name.len] = '\0';
+	o->on_file(o->arg, name, f->data, f->len);
 }
 
 static void notice(const struct kotoba_exec_opts *o, const struct msg_error *e)
@@ -327,6 +338,8 @@ static enum kotoba_code handle(struct kotoba_client *c, bool *done, struct kotob
 		o->on_output(o->arg,
 			     strcmp(m->u.output.stream, "stderr") ? KOTOBA_STDOUT : KOTOBA_STDERR,
 			     m->u.output.data, m->u.output.len);
+	else if (m->type == MSG_FILE && m->u.file.id == id && o->on_file)
+		give_file(o, &m->u.file);
 	else if (m->type == MSG_CARD && m->u.card.id == id)
 		return on_card(c, o, &m->u.card, err);
 	else if (m->type == MSG_ERROR && !m->u.error.has_id)

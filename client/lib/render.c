@@ -672,3 +672,50 @@ uint64_t kotoba_show_receipt(FILE *out, const struct kotoba_result *res, unsigne
 			unlisted, unlisted == 1 ? "" : "s");
 	return res->blocked_total;
 }
+
+/* ---- a file's type by its magic bytes ------------------------------------ */
+
+static bool starts(const unsigned char *p, size_t len, const char *magic, size_t n)
+{
+	return len >= n && !memcmp(p, magic, n);
+}
+
+/* Past white space, and past the first @end after a prefix @what. */
+static const unsigned char *skip_past(const unsigned char *p, const unsigned char *e,
+				      const char *what, const char *end)
+{
+	while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+		p++;
+	if (!starts(p, (size_t)(e - p), what, strlen(what)))
+		return p;
+	p = memmem(p, (size_t)(e - p), end, strlen(end));
+	return p ? p + strlen(end) : e;
+}
+
+static bool is_svg(const unsigned char *p, size_t len)
+{
+	const unsigned char *e = p + (len < 4096 ? len : 4096), *prev = NULL;
+
+	p = skip_past(p, e, "<?xml", "?>");
+	while (p != prev) {
+		prev = p;
+		p = skip_past(p, e, "<!--", "-->");
+		p = skip_past(p, e, "<!DOCTYPE", ">");
+	}
+	return starts(p, (size_t)(e - p), "<svg", 4);
+}
+
+const char *kotoba_mime_type(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	if (starts(p, len, "\x89PNG\r\n\x1a\n", 8))
+		return "image/png";
+	if (starts(p, len, "\xff\xd8\xff", 3))
+		return "image/jpeg";
+	if (starts(p, len, "GIF87a", 6) || starts(p, len, "GIF89a", 6))
+		return "image/gif";
+	if (len >= 12 && starts(p, len, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4))
+		return "image/webp";
+	return is_svg(p, len) ? "image/svg+xml" : "application/octet-stream";
+}

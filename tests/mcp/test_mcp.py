@@ -223,3 +223,23 @@ def test_no_tool_in_mode_none(make_broker, tmpdir_k):
     finally:
         b.stop()
     assert got["result"] == {"tools": []}
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+                    "0000000d4944415478da63f8cfc0f01f0005000201a5f6a3a60000000049454e44ae426082")
+
+
+def test_output_files_as_image_content(broker, tmpdir_k):
+    code = ("import os\n"
+            "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+            "with open(os.path.join(d, 'plot.dat'), 'wb') as f:\n"  # a PNG by its bytes
+            "    f.write(bytes.fromhex(%r))\n"
+            "with open(os.path.join(d, 'table.csv'), 'w') as f:\n"
+            "    f.write('a,b\\n')\n" % PNG.hex())
+    out = drive(broker, tmpdir_k, "once", [{"code": code}])
+    r = out["steps"][0]
+    assert not r.get("isError"), r
+    images = [c for c in r["content"] if c["type"] == "image"]
+    assert images == [{"type": "image", "mimeType": "image/png",
+                       "data": __import__("base64").b64encode(PNG).decode()}]
+    assert "table.csv" in text(r) and "plot.dat" not in text(r)

@@ -234,7 +234,8 @@ static void check_meaning(const struct vector *v, const struct msg *m)
 	case MSG_QUEUED:
 	case MSG_AUDIT: case MSG_STARTED: case MSG_OUTPUT: case MSG_CARD: case MSG_GRANT_LIST:
 	case MSG_AUDIT_ROWS: case MSG_OK: case MSG_ERROR: case MSG_JOB: case MSG_SETUP_ERROR:
-	case MSG_FINISHED: case MSG_MASKS: case MSG_GO: case MSG_WARM: case MSG_TYPE_COUNT:
+	case MSG_FINISHED: case MSG_MASKS: case MSG_GO: case MSG_WARM: case MSG_FILE:
+	case MSG_OUTPUT_FILE: case MSG_TYPE_COUNT:
 	default:
 		break;
 	}

@@ -14,7 +14,7 @@ from .client import (CLIENT_NAME, _Escalation, _answer_of, _no_more, _renamed, _
                      _unanswered)
 from .errors import BrokerUnavailable, ConnectionLost, Denied, KotobaError, ProtocolError
 from .errors import error_from_frame
-from .types import DEFER, AuditRow, Card, Frame, Grant, Result, Welcome
+from .types import DEFER, AuditRow, Card, Frame, Grant, OutputFile, Result, Welcome
 
 __all__ = ["AsyncBroker", "AsyncCardCallback", "AsyncOutputCallback"]
 
@@ -45,6 +45,7 @@ class _RunState:
     """One run's output so far, its card, and how it ended."""
     out: bytearray = field(default_factory=bytearray)
     err: bytearray = field(default_factory=bytearray)
+    files: List[OutputFile] = field(default_factory=list)
     card: Optional[Card] = None
     ended: bool = False
     unanswered: Optional[Denied] = None
@@ -276,11 +277,14 @@ class AsyncBroker:
             (state.err if m["stream"] == "stderr" else state.out).extend(m["data"])
             if on_output:
                 await _call(on_output, m["stream"], m["data"])
-        elif state.esc.first_exit(m, bytes(state.out), bytes(state.err)):
-            state.out, state.err = bytearray(), bytearray()  # the re-run's, if any
+        elif m["type"] == "file":
+            state.files.append(OutputFile.from_frame(m))
+        elif state.esc.first_exit(m, bytes(state.out), bytes(state.err), tuple(state.files)):
+            state.out, state.err, state.files = bytearray(), bytearray(), []  # the re-run's
         elif m["type"] == "exit":
             state.ended = True
-            return state.esc.result(Result.from_frames(m, bytes(state.out), bytes(state.err)))
+            return state.esc.result(Result.from_frames(m, bytes(state.out), bytes(state.err),
+                                                       tuple(state.files)))
         elif m["type"] == "error":
             state.ended = True
             left = state.esc.error(m)

@@ -6,15 +6,16 @@ import socket as _socket
 import threading
 import warnings
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Type, TypeVar
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Type,
+                    TypeVar)
 
 from . import wire
 from ._version import __version__
 from .errors import (BrokerUnavailable, ConnectionLost, Denied, KotobaError, NoSuchRun,
                      ProtocolError)
 from .errors import error_from_frame
-from .types import (DEFER, DENY, LEAVE, RERUN, AuditRow, Card, Frame, Grant, Result,
-                    Welcome)
+from .types import (DEFER, DENY, LEAVE, RERUN, AuditRow, Card, Frame, Grant, OutputFile,
+                    Result, Welcome)
 
 __all__ = ["Broker", "CardCallback", "OutputCallback"]
 
@@ -87,12 +88,13 @@ class _Escalation:
         self.card: Optional[str] = None
         self.rerun = False
 
-    def first_exit(self, m: Frame, out: bytes, err: bytes) -> bool:
+    def first_exit(self, m: Frame, out: bytes, err: bytes,
+                   files: Tuple[OutputFile, ...] = ()) -> bool:
         """True when `m` is the first run's exit of an escalation: the run goes on."""
         if not (self.declared and m["type"] == "exit" and m.get("escalate")
                 and self.first is None):
             return False
-        self.first = Result.from_frames(m, out, err)
+        self.first = Result.from_frames(m, out, err, files)
         return True
 
     def frame(self, m: Frame) -> None:
@@ -299,6 +301,7 @@ class Broker:
     def _follow(self, rid: int, on_card: Optional[CardCallback],
                 on_output: Optional[OutputCallback]) -> Result:
         out, err = bytearray(), bytearray()
+        files: List[OutputFile] = []
         unanswered = None
         esc = self._esc
         assert esc is not None
@@ -312,6 +315,8 @@ class Broker:
                 (err if m["stream"] == "stderr" else out).extend(m["data"])
                 if on_output:
                     on_output(m["stream"], m["data"])
+            elif m["type"] == "file":
+                files.append(OutputFile.from_frame(m))
             elif m["type"] == "card":
                 card = Card.from_frame(m)
                 if card.escalate:
@@ -322,10 +327,10 @@ class Broker:
                     self.answer(card.id, choice)
             elif m["type"] == "queued":
                 pass  # waits for a free slot; then it runs and ends as any other
-            elif esc.first_exit(m, bytes(out), bytes(err)):
-                out, err = bytearray(), bytearray()  # the re-run's, if any
+            elif esc.first_exit(m, bytes(out), bytes(err), tuple(files)):
+                out, err, files = bytearray(), bytearray(), []  # the re-run's, if any
             elif m["type"] == "exit":
-                return esc.result(Result.from_frames(m, bytes(out), bytes(err)))
+                return esc.result(Result.from_frames(m, bytes(out), bytes(err), tuple(files)))
             elif m["type"] == "error":
                 left = esc.error(m)
                 if left is not None:

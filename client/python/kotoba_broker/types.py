@@ -1,7 +1,10 @@
 """What the broker answers, as plain frozen dataclasses."""
 import dataclasses
 import datetime
+import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .errors import ProtocolError
 
 # A decoded frame: a msgpack map, its values as msgpack gives them.
 Frame = Dict[str, Any]
@@ -46,6 +49,77 @@ class Blocked:
                    seen_by=m["seen_by"], inferred=bool(m["inferred"]))
 
 
+# A file's type by its first bytes, never by its name (the snippet chose it).
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"),
+          (b"GIF87a", "image/gif"), (b"GIF89a", "image/gif"))
+
+
+def _is_svg(data: bytes) -> bool:
+    head = data[:4096].lstrip()
+    if head.startswith(b"<?xml"):
+        head = head[head.find(b"?>") + 2:].lstrip() if b"?>" in head else b""
+        while head.startswith(b"<!--") or head.startswith(b"<!DOCTYPE"):
+            end = b"-->" if head.startswith(b"<!--") else b">"
+            head = head[head.find(end) + len(end):].lstrip() if end in head else b""
+    return head.startswith(b"<svg")
+
+
+def mime_type_of(data: bytes) -> str:
+    """PNG, JPEG, GIF, WebP or SVG by magic bytes; else application/octet-stream."""
+    for magic, mime in _MAGIC:
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return "image/svg+xml" if _is_svg(data) else "application/octet-stream"
+
+
+def safe_file_name(name: Any) -> bool:
+    """The protocol's rule for a `file` name: 1-255 bytes of UTF-8, no '/',
+    no control character, not '.' or '..'.  A name that breaks it is
+    refused (ProtocolError), never rewritten."""
+    return (isinstance(name, str) and 0 < len(name.encode("utf-8", "surrogatepass")) <= 255
+            and name not in (".", "..") and "/" not in name
+            and not any(ord(c) < 0x20 or ord(c) == 0x7f for c in name))
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputFile:
+    """A regular file the snippet left in $KOTOBA_OUTPUT_DIR: its `name`
+    (checked by safe_file_name: it stays in any directory it is saved
+    into) and its bytes.  `mime_type` is read from the bytes."""
+    name: str
+    data: bytes
+
+    @classmethod
+    def from_frame(cls, m: Mapping[str, Any]) -> "OutputFile":
+        if not safe_file_name(m.get("name")) or not isinstance(m.get("data"), bytes):
+            raise ProtocolError("the broker sent a file whose name is no plain file name: %r"
+                                % (m.get("name"),))
+        return cls(m["name"], m["data"])
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def mime_type(self) -> str:
+        return mime_type_of(self.data)
+
+    def save(self, directory: str) -> str:
+        """Writes it into directory as a new file (O_EXCL, O_NOFOLLOW:
+        never over an existing file or through a symlink); returns its path."""
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fd = os.open(self.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+        with os.fdopen(fd, "wb") as f:
+            f.write(self.data)
+        return os.path.join(directory, self.name)
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
     """How a snippet that ran ended.  A snippet that did not run raises
@@ -62,6 +136,10 @@ class Result:
     broker that does not say).  `blocked` is the receipt:
     what the sandbox refused (at most 16 entries), and `blocked_total` how
     many refusals in all; empty and 0 when nothing was refused.
+    `files` are the regular files the snippet left in $KOTOBA_OUTPUT_DIR
+    (OutputFile, in name order), `files_left_out` how many entries there
+    were not sent (over a cap: 16 files, 2 MiB each, 8 MiB in all; not a
+    regular file; a name refused).
 
     On a connection opened with escalate=True, a run under a grant that
     the sandbox stopped may be offered again on an escalation card; then
@@ -92,6 +170,8 @@ class Result:
     output_limit: int = 0
     escalation: Optional[str] = None
     first: Optional["Result"] = None
+    files: Tuple[OutputFile, ...] = ()
+    files_left_out: int = 0
 
     @property
     def ok(self) -> bool:
@@ -99,7 +179,8 @@ class Result:
         return self.exit_code == 0 and not self.timed_out
 
     @classmethod
-    def from_frames(cls, end: Mapping[str, Any], out: bytes, err: bytes) -> "Result":
+    def from_frames(cls, end: Mapping[str, Any], out: bytes, err: bytes,
+                    files: Tuple[OutputFile, ...] = ()) -> "Result":
         exited = end.get("status") == "exited"
         # A broker from before `where` ran everything on the host.
         where = end.get("where", "host")
@@ -116,7 +197,8 @@ class Result:
             container=end.get("container") if where == "container" else None,
             blocked=tuple(Blocked.from_wire(b) for b in end.get("blocked", ())),
             blocked_total=end.get("blocked_total", 0),
-            output_limit=end.get("output_limit", 0) if end.get("truncated") else 0)
+            output_limit=end.get("output_limit", 0) if end.get("truncated") else 0,
+            files=files, files_left_out=end.get("files_left_out", 0))
 
 
 @dataclasses.dataclass(frozen=True)

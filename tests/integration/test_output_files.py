@@ -1,0 +1,163 @@
+"""The snippet's output directory, $KOTOBA_OUTPUT_DIR: made empty for each
+run inside its scratch, writable by the snippet, gone with the run."""
+import os
+
+from conftest import wait_for
+
+SHOW_DIR = ("import os\n"
+            "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+            "print(d)\n"
+            "print(sorted(os.listdir(d)))\n"
+            "print(os.path.dirname(d) == os.environ['TMPDIR'])\n")
+
+
+WRITE = ("with open(os.path.join(d, 'a.png'), 'wb') as f:\n"
+         "    f.write(b'x')\n")
+
+
+def test_output_dir_is_empty_and_writable(broker):
+    # A write by open() asks for a card: answered once, the approved profile.
+    for approve in (False, True):
+        r = broker.run_json(SHOW_DIR + (WRITE if approve else ""), approve=approve)
+        assert r["exit"] == 0, r
+        d, listing, inside = r["stdout"].splitlines()
+        assert listing == "[]" and inside == "True", r
+        wait_for(lambda: not os.path.exists(d), "the run's output directory %s removed" % d)
+
+
+def test_second_run_sees_none_of_the_first(broker):
+    first = broker.run_json(SHOW_DIR + WRITE, approve=True)
+    second = broker.run_json(SHOW_DIR)
+    assert first["exit"] == 0 and second["exit"] == 0, (first, second)
+    assert first["stdout"].splitlines()[0] != second["stdout"].splitlines()[0]
+    assert second["stdout"].splitlines()[1] == "[]"
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+                    "0000000d4944415478da63f8cfc0f01f0005000201a5f6a3a60000000049454e44ae426082")
+
+
+def run_raw(broker, code):
+    """Runs code over the raw protocol, answering its card `once`; returns
+    the frames up to the end."""
+    c = broker.client(channel=True)
+    c.exec(code)
+    out = c.until_end(on_card=lambda cl, m: cl.send({"type": "answer", "card": m["card"],
+                                                     "choice": "once"}))
+    c.close()
+    return out
+
+
+def files_of(out):
+    return [(m["name"], m["data"]) for m in out["frames"] if m["type"] == "file"]
+
+
+WRITE_PNG = ("import os\n"
+             "with open(os.path.join(os.environ['KOTOBA_OUTPUT_DIR'], 'plot.png'), 'wb') as f:\n"
+             "    f.write(bytes.fromhex(%r))\n" % PNG.hex())
+
+
+def test_png_comes_back_before_exit(broker):
+    out = run_raw(broker, WRITE_PNG)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out["end"]
+    assert files_of(out) == [("plot.png", PNG)]
+    types = [m["type"] for m in out["frames"]]
+    assert types.index("file") < types.index("exit")
+    assert "files_left_out" not in out["end"]
+
+
+def test_symlinks_fifos_and_dirs_are_not_followed(broker, tmpdir_k):
+    secret = os.path.join(tmpdir_k, "secret.txt")
+    with open(secret, "w") as f:
+        f.write("not for the client")
+    os.chmod(secret, 0o644)
+    code = ("import os\n"
+            "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+            "os.symlink(%r, os.path.join(d, 'link.txt'))\n"
+            "os.mkfifo(os.path.join(d, 'fifo'))\n"
+            "os.mkdir(os.path.join(d, 'sub'))\n"
+            "with open(os.path.join(d, 'sub', 'inner.txt'), 'w') as f:\n"
+            "    f.write('inner')\n"
+            "with open(os.path.join(d, 'ok.txt'), 'w') as f:\n"
+            "    f.write('ok')\n" % secret)
+    out = run_raw(broker, code)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out
+    assert files_of(out) == [("ok.txt", b"ok")]
+    assert out["end"]["files_left_out"] == 3
+
+
+def test_caps_hold(broker):
+    code = ("import os\n"
+            "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+            "for i in range(20):\n"
+            "    with open(os.path.join(d, 'f%02d' % i), 'wb') as f:\n"
+            "        f.write(b'x' * (600 << 10))\n"  # 16 fit the count; 13 the 8 MiB total
+            "with open(os.path.join(d, 'big'), 'wb') as f:\n"
+            "    f.write(b'y' * ((2 << 20) + 1))\n"
+            "with open(os.path.join(d, 'bad\\nname'), 'w') as f:\n"
+            "    f.write('z')\n")
+    out = run_raw(broker, code)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out["end"]
+    got = files_of(out)
+    assert [n for n, _ in got] == ["f%02d" % i for i in range(13)]
+    assert all(len(d) == 600 << 10 for _, d in got)
+    # 'bad\nname', 'big' (over 2 MiB), f13-f19 (over the total)
+    assert out["end"]["files_left_out"] == 1 + 1 + 7
+
+
+def test_second_run_gets_none_of_the_first(broker):
+    assert files_of(run_raw(broker, WRITE_PNG)) == [("plot.png", PNG)]
+    out = run_raw(broker, "print('nothing written')\n")
+    assert files_of(out) == [] and "files_left_out" not in out["end"]
+
+
+def test_cli_output_dir_saves_and_json_lists(broker, tmpdir_k):
+    save = os.path.join(tmpdir_k, "saved")
+    os.mkdir(save)
+    r = broker.run_json(WRITE_PNG, "--output-dir", save, approve=True)
+    assert r["exit"] == 0, r
+    assert r["files"] == [{"name": "plot.png", "size": len(PNG), "mime_type": "image/png",
+                           "saved": True}]
+    assert r["files_left_out"] == 0
+    with open(os.path.join(save, "plot.png"), "rb") as f:
+        assert f.read() == PNG
+
+
+def test_cli_never_writes_through_a_symlink(broker, tmpdir_k):
+    save = os.path.join(tmpdir_k, "saved")
+    os.mkdir(save)
+    victim = os.path.join(tmpdir_k, "victim")
+    with open(victim, "wb") as f:
+        f.write(b"keep")
+    os.symlink(victim, os.path.join(save, "plot.png"))
+    p = broker.kotoba("run", "-c", WRITE_PNG, "--answer", "once", "--output-dir", save)
+    assert p.returncode == 0, p.stderr
+    assert b"cannot save plot.png in" in p.stderr, p.stderr
+    with open(victim, "rb") as f:
+        assert f.read() == b"keep"
+
+
+def test_cli_says_what_was_left_out(broker):
+    code = ("import os\n"
+            "os.mkdir(os.path.join(os.environ['KOTOBA_OUTPUT_DIR'], 'sub'))\n")
+    p = broker.kotoba("run", "-c", code, "--answer", "once")
+    assert p.returncode == 0, p.stderr
+    assert b"1 entry of KOTOBA_OUTPUT_DIR not sent" in p.stderr, p.stderr
+
+
+def test_unattended_run_returns_its_files(broker):
+    # sqlite3.connect into the run's own places asks for no card: this runs
+    # unattended (Landlock lets it write only in scratch) and still returns.
+    code = ("import os, sqlite3\n"
+            "c = sqlite3.connect(os.path.join(os.environ['KOTOBA_OUTPUT_DIR'], 'data.db'))\n"
+            "c.execute('create table t (x)')\n"
+            "c.commit()\n"
+            "c.close()\n")
+    c = broker.client(channel=False)
+    c.exec(code)
+    out = c.until_end()
+    c.close()
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out
+    assert out["end"]["profile"] == "unattended"
+    (name, data), = files_of(out)
+    assert name == "data.db" and data.startswith(b"SQLite format 3\0")
