@@ -1237,17 +1237,14 @@ static bool take_output_file(struct run *r, const struct msg_output_file *m, int
 		  S_ISREG(st.st_mode) && r->files_sent < PROTO_FILES_MAX &&
 		  m->size <= PROTO_FILES_TOTAL - r->file_bytes;
 
-	/* A client not reading what it was sent gets no more files: the
-	 * broker holds at most one over the high mark for it. */
-	if (ok && r->s && m->size <= room && !client_backlogged(r->s) &&
-	    (buf = malloc(m->size ? m->size : 1)) && (n = read_output_file(fd, buf, m->size)) >= 0) {
+	if (ok && r->s && m->size <= room && (buf = malloc(m->size ? m->size : 1)) &&
+	    (n = read_output_file(fd, buf, m->size)) >= 0) {
 		out.data = buf;
 		out.len = (size_t)n;
 		if (enc_file(&f, &out) == 0)
 			client_send(r->s, &f);
 	} else if (ok) {
-		/* The client's frames are smaller ([limits] frame), it is not
-		 * reading, or it has gone. */
+		/* The client's frames are smaller ([limits] frame), or it has gone. */
 		r->files_left_out++;
 	}
 	if (ok) {
