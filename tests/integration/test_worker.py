@@ -250,7 +250,9 @@ def test_environment_is_exactly_job_env_plus_scratch():
     env = json.loads(bytes(w.out))
     scratch = env["TMPDIR"]
     assert set(env) == {"PATH", "LANG", "HOME", "KOTOBA_X", "TMPDIR", "MPLCONFIGDIR",
-                        "XDG_CACHE_HOME"}
+                        "XDG_CACHE_HOME", "KOTOBA_OUTPUT_DIR"}
+    # The files the client gets back: an empty directory in scratch.
+    assert env["KOTOBA_OUTPUT_DIR"] == scratch + "/out"
     assert scratch.startswith("/tmp/kotoba-run-") and scratch != "/evil"
     # Made on demand by matplotlib; the cache home is the scratch directory.
     assert env["MPLCONFIGDIR"] == scratch + "/matplotlib"
@@ -272,8 +274,8 @@ def test_scratch_exists_during_run_and_is_removed_after():
     """)
     lines = bytes(w.out).decode().splitlines()
     scratch = lines[0]
-    # Only the directory itself is made for the run: it starts empty.
-    assert lines[1] == "0o700 []" and lines[2] == "True"
+    # Made for the run with the output directory alone in it.
+    assert lines[1] == "0o700 ['out']" and lines[2] == "True"
     assert w.only("finished")["code"] == 0
     assert not os.path.exists(scratch)
     assert os.path.isdir("/etc")
@@ -312,7 +314,9 @@ def test_scratch_that_cannot_go_is_reported_after_the_result():
     finally:
         libc.umount2(mnt.encode(), 0)
         if os.path.exists(scratch):
-            os.rmdir(mnt)
+            for sub in ("mnt", "out"):
+                if os.path.exists(os.path.join(scratch, sub)):
+                    os.rmdir(os.path.join(scratch, sub))
             os.rmdir(scratch)
 
 
@@ -414,7 +418,7 @@ def test_scratch_homes_are_made_on_demand(profile):
         pathlib.Path(cache, 'pip', 'http', 'a', 'entry').write_bytes(b'x')
         pathlib.Path(cache, 'lib').mkdir()
         print('cache', sorted(os.listdir(cache)) == sorted(
-            ['pip', 'lib', 'matplotlib'] + [d for d in os.listdir(cache) if d.startswith('tmp')]))
+            ['pip', 'lib', 'matplotlib', 'out'] + [d for d in os.listdir(cache) if d.startswith('tmp')]))
     """, profile=profile, landlock=True)
     assert lines(w) == ["tempfile True", "mkdtemp True", "mplconfigdir True", "cache True"], \
         bytes(w.err).decode()
