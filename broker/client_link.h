@@ -27,6 +27,8 @@ struct client_link_ops {
 	bool (*backlogged)(const struct client_link *cl);
 	/* Closed: whatever is sent now is dropped. */
 	bool (*closed)(const struct client_link *cl);
+	/* Bytes sent to it and not yet written (NULL: none are kept). */
+	size_t (*queued)(const struct client_link *cl);
 	/* A run left cl->runs: a half-closed connection may now be done. */
 	void (*run_gone)(struct client_link *cl);
 };
@@ -55,6 +57,11 @@ static inline bool client_backlogged(const struct client_link *cl)
 static inline bool client_closed(const struct client_link *cl)
 {
 	return cl->ops->closed(cl);
+}
+
+static inline size_t client_queued(const struct client_link *cl)
+{
+	return cl->ops->queued ? cl->ops->queued(cl) : 0;
 }
 
 static inline void client_run_gone(struct client_link *cl)

@@ -1237,14 +1237,19 @@ static bool take_output_file(struct run *r, const struct msg_output_file *m, int
 		  S_ISREG(st.st_mode) && r->files_sent < PROTO_FILES_MAX &&
 		  m->size <= PROTO_FILES_TOTAL - r->file_bytes;
 
-	if (ok && r->s && m->size <= room && (buf = malloc(m->size ? m->size : 1)) &&
-	    (n = read_output_file(fd, buf, m->size)) >= 0) {
+	/* A client that does not read what it is sent gets no more files
+	 * past PROTO_FILES_TOTAL unwritten: what the broker holds for one
+	 * connection stays bounded, however many of its runs end. */
+	if (ok && r->s && m->size <= room &&
+	    client_queued(r->s) + m->size <= PROTO_FILES_TOTAL &&
+	    (buf = malloc(m->size ? m->size : 1)) && (n = read_output_file(fd, buf, m->size)) >= 0) {
 		out.data = buf;
 		out.len = (size_t)n;
 		if (enc_file(&f, &out) == 0)
 			client_send(r->s, &f);
 	} else if (ok) {
-		/* The client's frames are smaller ([limits] frame), or it has gone. */
+		/* The client's frames are smaller ([limits] frame), it is not
+		 * reading, or it has gone. */
 		r->files_left_out++;
 	}
 	if (ok) {

@@ -178,6 +178,11 @@ static bool link_backlogged(const struct client_link *cl)
 	return backlogged(const_session_of(cl));
 }
 
+static size_t link_queued(const struct client_link *cl)
+{
+	return const_session_of(cl)->queued;
+}
+
 static bool link_closed(const struct client_link *cl)
 {
 	return const_session_of(cl)->w.fd < 0;
@@ -192,6 +197,7 @@ static const struct client_link_ops link_ops = {
 	.send = link_send,
 	.backlogged = link_backlogged,
 	.closed = link_closed,
+	.queued = link_queued,
 	.run_gone = link_run_gone,
 };
 

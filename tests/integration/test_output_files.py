@@ -161,3 +161,37 @@ def test_unattended_run_returns_its_files(broker):
     assert out["end"]["profile"] == "unattended"
     (name, data), = files_of(out)
     assert name == "data.db" and data.startswith(b"SQLite format 3\0")
+
+
+# Unattended (no card to read): 13 database files of about 550 KiB, by the
+# spelling the pre-screen lets through.
+MANY_FILES = ("import os, sqlite3\n"
+              "for i in range(13):\n"
+              "    c = sqlite3.connect(os.path.join(os.environ['KOTOBA_OUTPUT_DIR'], 'f%02d.db' % i))\n"
+              "    c.execute('create table t (b)')\n"
+              "    c.execute('insert into t values (?)', (b'x' * (550 << 10),))\n"
+              "    c.commit()\n"
+              "    c.close()\n")
+
+
+def test_a_client_that_does_not_read_is_not_sent_more_files_than_the_bound(broker):
+    """Two runs each leave about 7 MiB of files while their client reads
+    nothing: what the broker queues for that connection stops at 8 MiB
+    (PROTO_FILES_TOTAL), and the rest is counted as left out."""
+    c = broker.client(channel=False)
+    for i in (1, 2):
+        c.exec(MANY_FILES, id=i)
+    wait_for(lambda: broker.read_log().count("ended: finished") >= 2, "both runs' ends")
+    ends, got = {}, {1: 0, 2: 0}
+    while len(ends) < 2:
+        m = c.recv()
+        if m["type"] == "file":
+            got[m["id"]] += len(m["data"])
+        elif m["type"] in ("exit", "error"):
+            ends[m["id"]] = m
+    c.close()
+    assert all(e["type"] == "exit" and e["code"] == 0 for e in ends.values()), ends
+    left = sum(e.get("files_left_out", 0) for e in ends.values())
+    assert left >= 1, (got, ends)
+    # 8 MiB queued, plus what the kernel's socket buffers took (far less)
+    assert got[1] + got[2] <= (8 << 20) + (4 << 20), (got, ends)
