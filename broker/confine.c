@@ -155,6 +155,13 @@ static const unsigned long ns_flags[] = {
 	CLONE_NEWCGROUP,
 };
 
+/* SCMP_A0() and kin leave datum_b to the compiler; every field named. */
+static struct scmp_arg_cmp arg_is(unsigned arg, enum scmp_compare op, scmp_datum_t a,
+				  scmp_datum_t b)
+{
+	return (struct scmp_arg_cmp){ .arg = arg, .op = op, .datum_a = a, .datum_b = b };
+}
+
 static int add_rules(scmp_filter_ctx ctx, const char **what)
 {
 	int rc;
@@ -170,11 +177,11 @@ static int add_rules(scmp_filter_ctx ctx, const char **what)
 	}
 	*what = "socket";
 	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(socket), 1,
-				   SCMP_A0(SCMP_CMP_NE, AF_UNIX))) < 0)
+				   arg_is(0, SCMP_CMP_NE, AF_UNIX, 0))) < 0)
 		return rc;
 	for (size_t i = 0; i < sizeof(on_others) / sizeof(on_others[0]); i++) {
 		int nr = seccomp_syscall_resolve_name(on_others[i].name);
-		struct scmp_arg_cmp not_self = { on_others[i].arg, SCMP_CMP_NE, 0, 0 };
+		struct scmp_arg_cmp not_self = arg_is(on_others[i].arg, SCMP_CMP_NE, 0, 0);
 
 		*what = on_others[i].name;
 		if (nr != __NR_SCMP_ERROR &&
@@ -187,13 +194,13 @@ static int add_rules(scmp_filter_ctx ctx, const char **what)
 	*what = "clone";
 #ifndef __SANITIZE_ADDRESS__
 	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(clone), 1,
-				   SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0))) < 0)
+				   arg_is(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0))) < 0)
 		return rc;
 #endif
 	for (size_t i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]); i++)
 		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(clone), 1,
-					   SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i],
-						   ns_flags[i]))) < 0)
+					   arg_is(0, SCMP_CMP_MASKED_EQ, ns_flags[i],
+						  ns_flags[i]))) < 0)
 			return rc;
 	*what = "clone3";
 	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);

@@ -291,28 +291,31 @@ static int prepare_state_dir(struct broker *b)
 	return 0;
 }
 
-static int find_worker(struct broker *b)
+/* A program of the project's, found from the broker's own path: beside it
+ * in a build tree; PREFIX/libexec/kotoba when installed in PREFIX/sbin. */
+static int beside_self(const char *name, char *out, size_t len)
 {
 	char self[4000]; /* leaves room for the suffixes below */
-	ssize_t n;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 
-	if (b->cfg.worker_path[0]) {
-		snprintf(b->worker_path, sizeof(b->worker_path), "%s", b->cfg.worker_path);
-	} else {
-		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		if (n < 0) {
-			log_err("cannot find my own path to locate kotoba-worker: %s", strerror(errno));
-			return -1;
-		}
-		self[n] = '\0';
-		dirname(self);
-		/* beside the broker in a build tree; PREFIX/libexec/kotoba when
-		 * installed in PREFIX/sbin */
-		snprintf(b->worker_path, sizeof(b->worker_path), "%s/kotoba-worker", self);
-		if (access(b->worker_path, X_OK) < 0)
-			snprintf(b->worker_path, sizeof(b->worker_path),
-				 "%s/../libexec/kotoba/kotoba-worker", self);
+	if (n < 0) {
+		log_err("cannot find my own path to locate %s: %s", name, strerror(errno));
+		return -1;
 	}
+	self[n] = '\0';
+	dirname(self);
+	snprintf(out, len, "%s/%s", self, name);
+	if (access(out, X_OK) < 0)
+		snprintf(out, len, "%s/../libexec/kotoba/%s", self, name);
+	return 0;
+}
+
+static int find_worker(struct broker *b)
+{
+	if (b->cfg.worker_path[0])
+		snprintf(b->worker_path, sizeof(b->worker_path), "%s", b->cfg.worker_path);
+	else if (beside_self("kotoba-worker", b->worker_path, sizeof(b->worker_path)) < 0)
+		return -1;
 	if (access(b->worker_path, X_OK) < 0) {
 		log_err("the worker %s is not executable: %s (set 'worker' in [broker])",
 			b->worker_path, strerror(errno));
@@ -509,13 +512,17 @@ static unsigned long monitor_linger_ms(const struct broker *b)
  * and the privilege; the broker hears of connections from it. */
 static int start_monitor(struct broker *b)
 {
+	char err[400], path[4096];
 	uid_t svc;
 	gid_t svc_gid;
-	char err[400];
 
 	privsep_service_ids(&svc, &svc_gid);
-	if (monlink_start(b->worker_path, b->listen.fd, svc, svc_gid, privsep_root_peer_uid(),
-			  monitor_linger_ms(b), err, sizeof(err)) < 0) {
+	/* Never from the configuration: the program that holds the privilege
+	 * is the one installed with the broker. */
+	if (beside_self("kotoba-monitor", path, sizeof(path)) < 0)
+		return -1;
+	if (monlink_start(path, b->worker_path, b->listen.fd, svc, svc_gid,
+			  privsep_root_peer_uid(), monitor_linger_ms(b), err, sizeof(err)) < 0) {
 		log_err("%s", err);
 		return -1;
 	}

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,16 +33,6 @@ int monlink_attach_fd(void)
 	return attach_fd;
 }
 
-static int monitor_path(const char *worker_path, char *out, size_t len)
-{
-	char dir[4096];
-
-	snprintf(dir, sizeof(dir), "%s", worker_path);
-	if ((size_t)snprintf(out, len, "%s/kotoba-monitor", dirname(dir)) >= len)
-		return -1;
-	return access(out, X_OK);
-}
-
 /* In the child: fds 3-5 as kotoba-monitor expects them, then the exec. */
 static __attribute__((noreturn)) void exec_monitor(const char *path, char *const *argv,
 						   int listen_fd, int req, int att)
@@ -63,11 +52,11 @@ static __attribute__((noreturn)) void exec_monitor(const char *path, char *const
 	_exit(127);
 }
 
-int monlink_start(const char *worker_path, int listen_fd, uid_t service_uid,
+int monlink_start(const char *path, const char *worker_path, int listen_fd, uid_t service_uid,
 		  gid_t service_gid, uid_t root_peer_uid, unsigned long linger_ms, char *err,
 		  size_t errlen)
 {
-	char path[4096], a_uid[24], a_gid[24], a_root[24], a_linger[24], a_worker[4096];
+	char a_uid[24], a_gid[24], a_root[24], a_linger[24], a_worker[4096];
 	char *argv[] = { (char *)"kotoba-monitor", (char *)"--service-uid", a_uid,
 			 (char *)"--service-gid", a_gid, (char *)"--root-uid", a_root,
 			 (char *)"--worker", a_worker, (char *)"--linger-ms", a_linger,
@@ -76,9 +65,9 @@ int monlink_start(const char *worker_path, int listen_fd, uid_t service_uid,
 	int rq[2], at[2];
 	pid_t pid;
 
-	if (monitor_path(worker_path, path, sizeof(path)) < 0) {
-		snprintf(err, errlen, "the monitor %s is not executable: %s (it is installed "
-			 "beside kotoba-worker)", path, strerror(errno));
+	if (access(path, X_OK) < 0) {
+		snprintf(err, errlen, "the monitor %s is not executable: %s", path,
+			 strerror(errno));
 		return -1;
 	}
 	snprintf(a_worker, sizeof(a_worker), "%s", worker_path);

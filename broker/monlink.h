@@ -13,10 +13,10 @@
 
 #include "broker/monitor/wire.h"
 
-/* As root, before anything untrusted is read: starts the monitor beside
- * the worker (its directory's kotoba-monitor) with the listening socket,
- * which the broker then no longer holds.  0, or -1 with a sentence. */
-int monlink_start(const char *worker_path, int listen_fd, uid_t service_uid,
+/* As root, before anything untrusted is read: starts the monitor at path
+ * with the listening socket, which the broker then no longer holds.  0, or
+ * -1 with a sentence. */
+int monlink_start(const char *path, const char *worker_path, int listen_fd, uid_t service_uid,
 		  gid_t service_gid, uid_t root_peer_uid, unsigned long linger_ms, char *err,
 		  size_t errlen);
 /* Whether there is a monitor (a system broker), and its pid. */

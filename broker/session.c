@@ -768,10 +768,24 @@ void session_attach(struct watch *w, uint32_t events)
 {
 	struct broker *b = w->ctx;
 	struct mon_attach a;
-	int fd, rc;
+	int fd, rc, err;
+	bool at_limit;
 
+	/* At the open-file limit the descriptor would be lost on the way in:
+	 * the reserve makes room for it, and the peer is told which limit. */
 	keep_reserve();
+	at_limit = at_fd_limit(&err);
+	if (at_limit && reserve_fd >= 0) {
+		close(reserve_fd);
+		reserve_fd = -1;
+	}
 	rc = monlink_take_attach(&a, &fd);
+	if (at_limit && rc == 0 && fd >= 0) {
+		refuse_at_fd_limit(fd, err);
+		keep_reserve();
+		return;
+	}
+	keep_reserve();
 	if (rc == -EAGAIN)
 		return;
 	if (rc < 0 && rc != -EBADMSG) {
@@ -784,8 +798,12 @@ void session_attach(struct watch *w, uint32_t events)
 			 rc < 0 ? "malformed" : "at the open-file limit");
 		return;
 	}
+	if (a.attached == MON_AT_FD_LIMIT) {
+		refuse_at_fd_limit(fd, EMFILE);
+		return;
+	}
 	session_admit(b, fd, &(struct ucred){ .uid = a.uid, .gid = a.gid, .pid = a.pid },
-		      a.attached != 0, a.why);
+		      a.attached == MON_ATTACHED, a.why);
 }
 
 void sessions_close_all(struct broker *b)

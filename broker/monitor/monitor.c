@@ -277,8 +277,10 @@ static void on_listen(void)
 		return;
 	}
 	a.uid = cr.uid, a.gid = cr.gid, a.pid = cr.pid;
-	if (at_limit)
+	if (at_limit) {
+		a.attached = MON_AT_FD_LIMIT;
 		snprintf(a.why, sizeof(a.why), "the monitor is at its open-file limit");
+	}
 	else if (!c)
 		snprintf(a.why, sizeof(a.why), "the monitor holds %d connections", CONNS_MAX);
 	else if (!attach(&cr, &id, a.why, sizeof(a.why)))
@@ -290,12 +292,12 @@ static void on_listen(void)
 		/* No EPOLLIN: only the hang-up (EPOLLHUP comes unasked). */
 		c->fd = fd, c->uid = id.uid;
 		u->conns++;
-		a.attached = true;
+		a.attached = MON_ATTACHED;
 	}
-	if (!a.attached)
+	if (a.attached != MON_ATTACHED)
 		log_info("uid=%u pid=%d not attached: %s", (unsigned)cr.uid, (int)cr.pid,
 			 a.why);
-	hand_over(fd, &a, a.attached ? c : NULL);
+	hand_over(fd, &a, a.attached == MON_ATTACHED ? c : NULL);
 }
 
 /* ---- starting a worker ---------------------------------------------------- */

@@ -54,13 +54,23 @@ struct mon_reply {
 	char what[240];    /* why, in words */
 };
 
+enum mon_attached {
+	/* M will not start workers for this uid (the service user, a uid
+	 * with no user entry): `why` says so. */
+	MON_NOT_ATTACHED = 0,
+	/* M attached this uid and will start workers for it while the
+	 * connection lives. */
+	MON_ATTACHED = 1,
+	/* M is at its open-file limit: it took the connection only to hand
+	 * it over for its refusal. */
+	MON_AT_FD_LIMIT = 2,
+};
+
 struct mon_attach {
 	uint32_t uid;      /* SO_PEERCRED, read by M */
 	uint32_t gid;
 	int32_t pid;
-	/* 1: M attached this uid and will start workers for it while the
-	 * connection lives; 0: it will not (the service user, or a uid with
-	 * no user entry), and `why` says so. */
+	/* enum mon_attached */
 	uint32_t attached;
 	char why[200];
 };

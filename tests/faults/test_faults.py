@@ -82,9 +82,7 @@ def ppid(pid):
     return 0
 
 
-def children(pid):
-    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-        return [int(x) for x in f.read().split()]
+children = kit.run_processes
 
 
 def wchan(pid):

@@ -63,6 +63,22 @@ def ensure_user(name):
 BACKSTOP_S = 120
 
 
+def run_processes(broker_pid):
+    """The broker's children that belong to runs (its workers, and what a
+    dead worker left to it): all of them but a system broker's monitor."""
+    out = []
+    with open("/proc/%d/task/%d/children" % (broker_pid, broker_pid)) as f:
+        for pid in f.read().split():
+            try:
+                with open("/proc/%s/comm" % pid) as c:
+                    if c.read().strip() == "kotoba-monitor":
+                        continue
+            except OSError:
+                continue
+            out.append(int(pid))
+    return out
+
+
 def wait_for(cond, what, timeout=BACKSTOP_S):
     """Polls cond() until it is true; fails naming what it waited for."""
     deadline = time.monotonic() + timeout

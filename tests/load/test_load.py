@@ -174,9 +174,7 @@ def gone(pid, within=kit.BACKSTOP_S):
     return False
 
 
-def children(pid):
-    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-        return f.read().split()
+children = kit.run_processes
 
 
 def rest_fds(broker, within=kit.BACKSTOP_S):
