@@ -20,23 +20,11 @@
 #define SYS_landlock_restrict_self 446
 #endif
 
-/* Every right that changes a file or runs one, as this kernel knows them. */
+/* Every right that changes a file or runs one, as this kernel knows them:
+ * reading stays free. */
 static uint64_t fs_handled(unsigned abi)
 {
-	uint64_t fs = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-		      LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
-		      LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR |
-		      LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |
-		      LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
-		      LANDLOCK_ACCESS_FS_MAKE_SYM;
-
-	if (abi >= 2)
-		fs |= LANDLOCK_ACCESS_FS_REFER;
-	if (abi >= 3)
-		fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
-	if (abi >= 5)
-		fs |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
-	return fs;
+	return kl_fs_rights(abi) & ~(LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR);
 }
 
 /* Beneath the state directory and the cgroup tree: files and directories

@@ -85,4 +85,28 @@ struct kl_path_beneath_attr {
 
 #define KL_RULE_PATH_BENEATH 1
 
+/* Every file-system right of ABI 1. */
+#define KL_FS_ABI1                                                                           \
+	(LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |                        \
+	 LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |                        \
+	 LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |                    \
+	 LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR |                        \
+	 LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |                        \
+	 LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |                      \
+	 LANDLOCK_ACCESS_FS_MAKE_SYM)
+
+/* Every file-system right a kernel of this ABI knows. */
+static inline uint64_t kl_fs_rights(unsigned int abi)
+{
+	uint64_t fs = KL_FS_ABI1;
+
+	if (abi >= 2)
+		fs |= LANDLOCK_ACCESS_FS_REFER;
+	if (abi >= 3)
+		fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
+	if (abi >= 5)
+		fs |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+	return fs;
+}
+
 #endif

@@ -45,15 +45,6 @@
 #define SYS_landlock_restrict_self 446
 #endif
 
-#define FS_ABI1                                                                              \
-	(LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |                        \
-	 LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |                        \
-	 LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |                    \
-	 LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR |                        \
-	 LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |                        \
-	 LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |                      \
-	 LANDLOCK_ACCESS_FS_MAKE_SYM)
-
 #define FS_READ_ONLY                                                                         \
 	(LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_EXECUTE)
 #define FS_DEVICES (LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK)
@@ -81,15 +72,7 @@ unsigned int landlock_plan_abi(const struct msg_job *job, enum proto_profile pro
 
 static uint64_t fs_handled(unsigned int abi)
 {
-	uint64_t fs = FS_ABI1;
-
-	if (abi >= 2)
-		fs |= LANDLOCK_ACCESS_FS_REFER;
-	if (abi >= 3)
-		fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
-	if (abi >= 5)
-		fs |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
-	return fs;
+	return kl_fs_rights(abi);
 }
 
 /* The attribute struct grew with the ABI: pass only the fields this

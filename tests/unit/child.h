@@ -16,6 +16,7 @@
 #define KOTOBA_TESTS_CHILD_H
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -83,6 +84,20 @@ static inline void run_in_child_after(void (*setup)(void), void (*body)(void))
 		fail_msg("child killed by signal %d", WTERMSIG(status));
 	if (WEXITSTATUS(status) != 0)
 		fail_msg("%s", msg[0] ? msg : "child failed without a message");
+}
+
+/* cmocka counts a skip in a setup function as a failed setup: a test that
+ * changes uid skips from its own body, naming what it needed. */
+static inline void need_root_and_service_user(const char *for_what)
+{
+	if (geteuid() != 0) {
+		print_message("skipped: %s needs root\n", for_what);
+		skip();
+	}
+	if (!getpwnam("kotoba")) {
+		print_message("skipped: no service user 'kotoba' (make run creates it)\n");
+		skip();
+	}
 }
 
 #endif

@@ -104,18 +104,6 @@ static const struct act forbidden[] = {
 #define SANITIZED false
 #endif
 
-static void need_root_and_service_user(void)
-{
-	if (geteuid() != 0) {
-		print_message("skipped: the broker's drop needs root\n");
-		skip();
-	}
-	if (!getpwnam("kotoba")) {
-		print_message("skipped: no service user 'kotoba' (make run creates it)\n");
-		skip();
-	}
-}
-
 /* A directory of the service user's with `store` (the broker may write
  * there) and `outside` (it may not) in it. */
 static void make_dirs(void)
@@ -148,7 +136,7 @@ static void remove_dirs(void)
  * in directories made for it here. */
 static void in_broker_child(void (*body)(void))
 {
-	need_root_and_service_user();
+	need_root_and_service_user("the broker's drop");
 	make_dirs();
 	run_in_child_after(NULL, body);
 	remove_dirs();

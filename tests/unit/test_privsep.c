@@ -54,20 +54,6 @@ static void expect_caps(const char *when, uint64_t eff_prm)
 			   (unsigned long long)amb, (unsigned long long)eff_prm);
 }
 
-/* cmocka counts a skip in a setup function as a failed setup: the test
- * skips from its own body. */
-static void need_root_and_service_user(void)
-{
-	if (geteuid() != 0) {
-		print_message("skipped: changing uid and capabilities needs root\n");
-		skip();
-	}
-	if (!getpwnam("kotoba")) {
-		print_message("skipped: no service user 'kotoba' (make run creates it)\n");
-		skip();
-	}
-}
-
 static const struct identity nobody = { .uid = NOBODY, .gid = NOBODY, .n_groups = 1,
 					.groups = { NOBODY - 1 }, .name = "nobody",
 					.switch_ids = true };
@@ -136,14 +122,14 @@ static void broker_keeps_nothing(void)
 static void test_broker_keeps_nothing(void **state)
 {
 	(void)state;
-	need_root_and_service_user();
+	need_root_and_service_user("changing uid and capabilities");
 	run_in_child_after(NULL, broker_keeps_nothing);
 }
 
 static void test_broker_then_fork_child(void **state)
 {
 	(void)state;
-	need_root_and_service_user();
+	need_root_and_service_user("changing uid and capabilities");
 	run_in_child_after(NULL, broker_then_fork_child);
 }
 
