@@ -106,10 +106,12 @@ static long rss_kb(pid_t pid)
 	return kb;
 }
 
-/* pid -> (ppid, state) for every process, to walk the broker's tree. */
+/* pid -> (ppid, state) for every process, to walk the broker's tree; a
+ * system broker's monitor is its child too, and no run's. */
 struct proc {
 	pid_t pid, ppid;
 	char state;
+	bool monitor;
 };
 
 static size_t read_procs(struct proc *p, size_t max)
@@ -134,6 +136,7 @@ static size_t read_procs(struct proc *p, size_t max)
 		if (fgets(buf, sizeof(buf), f) && (rp = strrchr(buf, ')')) &&
 		    sscanf(rp + 1, " %c %d", &p[n].state, &p[n].ppid) == 2) {
 			p[n].pid = atoi(e->d_name);
+			p[n].monitor = !strncmp(strchr(buf, '(') + 1, "kotoba-monitor)", 15);
 			n++;
 		}
 		fclose(f);
@@ -172,7 +175,7 @@ static struct sample take_sample(void)
 	n = read_procs(procs, sizeof(procs) / sizeof(procs[0]));
 	s.descendants = s.zombies = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!below(procs, n, i, opt.pid))
+		if (procs[i].monitor || !below(procs, n, i, opt.pid))
 			continue;
 		s.descendants++;
 		s.zombies += procs[i].state == 'Z';
