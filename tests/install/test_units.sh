@@ -105,9 +105,17 @@ else
 		check "then runs as $SERVICE_USER, no_new_privs, bounding set empty" bash -c \
 			'grep -q "^Uid:[[:space:]]*$2[[:space:]]" "$1" && grep -q "^NoNewPrivs:[[:space:]]*1" "$1" &&
 			 grep -q "^CapBnd:[[:space:]]*0000000000000000" "$1"' _ "$status" "$(id -u "$SERVICE_USER")"
-		# CAP_KILL(5), CAP_SETGID(6), CAP_SETUID(7): 0xe0.
-		check "and keeps only CAP_SETUID, CAP_SETGID, CAP_KILL" \
-			grep -q "^CapEff:[[:space:]]*00000000000000e0" "$status"
+		check "and keeps no capability, under its seccomp filter" bash -c \
+			'grep -q "^CapEff:[[:space:]]*0000000000000000" "$1" &&
+			 grep -q "^CapPrm:[[:space:]]*0000000000000000" "$1" &&
+			 grep -q "^Seccomp:[[:space:]]*2" "$1"' _ "$status"
+		# Its monitor, its one child before any run: CAP_KILL(5),
+		# CAP_SETGID(6), CAP_SETUID(7), 0xe0, and nothing else.
+		mpid=$(cat /proc/$bpid/task/$bpid/children | awk '{ print $1 }')
+		check "its monitor keeps only CAP_SETUID, CAP_SETGID, CAP_KILL" bash -c \
+			'grep -q "^Name:[[:space:]]*kotoba-monitor" "$1" &&
+			 grep -q "^CapEff:[[:space:]]*00000000000000e0" "$1" &&
+			 grep -q "^CapBnd:[[:space:]]*0000000000000000" "$1"' _ "/proc/$mpid/status"
 		# A member of the socket's group, not the service user: nobody.
 		want_uid=$(id -u nobody)
 		check "a snippet for another user (nobody) runs as that user" bash -c \
