@@ -171,12 +171,7 @@ def test_a_run_s_dev_shm_is_its_own(broker, tmpdir_k, secrets):
     d = masked_dir(tmpdir_k, secrets)
     first = broker.client()
     first.exec(HOLD, id=1, cwd=d)
-    buf = b""
-    while b"\n" not in buf:
-        m = first.recv()
-        assert m["type"] in ("started", "output"), m
-        if m["type"] == "output":
-            buf += m["data"]
+    first.first_line()  # it holds its file now
     out = broker.run_json(LOOK, "--cwd", d)
     with open(os.path.join(d, "go"), "w"):
         pass
@@ -380,13 +375,7 @@ def test_a_run_cannot_change_modes_in_another_run_s_scratch(broker, tmpdir_k):
     d = masked_dir(tmpdir_k, False)
     first = broker.client()
     first.exec(HOLD_FILE, id=1, cwd=d)
-    buf = b""
-    while b"\n" not in buf:
-        m = first.recv()
-        assert m["type"] in ("started", "output"), m
-        if m["type"] == "output":
-            buf += m["data"]
-    scratch = buf.decode().strip()
+    scratch = first.first_line().strip()
     out = broker.run_json("ARG = %r\n" % scratch + OTHER, "--cwd", d)
     with open(os.path.join(d, "go"), "w"):
         pass
