@@ -85,6 +85,12 @@ static uint64_t now_ms(void)
 
 /* ---- who is attached ------------------------------------------------------ */
 
+/* No connection open, and the last closed more than linger_ms ago. */
+static bool gone(const struct user *u)
+{
+	return !u->conns && now_ms() - u->last_ms > linger_ms;
+}
+
 static struct user *user_of(uid_t uid)
 {
 	for (size_t i = 0; i < USERS_MAX; i++)
@@ -98,7 +104,7 @@ static struct user *user_add(const struct identity *id)
 	struct user *u = user_of(id->uid);
 
 	for (size_t i = 0; !u && i < USERS_MAX; i++)
-		if (!users[i].used || (!users[i].conns && now_ms() - users[i].last_ms > linger_ms))
+		if (!users[i].used || gone(&users[i]))
 			u = &users[i];
 	if (!u)
 		return NULL;
@@ -120,7 +126,7 @@ static bool attached(uid_t uid, const struct identity **id)
 		*id = &start_id;
 		return true;
 	}
-	if (!u || (!u->conns && now_ms() - u->last_ms > linger_ms))
+	if (!u || gone(u))
 		return false;
 	*id = &u->id;
 	return true;
