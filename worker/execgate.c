@@ -18,7 +18,9 @@
  * exec.  Needs Linux 5.5 (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
  *
  * The same listener carries the snippet's chmod and utime calls, which
- * fileattr.c answers (never with CONTINUE); they do not spend the exec.
+ * fileattr.c answers (never with CONTINUE), and its opens for writing,
+ * which fileattr.c's write witness records and lets the kernel answer;
+ * neither spends the exec.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,6 +59,7 @@ int exec_gate_open(struct exec_gate *g, int fd, pid_t child, struct receipt *blo
 	g->child = child;
 	g->blocked = blocked;
 	g->spent = false;
+	g->landlock_abi = 0; /* until told: S refuses opens for writing itself */
 	memset(g->own_mounts, 0, sizeof(g->own_mounts));
 	rc = notif_sizes(&g->req_len, &g->resp_len);
 	if (rc < 0)
@@ -170,9 +173,10 @@ bool exec_gate_serve(struct exec_gate *g)
 	memset(req, 0, g->req_len);
 	if (ioctl(g->fd, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
 		return errno == EINTR || errno == ENOENT || errno == EAGAIN;
-	/* A chmod or utime (fileattr.c): answered there, never an exec. */
+	/* A chmod or utime, or an open for writing (fileattr.c): answered
+	 * there, never an exec. */
 	memset(g->resp, 0, g->resp_len);
-	if (file_attr_answer(g, req, g->resp)) {
+	if (file_attr_answer(g, req, g->resp) || write_witness_answer(g, req, g->resp)) {
 		(void)ioctl(g->fd, SECCOMP_IOCTL_NOTIF_SEND, g->resp);
 		return true;
 	}

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -320,5 +321,305 @@ bool file_attr_answer(const struct exec_gate *g, const struct seccomp_notif *req
 	resp->flags = 0;
 	resp->val = 0;
 	resp->error = err ? err : serve(g, req, &c);
+	return true;
+}
+
+/* ---- opens for writing: the write witness ---------------------------------
+ *
+ * The unattended filter sends every open that may write, create or
+ * truncate (seccomp.c, add_open_witnessed) here, so that a refusal is in
+ * the receipt whoever made it: Python, sqlite3, a C extension.  S only
+ * looks: it judges the path as the snippet named it, in the snippet's
+ * view (as serve() above resolves it), against the places the run's
+ * Landlock ruleset lets it write (scratch and /dev/shm, by their mounts;
+ * /dev/null), and records a `write` (or `create`, when the file does not
+ * exist) outside them that the user's own permissions would allow.  Then,
+ * with Landlock holding the paths, it answers SECCOMP_USER_NOTIF_FLAG_
+ * CONTINUE: the kernel resolves the path again and Landlock and the mount
+ * view decide, exactly as without the witness.  CONTINUE never lets a
+ * call do what it could not have done without the notification.  Where
+ * the filter holds the rule itself (no Landlock: every open for writing;
+ * ABI 1-2: O_TRUNC without write access) S answers EACCES, the filter's
+ * answer before, and records every one.
+ *
+ * The record can be wrong: another thread may swap the path between S's
+ * look and the kernel's.  It is a witness, not the boundary. */
+
+struct open_call {
+	int dirfd;     /* AT_FDCWD or the snippet's descriptor */
+	uint64_t path; /* address in the snippet */
+	int flags;
+};
+
+static bool decode_open(const struct seccomp_notif *req, struct open_call *c)
+{
+	const __u64 *a = req->data.args;
+
+	c->dirfd = AT_FDCWD;
+	switch (req->data.nr) {
+#ifdef __NR_open
+	case __NR_open:
+		c->path = a[0], c->flags = (int)a[1];
+		return true;
+#endif
+#ifdef __NR_creat
+	case __NR_creat:
+		c->path = a[0], c->flags = O_CREAT | O_WRONLY | O_TRUNC;
+		return true;
+#endif
+	case __NR_openat:
+		c->dirfd = (int)a[0], c->path = a[1], c->flags = (int)a[2];
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* /proc/self and /proc/thread-self name S's own process when S resolves
+ * them: the caller's own, as the kernel will read them, is /proc/<pid>
+ * (the calling thread's id, which /proc resolves like its process's). */
+static void own_proc(pid_t pid, char *path, size_t len)
+{
+	static const char *const selves[] = { "/proc/self", "/proc/thread-self" };
+	char rest[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(selves) / sizeof(selves[0]); i++) {
+		size_t n = strlen(selves[i]);
+
+		if (strncmp(path, selves[i], n) || (path[n] != '/' && path[n] != '\0'))
+			continue;
+		snprintf(rest, sizeof(rest), "%s", path + n);
+		if (snprintf(path, len, "/proc/%d%s", (int)pid, rest) >= (int)len)
+			path[0] = '\0';
+		return;
+	}
+}
+
+/* Whether the filter, not Landlock, holds this open's rule. */
+static bool filter_refuses(const struct exec_gate *g, int flags)
+{
+	int mode = flags & O_ACCMODE;
+
+	if (g->landlock_abi == 0)
+		return true;
+	return g->landlock_abi < 3 && (flags & O_TRUNC) && mode != O_WRONLY && mode != O_RDWR;
+}
+
+/* Collapses "//", "." and ".." of an absolute path in place, as Python's
+ * os.path.normpath does, so the witness names a file as the snippet's
+ * own report (kotoba_receipt.py, _at) does. */
+static void normalize(char *path)
+{
+	char *out = path, *in = path;
+
+	while (*in) {
+		char *end;
+		size_t n;
+
+		while (*in == '/')
+			in++;
+		end = strchrnul(in, '/');
+		n = (size_t)(end - in);
+		if (n == 0 || (n == 1 && in[0] == '.')) {
+			/* nothing */
+		} else if (n == 2 && in[0] == '.' && in[1] == '.') {
+			while (out > path && *--out != '/')
+				;
+		} else {
+			*out++ = '/';
+			memmove(out, in, n);
+			out += n;
+		}
+		in = end;
+	}
+	if (out == path)
+		*out++ = '/';
+	*out = '\0';
+}
+
+/* The file's name for the receipt: absolute, from the snippet's working
+ * directory or the descriptor it passed. */
+static void absolute_name(pid_t pid, int dirfd, const char *path, char *out, size_t len)
+{
+	char link[48], base[PATH_MAX];
+	ssize_t n = 0;
+
+	if (path[0] != '/') {
+		if (dirfd == AT_FDCWD)
+			snprintf(link, sizeof(link), "/proc/%d/cwd", (int)pid);
+		else
+			snprintf(link, sizeof(link), "/proc/%d/fd/%d", (int)pid, dirfd);
+		n = readlink(link, base, sizeof(base) - 1);
+		if (n <= 0 || base[0] != '/')
+			n = 0;
+	}
+	base[n > 0 ? n : 0] = '\0';
+	/* Cut when too long: the receipt keeps a shorter target anyway. */
+	if (snprintf(out, len, "%s/", base) < (int)len)
+		strncat(out, path, len - strlen(out) - 1);
+	normalize(out);
+}
+
+static bool is_dev_null(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+}
+
+static bool user_may(int fd, int how)
+{
+	char self[32];
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	return access(self, how) == 0;
+}
+
+/* The directory a new file at path would be made in, resolved as
+ * open_target() does. */
+static int open_parent(pid_t pid, const struct open_call *c, const char *path)
+{
+	struct attr_call dir = { .dirfd = c->dirfd, .follow = true };
+	char parent[PATH_MAX];
+	char *slash;
+
+	snprintf(parent, sizeof(parent), "%s", path);
+	slash = strrchr(parent, '/');
+	if (!slash)
+		return snippet_dir(pid, c->dirfd);
+	if (slash == parent)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	return open_target(pid, &dir, parent);
+}
+
+/* The directory O_CREAT makes a missing file in: path's own, or, when
+ * path's last component is a dangling symlink the open follows, that of
+ * the file it points to (a few links deep at most; deeper: -ELOOP, no
+ * record). */
+static int open_new_file_dir(pid_t pid, const struct open_call *c, const char *path,
+			     bool follow)
+{
+	struct attr_call link = { .dirfd = c->dirfd };
+	struct open_call at = *c;
+	char cur[PATH_MAX], text[PATH_MAX];
+	ssize_t n;
+	int fd;
+
+	snprintf(cur, sizeof(cur), "%s", path);
+	for (int hops = 0; follow && hops < 8; hops++) {
+		struct stat st;
+		char *slash;
+
+		fd = open_target(pid, &link, cur);
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISLNK(st.st_mode)) {
+			if (fd >= 0)
+				close(fd);
+			return open_parent(pid, &at, cur);
+		}
+		n = readlinkat(fd, "", text, sizeof(text) - 1);
+		close(fd);
+		if (n <= 0)
+			return -ENOENT;
+		text[n] = '\0';
+		slash = strrchr(cur, '/');
+		if (text[0] == '/' || !slash) {
+			snprintf(cur, sizeof(cur), "%s", text);
+		} else {
+			slash[1] = '\0';
+			if (strlen(cur) + strlen(text) >= sizeof(cur))
+				return -ENAMETOOLONG;
+			strcat(cur, text);
+		}
+	}
+	return follow ? -ELOOP : open_parent(pid, &at, cur);
+}
+
+/* BLOCK_WRITE or BLOCK_CREATE when Landlock will refuse this open and the
+ * user's own permissions would not; -1 when the open is the kernel's to
+ * answer otherwise (a place the run may write, no such directory, no
+ * permission anyway, a path S cannot follow). */
+static int landlock_refuses(const struct exec_gate *g, pid_t pid, const struct open_call *c,
+			    const char *path)
+{
+	bool creates = c->flags & O_CREAT, tmpfile = (c->flags & O_TMPFILE) == O_TMPFILE;
+	struct attr_call how = { .dirfd = c->dirfd };
+	int fd, kind = BLOCK_WRITE;
+	struct stat st;
+
+	how.follow = !(c->flags & O_NOFOLLOW) && !(creates && (c->flags & O_EXCL));
+	fd = open_target(pid, &how, path);
+	if (fd == -ENOENT && creates && !tmpfile) {
+		fd = open_new_file_dir(pid, c, path, how.follow);
+		kind = BLOCK_CREATE;
+	}
+	if (fd < 0)
+		return -1;
+	if (tmpfile)
+		kind = BLOCK_CREATE;
+	if (in_own_place(g, fd) || is_dev_null(fd) || fstat(fd, &st) < 0 ||
+	    (S_ISDIR(st.st_mode) && kind == BLOCK_WRITE) || (!S_ISDIR(st.st_mode) && kind == BLOCK_CREATE) ||
+	    !user_may(fd, kind == BLOCK_CREATE ? W_OK | X_OK : W_OK))
+		kind = -1;
+	close(fd);
+	return kind;
+}
+
+/* Where the filter refuses: `create` when the file is not there. */
+static int access_kind(pid_t pid, const struct open_call *c, const char *path)
+{
+	struct attr_call how = { .dirfd = c->dirfd, .follow = true };
+	int fd = open_target(pid, &how, path);
+
+	if (fd >= 0)
+		close(fd);
+	return fd == -ENOENT && (c->flags & O_CREAT) ? BLOCK_CREATE : BLOCK_WRITE;
+}
+
+static void witness_open(const struct exec_gate *g, const struct seccomp_notif *req,
+			 const struct open_call *c, bool refused_here)
+{
+	char path[PATH_MAX], name[PATH_MAX + 64], mem_path[32];
+	pid_t pid = (pid_t)req->pid;
+	int mem, rc, kind;
+
+	snprintf(mem_path, sizeof(mem_path), "/proc/%d/mem", (int)pid);
+	mem = open(mem_path, O_RDONLY | O_CLOEXEC);
+	if (mem < 0)
+		return;
+	rc = read_path(mem, c->path, path, sizeof(path));
+	close(mem);
+	if (rc == 0 && proc_self_fd(path) < 0)
+		own_proc(pid, path, sizeof(path));
+	if (rc < 0 || !path[0])
+		return; /* the kernel says EFAULT, ENAMETOOLONG or ENOENT */
+	if (refused_here)
+		kind = access_kind(pid, c, path);
+	else
+		kind = landlock_refuses(g, pid, c, path);
+	/* Still waiting: the descriptors and the memory were this caller's. */
+	if (kind < 0 || ioctl(g->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0)
+		return;
+	absolute_name(pid, c->dirfd, path, name, sizeof(name));
+	receipt_add(g->blocked, (enum proto_block_kind)kind, name,
+		    refused_here ? BY_SECCOMP : BY_LANDLOCK, SEEN_BY_WORKER, !refused_here);
+}
+
+bool write_witness_answer(const struct exec_gate *g, const struct seccomp_notif *req,
+			  struct seccomp_notif_resp *resp)
+{
+	struct open_call c;
+	bool refused_here;
+
+	if (!decode_open(req, &c))
+		return false;
+	refused_here = filter_refuses(g, c.flags);
+	if (g->blocked)
+		witness_open(g, req, &c, refused_here);
+	resp->id = req->id;
+	resp->val = 0;
+	resp->error = refused_here ? -EACCES : 0;
+	resp->flags = refused_here ? 0 : SECCOMP_USER_NOTIF_FLAG_CONTINUE;
 	return true;
 }

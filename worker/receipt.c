@@ -3,7 +3,10 @@
  * `blocked`).  Two witnesses feed it.
  *
  * The exec gate (execgate.c) is S's own: every exec it answers EPERM is a
- * fact, recorded with the program's path as the caller passed it.
+ * fact, recorded with the program's path as the caller passed it.  Its
+ * listener also carries every open for writing, which the write witness
+ * (fileattr.c) records when it judges that the sandbox refuses it; a
+ * report of the interpreter's about the same file is then left out.
  *
  * The snippet's interpreter is the other: the main program
  * (PYTHON_SNIPPET_MAIN) wraps the few Python calls that open, create,
@@ -354,6 +357,21 @@ static bool judge(const struct plan *p, const struct receipt_report *r,
 	}
 }
 
+/* Whether the write witness (fileattr.c) saw the refusal the snippet
+ * reports: the same file, written or created.  The witness's entry then
+ * stands for both, and the report adds nothing, not even to the total. */
+static bool witness_saw(const struct receipt *b, const struct blocked_op *o)
+{
+	if (o->kind != BLOCK_WRITE && o->kind != BLOCK_CREATE)
+		return false;
+	for (size_t i = 0; i < b->n; i++)
+		if (b->op[i].seen_by == SEEN_BY_WORKER &&
+		    (b->op[i].kind == BLOCK_WRITE || b->op[i].kind == BLOCK_CREATE) &&
+		    !strcmp(b->op[i].target, o->target))
+			return true;
+	return false;
+}
+
 /* After the snippet's last process: the rest of the pipe, then each
  * distinct report judged once. */
 void receipt_conclude(struct receipt_log *l, const struct plan *p)
@@ -376,6 +394,7 @@ void receipt_conclude(struct receipt_log *l, const struct plan *p)
 		if (!judge(p, r, &o.kind, &o.by))
 			continue;
 		memcpy(o.target, r->target, sizeof(o.target));
-		add_n(&l->blocked, &o, r->count);
+		if (!witness_saw(&l->blocked, &o))
+			add_n(&l->blocked, &o, r->count);
 	}
 }

@@ -19,7 +19,10 @@
  *             writing at all, not even in the scratch directory.
  *             chmod and utime go to the supervisor through the exec
  *             gate's listener (worker/fileattr.c), which makes the change
- *             itself beneath the run's scratch and /dev/shm mounts only.
+ *             itself beneath the run's scratch and /dev/shm mounts only;
+ *             so does every open for writing, which the supervisor's write
+ *             witness records when the sandbox refuses it, then leaves to
+ *             Landlock (or, without it, refuses itself).
  * engine      sandbox = docker: not the snippet but the container engine's
  *             CLI (podman --remote, docker), a client of the engine's API
  *             socket; the snippet runs in the container.  The approved
@@ -251,7 +254,6 @@ static const struct syscall_group groups[] = {
  * them masked, so a value with high bits set cannot slip past. */
 #define INT_EQ(arg, v) SCMP_CMP((arg), SCMP_CMP_MASKED_EQ, 0xffffffffUL, (uint32_t)(v))
 #define EPERM_ACT SCMP_ACT_ERRNO(EPERM)
-#define EACCES_ACT SCMP_ACT_ERRNO(EACCES)
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A rule by name, skipped where libseccomp does not know the call.  A
@@ -383,58 +385,36 @@ static int open_flag_rules(scmp_filter_ctx ctx, unsigned long mask, unsigned lon
 	return rc;
 }
 
-static int open_refuse_rest(scmp_filter_ctx ctx)
+/* Unattended: an open that only reads goes on; every other (an access
+ * mode with write, 3 included, which opens for ioctl and still truncates;
+ * O_CREAT; O_TRUNC; O_TMPFILE, whose bit is the one glibc's O_TMPFILE adds
+ * to O_DIRECTORY, which plain directory opens carry) goes to the
+ * supervisor's write witness (worker/fileattr.c), which records what the
+ * sandbox refuses and lets Landlock decide, or refuses the call itself
+ * where the filter holds the rule (no Landlock; O_TRUNC without write
+ * access below ABI 3).  openat2 hides its flags in a struct: it gets the
+ * default ENOSYS (no rule), and libc and Python use openat. */
+#define OPEN_WRITES ((unsigned long)(O_ACCMODE | O_CREAT | O_TRUNC | (O_TMPFILE & ~O_DIRECTORY)))
+
+static int add_open_witnessed(scmp_filter_ctx ctx)
 {
-	int rc = RULE1(ctx, EACCES_ACT, "open", ALWAYS(1));
+	int rc = open_flag_rules(ctx, OPEN_WRITES, 0);
 
 	if (rc == 0)
-		rc = RULE1(ctx, EACCES_ACT, "openat", ALWAYS(2));
-	return rc;
+		rc = RULE1(ctx, SCMP_ACT_NOTIFY, "open", ALWAYS(1));
+	if (rc == 0)
+		rc = RULE1(ctx, SCMP_ACT_NOTIFY, "openat", ALWAYS(2));
+	return rc ? rc : RULE0(ctx, SCMP_ACT_NOTIFY, "creat");
 }
 
-/* Without Landlock: reading only.  Access mode O_RDONLY (both O_ACCMODE
- * bits clear: mode 3 opens for ioctl and still truncates), no O_CREAT, no
- * O_TRUNC, no O_TMPFILE (its bit is the one glibc's O_TMPFILE adds to
- * O_DIRECTORY, which plain directory opens carry). */
-static int add_open_readonly(scmp_filter_ctx ctx)
-{
-	const unsigned long tmpfile = (unsigned long)(O_TMPFILE & ~O_DIRECTORY);
-	int rc = open_flag_rules(ctx, O_ACCMODE | O_CREAT | O_TRUNC | tmpfile, 0);
-
-	if (rc == 0)
-		rc = RULE0(ctx, EACCES_ACT, "creat");
-	return rc ? rc : open_refuse_rest(ctx);
-}
-
-/* Landlock ABI 1 and 2 check writes by the file's open mode, and
- * O_TRUNC without write access (O_RDONLY or mode 3) truncates unchecked:
- * only O_WRONLY and O_RDWR may carry it. */
-static int add_open_trunc_checked(scmp_filter_ctx ctx)
-{
-	int rc = open_flag_rules(ctx, O_TRUNC, 0);
-
-	if (rc == 0)
-		rc = open_flag_rules(ctx, O_ACCMODE | O_TRUNC, O_WRONLY | O_TRUNC);
-	if (rc == 0)
-		rc = open_flag_rules(ctx, O_ACCMODE | O_TRUNC, O_RDWR | O_TRUNC);
-	if (rc == 0)
-		rc = RULE0(ctx, SCMP_ACT_ALLOW, "creat");
-	return rc ? rc : open_refuse_rest(ctx);
-}
-
-/* openat2 hides its flags in a struct: unattended it gets the default
- * ENOSYS (no rule), and libc and Python use openat. */
 static int add_open(scmp_filter_ctx ctx, const struct build *b)
 {
 	static const char *const calls[] = { "open", "openat", "creat", "openat2" };
-	size_t n = b->profile != P_UNATTENDED ? ARRAY_LEN(calls) : 3;
 	int rc = 0;
 
-	if (b->profile == P_UNATTENDED && b->abi == 0)
-		return add_open_readonly(ctx);
-	if (b->profile == P_UNATTENDED && b->abi < 3)
-		return add_open_trunc_checked(ctx);
-	for (size_t i = 0; i < n && rc == 0; i++)
+	if (b->profile == P_UNATTENDED)
+		return add_open_witnessed(ctx);
+	for (size_t i = 0; i < ARRAY_LEN(calls) && rc == 0; i++)
 		rc = RULE0(ctx, SCMP_ACT_ALLOW, calls[i]);
 	return rc;
 }
@@ -703,9 +683,10 @@ static const struct arg_group arg_groups[] = {
 	{ "@personality", "Linux personas and the query only, others EPERM", "same", "as approved",
 	  "personality", add_personality },
 	{ "@open", "open, openat, openat2, creat",
-	  "Landlock ABI >= 3: open, openat, creat (Landlock decides by path); ABI 1-2: "
-	  "O_TRUNC only with write access, else EACCES; no Landlock: read-only, else "
-	  "EACCES; openat2 ENOSYS",
+	  "reading: allow; for writing, creating or truncating: the supervisor's write "
+	  "witness, which records a refusal and lets Landlock decide by path (ABI >= 3; "
+	  "ABI 1-2: O_TRUNC only with write access, else EACCES; no Landlock: EACCES, "
+	  "the supervisor's own answer); openat2 ENOSYS",
 	  "as approved (with Landlock, Landlock decides by path)", "open openat openat2 creat",
 	  add_open },
 	{ "@fcntl", "all",

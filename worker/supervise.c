@@ -167,6 +167,7 @@ static void take_gate(struct supervision *r, struct msghdr *mh, unsigned int hav
 		return;
 	}
 	rc = exec_gate_open(&r->gate, fd, r->child, &r->log->blocked);
+	r->gate.landlock_abi = r->plan->landlock_abi;
 	if (rc < 0)
 		child_protocol_error(r, -rc, "cannot serve the exec gate");
 	if (have & CHILD_GATE_MOUNTS) {

@@ -187,6 +187,9 @@ struct exec_gate {
 	/* The mounts (statx's mount id) beneath which the snippet may change
 	 * modes and times: the run's own scratch and /dev/shm; 0: none. */
 	uint64_t own_mounts[2];
+	/* The Landlock ABI in force for the snippet: with 0 (the default
+	 * until S sets it) S refuses every open for writing itself. */
+	unsigned int landlock_abi;
 };
 
 /* main.c: S gives up, reporting a setup failure (never returns). */
@@ -260,6 +263,12 @@ struct seccomp_notif_resp;
  * true when req is one (resp then holds the answer). */
 bool file_attr_answer(const struct exec_gate *g, const struct seccomp_notif *req,
 		      struct seccomp_notif_resp *resp);
+/* fileattr.c: the write witness, S's answer to an open for writing:
+ * records it in g->blocked when the sandbox refuses it, then lets the
+ * kernel decide or refuses it where the filter holds the rule.  False
+ * when req is not an open. */
+bool write_witness_answer(const struct exec_gate *g, const struct seccomp_notif *req,
+			  struct seccomp_notif_resp *resp);
 void exec_gate_close(struct exec_gate *g);
 
 /* receipt.c: what the sandbox refused in this run. */

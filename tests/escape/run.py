@@ -45,7 +45,8 @@ rename, exec, secret-read, connect-unix, bind, listen, signal, syscall),
 or `none` with the reason in parentheses: the refusal is a limit's, not
 the sandbox's, or neither witness sees it (ctypes, a C extension, a call
 the interpreter's witness does not wrap; SECURITY.md, "The receipt").
-`receipt landlock:` or `receipt seccomp-only:` overrides it in that mode.
+`receipt landlock:` or `receipt seccomp-only:` overrides it in that mode
+and in its -warm twin.
 A case that must fail cannot leave it out; one that must work has an empty
 receipt, always.  Every entry's target must fit: a path (write, create,
 delete, rename, secret-read) absolute and under the working directory, the
@@ -230,7 +231,8 @@ class Case:
 
     def receipt(self, mode):
         """The kinds the unattended run's receipt must hold in this mode."""
-        return self.receipts.get("receipt " + mode, self.receipts.get("receipt", frozenset()))
+        base = mode[:-len("-warm")] if mode.endswith("-warm") else mode
+        return self.receipts.get("receipt " + base, self.receipts.get("receipt", frozenset()))
 
     def positive(self):
         return self.must == "work in unattended"
@@ -502,8 +504,11 @@ def plausible_path(target, mode, code):
     directory, the snippet user's home, the run's scratch directory or the
     secrets planted beside the working directory (spelled with doubled
     slashes or through a /proc/<pid>/root as the case may), or named in the
-    case's code (it or its directory)."""
+    case's code (it or its directory; /proc/<pid>/x as /proc/%s/x)."""
     if target in code or os.path.dirname(target) in code:
+        return True
+    # /proc/<pid>/...: a case that formats a pid into /proc/%s/...
+    if re.sub(r"^/proc/[0-9]+/", "/proc/%s/", target) in code:
         return True
     path = re.sub(r"^/proc/(self|thread-self|[0-9]+)/root/", "/", re.sub("/+", "/", target))
     if re.search(r"/kotoba-run-[A-Za-z0-9]{6}(/|$)", path):

@@ -24,10 +24,16 @@ WRITE = ONLY_WRITE + ("try:\n"
                       "    getattr(m('sub' + 'process'), 'ca' + 'll')(['/bin/true'])\n"
                       "except PermissionError:\n"
                       "    pass\n")
-# What the first run of WRITE refused, as its exit lists it: the worker's
-# own entries first.
+# Removes notes.md, which the sandbox refuses too, but only the snippet's
+# own interpreter reports a remove (no witness outside it sees one).
+ONLY_DELETE = PRELUDE + ("p = getattr(m('path' + 'lib'), 'Path')('notes.md')\n"
+                         "getattr(p, 'unl' + 'ink')()\n")
+
+
+# What the first run of WRITE refused, as its exit lists it, in the order
+# the worker's witnesses saw them.
 def stopped(home):
-    return [("exec", "/bin/true"), ("create", os.path.join(home, "notes.md"))]
+    return [("create", os.path.join(home, "notes.md")), ("exec", "/bin/true")]
 
 HARMLESS = "print(6 * 7)\n"
 
@@ -111,7 +117,7 @@ def test_a_stopped_grant_run_is_offered_and_reruns_approved(broker, home):
     assert card["blocked"] == end["blocked"] and card["blocked_total"] == end["blocked_total"]
     assert "already ran once" in card["reason"] and "stays done" in card["reason"], card
     # the witness and the kind, never the snippet's own text
-    assert "seen by the worker (the first: exec, refused by the exec gate" in card["reason"]
+    assert "seen by the worker (the first: create, refused by the landlock" in card["reason"]
     assert "/bin/true" not in card["reason"], card
     assert card["cwd"] == home and "family" not in card, card
     # Nothing runs again before the answer.
@@ -191,12 +197,15 @@ def test_no_card_for_a_client_that_cannot_show_one(broker, home):
 
 
 def test_no_card_for_what_only_the_snippet_reported(broker, home):
-    # The interpreter's report of the refused write is the snippet's word:
-    # it is in the receipt, and brings no card.
+    # The interpreter's report of the refused remove is the snippet's word:
+    # it is in the receipt, and brings no card, though the run failed.
+    with open(os.path.join(home, "notes.md"), "w") as f:
+        f.write("kept\n")
     save_grant(broker, home)
-    c, frames, end, card = first_run(broker, home, code=ONLY_WRITE)
-    assert card is None and "escalate" not in end, end
-    assert [(e["kind"], e["seen_by"]) for e in end["blocked"]] == [("create", "python")], end
+    c, frames, end, card = first_run(broker, home, code=ONLY_DELETE)
+    assert card is None and "escalate" not in end and end["code"] != 0, end
+    assert [(e["kind"], e["seen_by"]) for e in end["blocked"]] == [("delete", "python")], end
+    assert os.path.exists(os.path.join(home, "notes.md"))
 
 
 def test_a_forged_receipt_line_brings_no_card(broker, home):

@@ -71,7 +71,10 @@ def test_write_outside_scratch_is_named(broker, home):
     assert got == [("create", os.path.join(home, "notes.md"),
                     "landlock" if end["profile"] and blocked[0]["by"] == "landlock"
                     else "seccomp")], end
-    assert blocked[0]["seen_by"] == "python" and blocked[0]["inferred"] is True, blocked
+    # the worker's write witness saw the open; the interpreter's report of
+    # the same refusal adds nothing
+    assert blocked[0]["seen_by"] == "worker" and blocked[0]["inferred"] is True, blocked
+    assert blocked[0]["count"] == 1 and end["blocked_total"] == 1, blocked
 
 
 def test_exec_of_a_shell_is_named_by_the_gate(broker, home):
@@ -204,20 +207,19 @@ def test_cli_prints_the_receipt_escaped_and_in_json(broker, home):
     p = broker.kotoba("run", "-c", code, "--no-channel", "--cwd", home, "--json")
     err = p.stderr.decode()
     assert "\x1b" not in err, err
-    # the exec gate's refusal is the sandbox's record; the creates only the
-    # snippet's interpreter reported are its claim, on a line of their own
+    # the exec gate's refusal and the write witness's are the sandbox's
+    # record, in the order seen
     lines = [l for l in err.splitlines() if l.startswith("kotoba: ")]
-    assert lines[0] == "kotoba: the sandbox stopped 1 operation: exec /bin/sh (exec gate)", err
-    assert lines[1].startswith("kotoba: the snippet itself claims 2 operations were refused "
-                               "(its own report, which no witness outside it saw): "), err
-    assert "create %s/notes.md (" % home in lines[1], lines
-    assert "create %s/evil\\x1b[2Jname (" % home in lines[1], lines
-    assert len(lines) == 2, err
+    assert lines[0].startswith("kotoba: the sandbox stopped 3 operations: "), err
+    assert "create %s/notes.md (landlock)" % home in lines[0], lines
+    assert "create %s/evil\\x1b[2Jname (landlock)" % home in lines[0], lines
+    assert lines[0].endswith(", exec /bin/sh (exec gate)"), lines
+    assert len(lines) == 1, err
     out = __import__("json").loads(p.stdout)
     assert out["blocked_total"] == 3, out
-    # the worker's own entries first, then the interpreter's
-    assert [b["kind"] for b in out["blocked"]] == ["exec", "create", "create"], out
-    assert out["blocked"][2]["target"] == home + "/evil\x1b[2Jname", out
+    assert [b["kind"] for b in out["blocked"]] == ["create", "create", "exec"], out
+    assert out["blocked"][1]["target"] == home + "/evil\x1b[2Jname", out
+    assert {b["seen_by"] for b in out["blocked"]} == {"worker"}, out
 
 
 def test_cli_says_nothing_when_nothing_was_refused(broker, home):

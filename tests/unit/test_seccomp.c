@@ -104,6 +104,59 @@ static int load_profile(const char *profile, unsigned int abi, bool listener)
 	return rc;
 }
 
+/* The supervisor's write witness (worker/fileattr.c) for a test process
+ * under the unattended filter: a thread made before the filter (so not
+ * under it) answers the opens for writing as S does, Landlock at `abi`
+ * deciding, and every other notification (exec, chmod, utime) ENOSYS, as
+ * the kernel does with no listener. */
+struct witness_thread {
+	int pipe[2];
+	unsigned int abi;
+};
+
+static void *serve_witness(void *arg)
+{
+	struct witness_thread *w = arg;
+	struct exec_gate g = { .fd = -1 };
+	int fd;
+
+	if (read(w->pipe[0], &fd, sizeof(fd)) != (ssize_t)sizeof(fd) ||
+	    exec_gate_open(&g, fd, getpid(), NULL) < 0)
+		return NULL;
+	g.landlock_abi = w->abi;
+	for (;;) {
+		struct seccomp_notif *req = g.req;
+		struct seccomp_notif_resp *resp = g.resp;
+
+		memset(req, 0, g.req_len);
+		memset(resp, 0, g.resp_len);
+		if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, req) < 0) {
+			if (errno == EINTR || errno == ENOENT)
+				continue;
+			return NULL;
+		}
+		if (!write_witness_answer(&g, req, resp)) {
+			resp->id = req->id;
+			resp->error = -ENOSYS;
+		}
+		(void)ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, resp);
+	}
+}
+
+static void load_unattended(unsigned int abi)
+{
+	static struct witness_thread w;
+	pthread_t t;
+	int fd;
+
+	w.abi = abi;
+	if (pipe(w.pipe) < 0 || pthread_create(&t, NULL, serve_witness, &w) != 0)
+		child_fail("the write witness's thread: %s", strerror(errno));
+	fd = load_profile("unattended", abi, true);
+	if (write(w.pipe[1], &fd, sizeof(fd)) != (ssize_t)sizeof(fd))
+		child_fail("handing the listener over: %s", strerror(errno));
+}
+
 static void load_baseline(const char *profile)
 {
 	load_profile(profile, 0, false);
@@ -377,7 +430,7 @@ static void open_without_landlock(void)
 {
 	struct { uint64_t flags, mode, resolve; } how = { O_RDONLY, 0, 0 };
 
-	load_profile("unattended", 0, false);
+	load_unattended(0);
 	EXPECT_OK(close(open("/dev/null", O_RDONLY | O_CLOEXEC)));
 	/* glibc's __O_TMPFILE contains O_DIRECTORY: a plain directory
 	 * open must not be mistaken for O_TMPFILE. */
@@ -411,7 +464,7 @@ static void test_unattended_without_landlock_opens_read_only(void **state)
  * and not truncate(2). */
 static void open_with_landlock_abi1(void)
 {
-	load_profile("unattended", 1, false);
+	load_unattended(1);
 	EXPECT_OK(close(open("/dev/null", O_WRONLY | O_TRUNC | O_CLOEXEC)));
 	EXPECT_OK(close(open("/dev/null", O_RDWR | O_TRUNC | O_CLOEXEC)));
 	EXPECT_ERRNO(EACCES, open("/dev/null", O_RDONLY | O_TRUNC));
@@ -426,7 +479,7 @@ static void open_with_landlock_abi7(void)
 {
 	struct { uint64_t flags, mode, resolve; } how = { O_RDONLY, 0, 0 };
 
-	load_profile("unattended", 7, false);
+	load_unattended(7);
 	EXPECT_OK(close(open("/dev/null", O_RDONLY | O_TRUNC | O_CLOEXEC)));
 	EXPECT_ERRNO(ENOENT, truncate("/nonexistent-kotoba", 0));
 	EXPECT_ERRNO(ENOSYS, syscall(SYS_openat2, AT_FDCWD, "/dev/null", &how, sizeof(how)));
@@ -832,6 +885,7 @@ static int serve_until_exit(int sock, pid_t c)
 	memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
 	if (exec_gate_open(&gate, fd, c, NULL) < 0)
 		child_fail("exec_gate_open: %s", strerror(errno));
+	gate.landlock_abi = 7; /* as C loaded it: the shell's 2>/dev/null opens */
 	while (waitpid(c, &status, WNOHANG) == 0) {
 		struct pollfd pfd = { .fd = gate.fd, .events = POLLIN };
 
@@ -1070,7 +1124,7 @@ static void unattended_at_abi(void)
 	rc = apply_landlock(&p, false, &what);
 	if (rc < 0)
 		child_fail("ABI %u: %s: %s", ll_abi, what, strerror(-rc));
-	load_profile("unattended", ll_abi, false);
+	load_unattended(ll_abi);
 	EXPECT_OK(close(open(in_f, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)));
 	EXPECT_OK(rename(in_f, in_g));
 	EXPECT_OK(close(open("/dev/null", O_WRONLY | O_TRUNC | O_CLOEXEC)));

@@ -7,6 +7,8 @@
 # must: fail in unattended
 # receipt: none (posix's own functions, which the interpreter's witness
 #          does not wrap; the supervisor's refusals are not on the receipt)
+# receipt seccomp-only: create (the filter refuses the files it makes in
+#          scratch; the worker's write witness records each)
 # control: works in approved
 import errno
 import os

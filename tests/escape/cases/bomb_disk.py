@@ -2,6 +2,8 @@
 #        refused or 256 MiB are written (the suite sets [limits] file_size = 8M)
 # must: fail in both
 # receipt: none (a limit, not the sandbox: RLIMIT_FSIZE answers EFBIG)
+# receipt seccomp-only: create (the filter refuses the file in TMPDIR; the
+#          worker's write witness records it)
 import io
 import os
 import signal

@@ -2,7 +2,10 @@
 #        segment, and a POSIX shared-memory object in /dev/shm that is not
 #        the run's own tmpfs (which goes with the run)
 # must: fail in unattended
-# receipt: none (ctypes shmget, and shm_open from C: neither witness sees them)
+# receipt: none (ctypes shmget, and shm_open from C into the run's own
+#          /dev/shm, which is allowed)
+# receipt seccomp-only: create (shm_open's open for writing, which the filter
+#          refuses and the worker's write witness records)
 # control: works in approved
 import builtins
 import os

@@ -1,7 +1,7 @@
 # tries: open /proc/self/mem for writing (and a forked sibling's), which
 #        would let the snippet patch running code past any text check
 # must: fail in unattended
-# receipt: none (io.FileIO goes around the wrapped open)
+# receipt: write (the worker's write witness sees the open io.FileIO makes in C)
 # control: works in approved
 import io
 import os

@@ -1,7 +1,9 @@
 # tries: make a symlink inside the private scratch directory (TMPDIR) that
 #        points out of it, into the working directory, and write through it
 # must: fail in unattended
-# receipt: none (io.FileIO goes around the wrapped open)
+# receipt: none (TMPDIR/out is the run's output directory: the kernel's EISDIR)
+# receipt seccomp-only: write (the filter refuses every open for writing; the
+#          worker's write witness records each)
 import io
 import os
 import posix
