@@ -1194,9 +1194,10 @@ static const struct blocked_op *witnessed(const struct receipt *b, uint64_t *cou
 	return first;
 }
 
-/* Asked as a run's exit is sent: an escalation card follows when the
- * sandbox stopped something that a witness outside the snippet saw, and
- * a person can still answer one, within the same bounds as any card. */
+/* Asked as a run's exit is sent: an escalation card follows when the run
+ * failed (not exit status 0), the sandbox stopped something in it that a
+ * witness outside the snippet saw, and a person can still answer one,
+ * within the same bounds as any card. */
 static bool run_escalates(struct client_link *cl, const struct run_info *ri, void *ctx)
 {
 	const struct card *c = ctx;
@@ -1208,6 +1209,14 @@ static bool run_escalates(struct client_link *cl, const struct run_info *ri, voi
 	if (!c || ri->end != END_FINISHED || ri->cancelled || !ri->blocked ||
 	    !ri->blocked->total)
 		return false;
+	/* A run that succeeded handled what was refused (a library's probe,
+	 * a fallback): the receipt says it, and nobody is asked again. */
+	if (ri->result.exited && ri->result.code == 0) {
+		log_info("uid=%u request %" PRIu64 ": no escalation card: the run succeeded, so "
+			 "its program handled the %" PRIu64 " refusals of its receipt",
+			 (unsigned)ri->uid, ri->id, ri->blocked->total);
+		return false;
+	}
 	if (!witnessed(ri->blocked, &seen)) {
 		log_info("uid=%u request %" PRIu64 ": no escalation card: the %" PRIu64 " refusals "
 			 "of its receipt are the snippet's own report, which no witness outside it "

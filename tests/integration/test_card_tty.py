@@ -485,9 +485,9 @@ def test_card_in_tmux_shows_the_real_line_1(broker, workdir):
 
 # Writes notes.md where it runs, which the unattended profile refuses; a
 # comment hides a cursor move, which the card must show escaped.
-# A write into the project (refused unattended, which only the snippet's
-# interpreter reports) and a program started (refused by the exec gate,
-# which the worker sees: an escalation card needs such a witness).
+# A write into the project (refused unattended, which the worker's write
+# witness sees) and a program started (refused by the exec gate); then it
+# fails without notes.md: only a run that failed brings an escalation card.
 WRITE_NOTES = ("import builtins\n"
                "o = builtins.__dict__['op' + 'en']  # \x1b[1A\x1b[2K\n"
                "m = builtins.__dict__['__imp' + 'ort__']\n"
@@ -499,7 +499,11 @@ WRITE_NOTES = ("import builtins\n"
                "try:\n"
                "    getattr(m('sub' + 'process'), 'ca' + 'll')(['/bin/true'])\n"
                "except PermissionError:\n"
-               "    pass\n")
+               "    pass\n"
+               "try:\n"
+               "    o('notes.md').close()\n"
+               "except OSError:\n"
+               "    raise SystemExit(3)\n")
 
 
 def grant(broker, cwd):
@@ -514,20 +518,20 @@ def test_escalation_card_on_a_terminal(broker, workdir, again):
     snaps, status, raw = drive(broker, path, workdir, None, again=again)
     notes = os.path.join(workdir, "notes.md")
     text = raw.decode(errors="replace")
-    assert status == 0, text
+    # the run that ran last: the rerun's 0, or the first run's 3 when left
+    assert status == (0 if again == "r" else 3), text
     assert_shown_in_order(snaps, [
         "== The sandbox stopped this snippet: run it again? ==",
         "Why:         This snippet already ran once under your execute_code grant, and",
-        "Stopped:     exec /bin/true (exec gate)",
-        "             create %s (landlock, the" % notes,
-        "             snippet's own claim: no witness outside it saw this)",
+        "Stopped:     create %s (landlock)" % notes,
+        "             exec /bin/true (exec gate)",
         "  [r] Run it again with your permissions (the approved profile)",
         "  [l] Leave it: nothing runs again"])
     shown = "\n".join(r for s in snaps for r in s)
     assert "\\x1b[1A\\x1b[2K" in shown and "\x1b[1A" not in shown, shown
-    assert "kotoba: the sandbox stopped 1 operation: exec /bin/true (exec gate)" in text
-    assert "kotoba: the snippet itself claims 1 operation was refused (its own report, which " \
-        "no witness outside it saw): create %s (landlock)" % notes in text
+    assert "kotoba: the sandbox stopped 2 operations: create %s (landlock), exec /bin/true " \
+        "(exec gate)" % notes in text
+    assert "the snippet itself claims" not in text, text
     if again == "r":
         assert "running it again with your permissions" in text and "wrote" in text, text
         with open(notes) as f:
@@ -541,5 +545,5 @@ def test_answer_flags_never_answer_an_escalation_card(broker, workdir):
     path = write_snippet(workdir, WRITE_NOTES)
     snaps, status, raw = drive(broker, path, workdir, None,
                                argv=lambda b, p, c: kotoba_run(b, p, c) + ["--answer", "once"])
-    assert status == 0 and b"refused" in raw and not snaps, raw
+    assert status == 3 and b"refused" in raw and not snaps, raw
     assert not os.path.exists(os.path.join(workdir, "notes.md"))

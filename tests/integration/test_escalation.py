@@ -20,10 +20,17 @@ ONLY_WRITE = PRELUDE + ("try:\n"
                         "    print('wrote')\n"
                         "except PermissionError:\n"
                         "    print('refused')\n")
-WRITE = ONLY_WRITE + ("try:\n"
-                      "    getattr(m('sub' + 'process'), 'ca' + 'll')(['/bin/true'])\n"
-                      "except PermissionError:\n"
-                      "    pass\n")
+WRITE_BODY = ONLY_WRITE + ("try:\n"
+                           "    getattr(m('sub' + 'process'), 'ca' + 'll')(['/bin/true'])\n"
+                           "except PermissionError:\n"
+                           "    pass\n")
+# ... and fails when notes.md is not there: only a run that failed brings
+# an escalation card (one that succeeded handled what was refused).
+FAILS = ("try:\n"
+         "    o('notes.md').close()\n"
+         "except OSError:\n"
+         "    raise SystemExit(3)\n")
+WRITE = WRITE_BODY + FAILS
 # Removes notes.md, which the sandbox refuses too, but only the snippet's
 # own interpreter reports a remove (no witness outside it sees one).
 ONLY_DELETE = PRELUDE + ("p = getattr(m('path' + 'lib'), 'Path')('notes.md')\n"
@@ -109,6 +116,7 @@ def test_a_stopped_grant_run_is_offered_and_reruns_approved(broker, home):
     c, frames, end, card = first_run(broker, home)
     out = b"".join(m["data"] for m in frames if m["type"] == "output")
     assert out == b"refused\n" and not os.path.exists(os.path.join(home, "notes.md"))
+    assert end["code"] == 3, end
     assert end["escalate"] is True and end["profile"] == "unattended", end
     assert [(e["kind"], e["target"]) for e in end["blocked"]] == stopped(home), end
     # The card: the whole snippet, the first run's receipt, its audit row.
@@ -317,10 +325,10 @@ def test_a_cancel_after_the_snippet_ended_gets_no_card(broker, home, delay):
     # while to remove: a cancel sent then comes after the end.  The exec
     # ends with its exit (or `cancelled`), never with a card.
     save_grant(broker, home)
-    code = WRITE + ("d = os.environ['TMPDIR']\n"
-                    "for i in range(20000):\n"
-                    "    o(os.path.join(d, 'f%d' % i), 'w' + 't').close()\n"
-                    "print('last', flush=True)\n")
+    code = WRITE_BODY + ("d = os.environ['TMPDIR']\n"
+                         "for i in range(20000):\n"
+                         "    o(os.path.join(d, 'f%d' % i), 'w' + 't').close()\n"
+                         "print('last', flush=True)\n") + FAILS
     c = broker.client(hello=False)
     hello(c)
     c.exec(code, cwd=home)
@@ -336,3 +344,39 @@ def test_a_cancel_after_the_snippet_ended_gets_no_card(broker, home, delay):
     c.sock.settimeout(0.5)
     with pytest.raises(OSError):
         print("after the end:", c.recv())
+
+
+# sqlite3 opens its database in C: the worker's write witness sees the
+# refusal, so the failed run brings the card, and `rerun` writes the file.
+SQLITE = PRELUDE + ("sq = m('sql' + 'ite3')\n"
+                    "db = getattr(sq, 'conn' + 'ect')('results.db')\n"
+                    "db.execute('create table t (x)')\n"
+                    "db.commit()\n"
+                    "print('saved')\n")
+
+
+def test_a_write_refused_in_c_brings_the_card_and_rerun_writes_it(broker, home):
+    save_grant(broker, home)
+    c, frames, end, card = first_run(broker, home, code=SQLITE)
+    assert end["code"] != 0 and not os.path.exists(os.path.join(home, "results.db")), end
+    assert [(e["kind"], e["target"], e["seen_by"]) for e in end["blocked"]] == \
+        [("create", os.path.join(home, "results.db"), "worker")], end
+    assert card is not None and card["kind"] == "escalate", end
+    c.send({"type": "answer", "card": card["card"], "choice": "rerun"})
+    frames = frames_until(c, 1, lambda m: m["type"] in ("exit", "error"))
+    again = frames[-1]
+    assert again["type"] == "exit" and again["code"] == 0, frames
+    assert b"".join(m["data"] for m in frames if m["type"] == "output") == b"saved\n"
+    assert os.path.getsize(os.path.join(home, "results.db")) > 0
+
+
+def test_a_run_that_succeeded_brings_no_card(broker, home):
+    # The same refusals, handled: the run exits 0, its receipt lists them,
+    # and nothing is offered again.
+    save_grant(broker, home)
+    c, frames, end, card = first_run(broker, home, code=WRITE_BODY)
+    assert end["code"] == 0 and card is None and "escalate" not in end, end
+    assert [(e["kind"], e["target"]) for e in end["blocked"]] == stopped(home), end
+    c.exec(HARMLESS, id=2, cwd=home)
+    assert c.until_end(id=2)["end"]["type"] == "exit"  # nothing else was in between
+    assert "the run succeeded" in broker.read_log()
