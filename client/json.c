@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "client/cli.h"
+#include "proto/probes.h"
 #include "proto/proto.h" /* utf8_valid() */
 
 /* jansson takes only UTF-8; a snippet may print anything.  Bytes that are
@@ -57,16 +58,26 @@ static void add_receipt(json_t *o, const struct kotoba_result *x)
 	json_object_set_new(o, "blocked_total", json_integer((json_int_t)x->blocked_total));
 	for (size_t i = 0; i < x->n_blocked && i < KOTOBA_BLOCKED_MAX; i++) {
 		const struct kotoba_blocked *b = &x->blocked[i];
+		char kind[sizeof(b->kind)], target[sizeof(b->target)];
+		json_t *e = json_pack("{s:o,s:o,s:I,s:o,s:o,s:b}", "kind", FIELD(b->kind),
+				      "target", FIELD(b->target), "count", (json_int_t)b->count,
+				      "by", FIELD(b->by), "seen_by", FIELD(b->seen_by),
+				      "inferred", b->inferred);
+		const char *probe;
 
-		json_array_append_new(list, json_pack("{s:o,s:o,s:I,s:o,s:o,s:b}",
-						      "kind", FIELD(b->kind),
-						      "target", FIELD(b->target),
-						      "count", (json_int_t)b->count,
-						      "by", FIELD(b->by),
-						      "seen_by", FIELD(b->seen_by),
-						      "inferred", b->inferred));
+		snprintf(kind, sizeof(kind), "%.*s", (int)strnlen(b->kind, sizeof(b->kind)),
+			 b->kind);
+		snprintf(target, sizeof(target), "%.*s",
+			 (int)strnlen(b->target, sizeof(b->target)), b->target);
+		probe = probe_name(kind, target);
+		if (probe)
+			json_object_set_new(e, "probe", json_string(probe));
+		json_array_append_new(list, e);
 	}
 	json_object_set_new(o, "blocked", list);
+	/* A run that exited 0 handled what was refused. */
+	json_object_set_new(o, "blocked_handled",
+			    json_boolean(x->blocked_total && x->exited && x->exit_code == 0));
 }
 
 void json_add_result(json_t *o, const struct kotoba_result *x)

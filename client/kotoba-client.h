@@ -579,7 +579,11 @@ size_t kotoba_show(FILE *out, const char *s, size_t len, unsigned flags);
  * kotoba_show_receipt: writes what the sandbox refused, e.g. `kotoba: the
  * sandbox stopped 2 operations: exec /bin/sh (exec gate), read
  * /home/ada/.ssh/id_ed25519 (secret)`, every string made safe by
- * kotoba_show().  Entries only
+ * kotoba_show(); after a run that exited 0, quietly: `kotoba: note: the
+ * run succeeded; the sandbox refused 1 operation, which the program
+ * handled: exec /usr/bin/uname (argv[0] uname) (exec gate:
+ * platform.uname's processor probe)`, a known probe of a common library
+ * named after its witness (proto/probes.h).  Entries only
  * the snippet's own interpreter reported (seen_by "python") are not the
  * sandbox's record, and go on a line of their own: `kotoba: the snippet
  * itself claims 1 operation was refused (its own report, which no

@@ -17,6 +17,7 @@
 
 #include "client/lib/internal.h"
 #include "proto/limits.h"
+#include "proto/probes.h"
 
 #define TAB_STOP 8
 /* Combining marks after one base character: more than this are shown as
@@ -610,6 +611,12 @@ static void show_blocked(FILE *out, const struct kotoba_blocked *b, unsigned fla
 	bool secret = !strcmp(b->kind, "secret-read");
 	const char *kind = secret ? "read" : b->kind;
 	const char *by = secret && !strcmp(b->by, "mount mask") ? "secret" : b->by;
+	char target[sizeof(b->target)];
+	const char *probe;
+
+	snprintf(target, sizeof(target), "%.*s", (int)strnlen(b->target, sizeof(b->target)),
+		 b->target);
+	probe = probe_name(b->kind, target);
 
 	kotoba_show(out, kind, strnlen(kind, sizeof(b->kind)), flags);
 	fputc(' ', out);
@@ -618,6 +625,8 @@ static void show_blocked(FILE *out, const struct kotoba_blocked *b, unsigned fla
 		fprintf(out, " x%" PRIu64, b->count);
 	fputs(" (", out);
 	kotoba_show(out, by, strnlen(by, sizeof(b->by)), flags);
+	if (probe)
+		fprintf(out, ": %s", probe);
 	fputc(')', out);
 }
 
@@ -654,7 +663,13 @@ uint64_t kotoba_show_receipt(FILE *out, const struct kotoba_result *res, unsigne
 	seen = entries(NULL, res->blocked, n, false, flags);
 	claims = entries(NULL, res->blocked, n, true, flags);
 	unlisted = res->blocked_total > seen + claims ? res->blocked_total - seen - claims : 0;
-	if (seen) {
+	/* A run that succeeded handled what was refused: said as a note. */
+	if (seen && res->exited && res->exit_code == 0) {
+		fprintf(out, "kotoba: note: the run succeeded; the sandbox refused %" PRIu64
+			" operation%s, which the program handled: ", seen, seen == 1 ? "" : "s");
+		entries(out, res->blocked, n, false, flags);
+		fputc('\n', out);
+	} else if (seen) {
 		fprintf(out, "kotoba: the sandbox stopped %" PRIu64 " operation%s: ", seen,
 			seen == 1 ? "" : "s");
 		entries(out, res->blocked, n, false, flags);

@@ -208,9 +208,11 @@ def test_cli_prints_the_receipt_escaped_and_in_json(broker, home):
     err = p.stderr.decode()
     assert "\x1b" not in err, err
     # the exec gate's refusal and the write witness's are the sandbox's
-    # record, in the order seen
+    # record, in the order seen; the run succeeded, so its program handled
+    # them, and the line is a note
     lines = [l for l in err.splitlines() if l.startswith("kotoba: ")]
-    assert lines[0].startswith("kotoba: the sandbox stopped 3 operations: "), err
+    assert lines[0].startswith("kotoba: note: the run succeeded; the sandbox refused 3 "
+                               "operations, which the program handled: "), err
     assert "create %s/notes.md (landlock)" % home in lines[0], lines
     assert "create %s/evil\\x1b[2Jname (landlock)" % home in lines[0], lines
     assert lines[0].endswith(", exec /bin/sh (exec gate)"), lines
@@ -220,6 +222,33 @@ def test_cli_prints_the_receipt_escaped_and_in_json(broker, home):
     assert [b["kind"] for b in out["blocked"]] == ["create", "create", "exec"], out
     assert out["blocked"][1]["target"] == home + "/evil\x1b[2Jname", out
     assert {b["seen_by"] for b in out["blocked"]} == {"worker"}, out
+    assert out["blocked_handled"] is True and out["exit"] == 0, out
+
+
+def test_known_probes_are_named_and_a_failed_run_is_not_a_note(broker, home):
+    # platform.uname()'s processor probe (pandas) execs `uname -p` along
+    # PATH, urllib3's (requests) binds an IPv6 socket: both refused, both
+    # handled, both named for what they are.
+    code = ("import platform\n"
+            "import urllib3.util.connection as c\n"
+            "print(repr(platform.uname().processor), c.HAS_IPV6)\n")
+    p = broker.kotoba("run", "-c", code, "--no-channel", "--cwd", home, "--json")
+    err = p.stderr.decode()
+    out = __import__("json").loads(p.stdout)
+    assert out["exit"] == 0 and out["blocked_handled"] is True, out
+    probes = {(b["kind"], b.get("probe")) for b in out["blocked"]}
+    assert probes == {("exec", "platform.uname's processor probe"),
+                      ("bind", "urllib3's IPv6 probe")}, out
+    lines = [l for l in err.splitlines() if l.startswith("kotoba: ")]
+    assert lines[0].startswith("kotoba: note: the run succeeded; the sandbox refused "), err
+    assert "(argv[0] uname) (exec gate: platform.uname's processor probe)" in lines[0], err
+    assert "bind ::1:0 (seccomp: urllib3's IPv6 probe)" in lines[1], err
+    # the same refusal in a run that failed is no note
+    p = broker.kotoba("run", "-c", code + "raise SystemExit(2)\n", "--no-channel",
+                      "--cwd", home)
+    err = p.stderr.decode()
+    assert p.returncode == 2 and "kotoba: the sandbox stopped " in err, err
+    assert "note:" not in err, err
 
 
 def test_cli_says_nothing_when_nothing_was_refused(broker, home):
@@ -238,7 +267,8 @@ def test_audit_keeps_the_receipt_and_verifies(broker, home, tmpdir_k):
                       "    except PermissionError:\n"
                       "        pass\n")
     p = broker.kotoba("run", "-c", code, "--no-channel", "--cwd", home)
-    assert b"stopped 3 operations: exec /bin/sh x3 (exec gate)" in p.stderr, p.stderr
+    assert b"refused 3 operations, which the program handled: exec /bin/sh x3 (exec gate)" \
+        in p.stderr, p.stderr
     broker.kotoba("run", "-c", "print(1)", "--no-channel", "--cwd", home)
     tail = broker.kotoba("audit", "tail", "-n", "4").stdout.decode().splitlines()
     exits = [l for l in tail if " exit " in l and "ran" in l]

@@ -1,4 +1,4 @@
-// link: client/lib/render.c proto/limits.c
+// link: client/lib/render.c proto/limits.c proto/probes.c
 /* Text for a terminal (client/lib/render.c): nothing a snippet, a client or
  * the broker wrote reaches the terminal as a control or an invisible code
  * point, and the card shows every line of the snippet with its number. */
@@ -244,6 +244,43 @@ static void test_receipt_line(void **state)
 	free(buf);
 }
 
+/* After a run that exited 0: a note, and the known probes named; near
+ * misses (another program, another argv[0], another address) are not. */
+static void test_receipt_of_a_run_that_succeeded(void **state)
+{
+	static struct kotoba_result r = KOTOBA_RESULT_INIT;
+	static const struct kotoba_blocked b[] = {
+		{ "exec", "/usr/bin/uname (argv[0] uname)", 1, "exec gate", "worker", false },
+		{ "exec", "/usr/bin/unamex", 1, "exec gate", "worker", false },
+		{ "exec", "/bin/uname (argv[0] sh)", 1, "exec gate", "worker", false },
+		{ "exec", "/usr/local/bin/fc-list", 1, "exec gate", "worker", false },
+		{ "bind", "::1:0", 1, "seccomp", "python", true },
+		{ "bind", "::1:80", 1, "seccomp", "python", true },
+	};
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	(void)state;
+	r.exited = true;
+	r.exit_code = 0;
+	r.blocked_total = 6;
+	r.n_blocked = 6;
+	memcpy(r.blocked, b, sizeof(b));
+	assert_int_equal(kotoba_show_receipt(f, &r, 0), 6);
+	fclose(f);
+	assert_string_equal(buf, "kotoba: note: the run succeeded; the sandbox refused 4 "
+				 "operations, which the program handled: exec /usr/bin/uname "
+				 "(argv[0] uname) (exec gate: platform.uname's processor probe), "
+				 "exec /usr/bin/unamex (exec gate), exec /bin/uname (argv[0] sh) "
+				 "(exec gate), exec /usr/local/bin/fc-list (exec gate: "
+				 "matplotlib's font list probe)\n"
+				 "kotoba: the snippet itself claims 2 operations were refused (its "
+				 "own report, which no witness outside it saw): bind ::1:0 "
+				 "(seccomp: urllib3's IPv6 probe), bind ::1:80 (seccomp)\n");
+	free(buf);
+}
+
 static void test_card_of_an_empty_snippet(void **state)
 {
 	struct kotoba_card c = card_of("");
@@ -309,6 +346,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plain_text_is_unchanged),
 		cmocka_unit_test(test_receipt_line),
+		cmocka_unit_test(test_receipt_of_a_run_that_succeeded),
 		cmocka_unit_test(test_controls_are_shown),
 		cmocka_unit_test(test_invisible_code_points_are_shown),
 		cmocka_unit_test(test_bytes_that_are_not_utf8_are_shown),

@@ -194,6 +194,8 @@ def receipt_text(result: "Result") -> str:
     /home/ada/.ssh/id_ed25519 (secret)`), every string made safe by show();
     what only the snippet's interpreter reported on a line of its own, as
     the snippet's claim; then how many refusals a capped receipt left out.
+    After a run that exited 0 the first line is a note: the program handled
+    what was refused.
     One line each, without the last newline; "" when nothing was refused."""
     if not result.blocked_total:
         return ""
@@ -214,7 +216,12 @@ def receipt_text(result: "Result") -> str:
     (seen_text, seen), (claim_text, claims) = entries(False), entries(True)
     unlisted = max(result.blocked_total - seen - claims, 0)
     lines = []
-    if seen:
+    if seen and result.exit_code == 0:
+        # A run that succeeded handled what was refused: said as a note.
+        lines.append("kotoba: note: the run succeeded; the sandbox refused %d operation%s, "
+                     "which the program handled: %s" % (seen, "" if seen == 1 else "s",
+                                                         seen_text))
+    elif seen:
         lines.append("kotoba: the sandbox stopped %d operation%s: %s"
                      % (seen, "" if seen == 1 else "s", seen_text))
     if claims:
