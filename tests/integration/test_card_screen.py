@@ -77,14 +77,17 @@ def test_an_approved_run_cannot_restyle_the_next_card(broker, workdir, name, seq
 @pytest.mark.parametrize("name,seq", RESTYLE, ids=IDS)
 def test_a_grant_run_cannot_restyle_its_escalation_card(broker, workdir, name, seq):
     """Under a saved grant the snippet prints the sequence, then the exec
-    gate refuses a program: the escalation card follows in the same run.
+    gate refuses a program and it fails: the escalation card follows in the
+    same run.
     Its output is shown made visible; with --raw-output it is not, and the
     card must hold all the same."""
     grant(broker, workdir)
     code = (sys_write % seq + "import builtins\n"
             "m = builtins.__dict__['__imp' + 'ort__']\n"
             "try:\n    getattr(m('sub' + 'process'), 'ca' + 'll')(['/bin/true'])\n"
-            "except PermissionError:\n    pass\n")
+            "except PermissionError:\n    pass\n"
+            # only a run that failed brings the escalation card
+            "raise SystemExit(4)\n")
     path = write_snippet(workdir, code)
     for raw_output in (False, True):
         screen = Screen(COLS, ROWS)
@@ -92,7 +95,7 @@ def test_a_grant_run_cannot_restyle_its_escalation_card(broker, workdir, name, s
             else kotoba_run
         snaps, status, raw = drive(broker, path, workdir, None, again="l", argv=argv,
                                    screen=screen)
-        assert status == 0, raw
+        assert status == 4, raw  # left: the first run's status
         assert (seq.encode() in raw) == raw_output, raw
         assert_shown_in_order(snaps, ["== The sandbox stopped this snippet: run it again? =="]
                               + expected_rows(code, ()))
