@@ -510,6 +510,11 @@ def test_receipt_from_frames_and_its_line():
         "witness outside it saw): read /h/.ssh/id\\x1b[2J (secret)",
         "kotoba: and 1 more refusal, past what a receipt lists"], text
     assert kb.receipt_text(kb.Result.from_frames({"status": "exited", "code": 0}, b"", b"")) == ""
+    # a run that exited 0 handled what was refused: the line is a note
+    end["code"] = 0
+    assert kb.receipt_text(kb.Result.from_frames(end, b"", b"")).split("\n")[0] == (
+        "kotoba: note: the run succeeded; the sandbox refused 2 operations, which the "
+        "program handled: exec /bin/sh x2 (exec gate)")
 
 
 def test_receipt_of_a_refused_exec(broker_proc):
