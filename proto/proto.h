@@ -542,12 +542,13 @@ struct job_engine {
 	"                g[k] = None\n"                                                  \
 	"        gc, io = __import__('gc'), __import__('io')\n"                          \
 	"        gc.collect()\n"                                                         \
-	"        for k in (io.TextIOWrapper, (io.BufferedWriter, io.BufferedRandom)):\n" \
-	"            for f in gc.get_objects():\n"                                        \
-	"                try:\n"                                                         \
-	"                    issubclass(type(f), k) and not f.closed and f.flush()\n"    \
-	"                except Exception:\n"                                            \
-	"                    pass\n"                                                     \
+	"        w = [f for f in gc.get_objects() if issubclass(type(f), (io.TextIOWrapper,\n" \
+	"             io.BufferedWriter, io.BufferedRandom))]\n"                          \
+	"        for f in [f for f in w if issubclass(type(f), io.TextIOWrapper)] + w:\n"  \
+	"            try:\n"                                                             \
+	"                f.closed or f.flush()\n"                                        \
+	"            except Exception:\n"                                                \
+	"                pass\n"                                                         \
 	"        for f in (sys.stdout, sys.stderr):\n"                                    \
 	"            f is None or f.closed or f.flush()\n"                               \
 	"    except BaseException:\n"                                                    \
