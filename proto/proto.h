@@ -494,6 +494,68 @@ struct job_engine {
 	struct job_argv oom;     /* after an exit of 137: prints the OOM-kill count */
 };
 
+/* How a snippet ends (PYTHON_SNIPPET_MAIN's r): as python3 would end it,
+ * without the interpreter's teardown of every module, which costs
+ * milliseconds the client would wait for.  r runs the code in __main__'s
+ * namespace; a normal end, a SystemExit with an int or None, and an
+ * uncaught Exception (sys.excepthook prints it, status 1) then take
+ * Py_FinalizeEx's observable steps in its order: non-daemon threads are
+ * joined (threading._shutdown), atexit handlers run, sys.stdout and
+ * sys.stderr are flushed; __main__'s names are cleared as the interpreter
+ * clears a module (single-underscore names first), so what only the
+ * snippet's names held is finalized (an unclosed file closed, a ZipFile's
+ * directory written); a collection finalizes the cycles; every open
+ * TextIOWrapper, then every BufferedWriter and BufferedRandom still alive
+ * is flushed; then os._exit with the status.  gc.freeze() before the code
+ * keeps that collection and scan to the objects the snippet made.  Any
+ * other end (SystemExit with a message, KeyboardInterrupt), or a failure
+ * of those steps, goes back to the interpreter's own end: the same
+ * SystemExit re-raised.  r has globals of its own: the names the snippet
+ * defines shadow none of the builtins it calls.  README, "How a run
+ * ends", says what differs. */
+#define PYTHON_SNIPPET_END                                                               \
+	"def r(c, g, os=os, sys=sys):\n"                                                \
+	"    try:\n"                                                                     \
+	"        exec(c, g)\n"                                                           \
+	"        s = 0\n"                                                                \
+	"    except SystemExit as e:\n"                                                  \
+	"        s = 0 if e.code is None else e.code\n"                                  \
+	"        if not isinstance(s, int) or not -2**31 <= s < 2**31:\n"                \
+	"            raise\n"                                                            \
+	"    except Exception:\n"                                                        \
+	"        t, v, tb = sys.exc_info()\n"                                             \
+	"        sys.last_type, sys.last_value, sys.last_traceback = t, v, tb\n"         \
+	"        sys.excepthook(t, v, tb)\n"                                              \
+	"        del t, v, tb\n"                                                         \
+	"        s = 1\n"                                                                \
+	"    del c\n"                                                                    \
+	"    try:\n"                                                                     \
+	"        t = sys.modules.get('threading')\n"                                     \
+	"        t and t._shutdown()\n"                                                  \
+	"        __import__('atexit')._run_exitfuncs()\n"                                \
+	"        for f in (sys.stdout, sys.stderr):\n"                                    \
+	"            f is None or f.closed or f.flush()\n"                               \
+	"        for p in (lambda k: k[:1] == '_' and k[1:2] != '_',\n"                   \
+	"                  lambda k: k != '__builtins__'):\n"                             \
+	"            for k in [k for k, v in g.items() if v is not None and\n"           \
+	"                      type(k) is str and p(k)]:\n"                              \
+	"                g[k] = None\n"                                                  \
+	"        gc, io = __import__('gc'), __import__('io')\n"                          \
+	"        gc.collect()\n"                                                         \
+	"        w = [f for f in gc.get_objects() if issubclass(type(f), (io.TextIOWrapper,\n" \
+	"             io.BufferedWriter, io.BufferedRandom))]\n"                          \
+	"        for f in [f for f in w if issubclass(type(f), io.TextIOWrapper)] + w:\n"  \
+	"            try:\n"                                                             \
+	"                f.closed or f.flush()\n"                                        \
+	"            except Exception:\n"                                                \
+	"                pass\n"                                                         \
+	"        for f in (sys.stdout, sys.stderr):\n"                                    \
+	"            f is None or f.closed or f.flush()\n"                               \
+	"    except BaseException:\n"                                                    \
+	"        raise SystemExit(s)\n"                                                  \
+	"    os._exit(s)\n"                                                              \
+	"r = type(r)(r.__code__, {'__builtins__': __builtins__}, 'r', r.__defaults__)\n"
+
 /* python3's arguments after its name, for every snippet, on the host and
  * in a container.  -I (isolated): no PYTHON* variable is read, no user
  * site directory is processed, and neither the working directory nor a
@@ -504,8 +566,8 @@ struct job_engine {
  *
  * The code comes on stdin; PYTHON_SNIPPET_MAIN, a constant, reads and
  * runs it as `python3 -` would (in __main__, named "<stdin>", argv ['-'],
- * the same uncaught tracebacks: its own frame is dropped; only a stack the
- * snippet prints itself, traceback.print_stack(), shows the frame
+ * the same uncaught tracebacks: its own frames are dropped; only a stack
+ * the snippet prints itself, traceback.print_stack(), shows the frames
  * `File "<string>"` of this constant), after one step -I leaves out: the
  * user's site-packages directory (~/.local/lib/python3.X/site-packages),
  * where the person's own `pip install --user` packages are, goes at the
@@ -520,7 +582,7 @@ struct job_engine {
  * the modules an agent wrote there import (`from helpers import f`), and a
  * json.py there is still not `json`; nothing there runs before the code.
  * With the receipt's arguments (below) it first runs the receipt's
- * wrappers. */
+ * wrappers.  The code runs in r (PYTHON_SNIPPET_END), which ends the run. */
 #define PYTHON_SNIPPET_MAIN                                                              \
 	"import os, site, sys\n"                                                         \
 	"a = sys.argv[1:]\n"                                                             \
@@ -542,9 +604,11 @@ struct job_engine {
 	"if os.path.isdir(d):\n"                                                         \
 	"    sys.path.append(d)\n"                                                       \
 	"def h(t, v, tb, hook=sys.excepthook):\n"                                        \
-	"    tb = tb.tb_next if tb is not None else None\n"                             \
+	"    while tb is not None and tb.tb_frame.f_code.co_filename == '<string>':\n"  \
+	"        tb = tb.tb_next\n"                                                     \
 	"    hook(t, v.with_traceback(tb), tb)\n"                                        \
 	"sys.excepthook = h\n"                                                           \
+	PYTHON_SNIPPET_END                                                               \
 	"if a[2:]:\n"                                                                    \
 	"    m = socket.socket(fileno=0)\n"                                              \
 	"    m.send(b'w')\n"                                                             \
@@ -568,8 +632,9 @@ struct job_engine {
 	"sys.argv[:] = ['-']\n"                                                          \
 	"__file__, __cached__ = '<stdin>', None\n"                                       \
 	"c = compile(sys.stdin.buffer.read(), '<stdin>', 'exec', dont_inherit=True)\n"   \
+	"__import__('gc').freeze()\n"                                                    \
 	"del os, site, sys, d, h, a, m\n"                                                \
-	"exec(globals().pop('c'))\n"
+	"globals().pop('r')(globals().pop('c'), globals())\n"
 #define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-c", PYTHON_SNIPPET_MAIN
 /* In an unattended run the worker adds two arguments, the receipt pipe's fd and
  * the path of kotoba_receipt.py beside the worker (worker/receipt.c):

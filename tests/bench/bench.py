@@ -483,6 +483,47 @@ def warm_overhead(args, broker, work):
                 pct(ready, 50) < 500, "broker exec->ready (warm)")
 
 
+def warm_phases(args, broker, work):
+    """Where a spaced warm `pass` goes, phase by phase, each run paired with
+    a bare `python3 -B -c pass`: the client's clock for what it waits for,
+    the broker's log for its own share of each (the snippet ends through
+    its own end, PYTHON_SNIPPET_END, not STAMP's os._exit)."""
+    n = min(args.warm_runs, 100)
+    log_off = len(broker.read_log())
+    c = Client(broker.socket, work)
+    c.hello()
+    start, end, total, bare = [], [], [], []
+    for i in range(n):
+        broker.wait_spare()
+        t_sent, t_started, t_exit, _, m = c.exec_timed("pass", 100000 + i)
+        if m.get("type") != "exit" or t_started is None:
+            continue
+        start.append((t_started - t_sent) / 1e3)
+        end.append((t_exit - t_started) / 1e3)
+        total.append((t_exit - t_sent) / 1e3)
+        bare.append(timed_run([PYTHON, "-B", "-c", "pass"])[0] * 1e6)
+    c.close()
+    time.sleep(0.2)
+    log = broker.read_log()[log_off:]
+    timing = re.findall(r"t_exec_to_ready_us=(\d+) t_exit_to_frame_us=(\d+)", log)
+    ready = [int(a) for a, _ in timing]
+    frame = [int(b) for _, b in timing]
+    say("phases of a spaced warm `pass` run (p50 over %d runs, us):" % len(total))
+    rows = [("exec sent -> started frame (client: scan, decision, audit row, go, "
+             "the worker's check, hand-over)", start),
+            ("  of which the broker's exec frame -> ready (its log)", ready),
+            ("started -> exit frame (client: the snippet, its end, output drained, "
+             "exit reported)", end),
+            ("  of which the broker's exit -> exit frame (its log)", frame),
+            ("exec sent -> exit frame (client)", total),
+            ("bare python3 -B -c pass, run after each (baseline)", bare)]
+    for name, xs in rows:
+        say("  %-92s %8.0f" % (name, pct(xs, 50) if xs else float("nan")))
+    if total:
+        ratio_line("warm pass (client, its end) / python3 -c pass", total, bare,
+                   "<= 0.30", lambda r: r <= 0.30)
+
+
 def broker_overhead(args, broker, work, e2e):
     n = args.runs
     say("== 2. broker overhead, %d sequential runs on one connection (client-side upper bound); "
@@ -1167,6 +1208,7 @@ def main():
         if "2" in args.only:
             broker_overhead(args, cold, work, e2e)
             warm_overhead(args, broker, work)
+            warm_phases(args, broker, work)
         if "3" in args.only:
             throughput(args, broker, work, e2e)
         if "4" in args.only:

@@ -143,7 +143,7 @@ def test_code_not_in_argv(broker):
     argv = r["stdout"].split("\0")
     assert argv[:5] == ["python3", "-I", "-B", "-u", "-c"], argv
     assert argv[5].startswith("import os, site, sys\n"), argv
-    assert argv[5].endswith("exec(globals().pop('c'))\n"), argv
+    assert argv[5].endswith("globals().pop('r')(globals().pop('c'), globals())\n"), argv
     # then the receipt's fd and program (PYTHON_RECEIPT_FD, beside the worker)
     assert argv[6] == "4" and argv[7].endswith("/kotoba_receipt.py") and argv[8:] == ["\n"], argv
 
