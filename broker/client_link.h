@@ -38,6 +38,7 @@ struct client_link {
 	struct ucred peer;      /* SO_PEERCRED */
 	bool channel;           /* its hello offered an approval channel */
 	bool escalate;          /* ... and escalation cards too */
+	bool channel_withheld;  /* it offered one as the MCP front; [mcp] elicitation = no */
 	bool shut;              /* it shut its sending side: nobody answers cards */
 	uint64_t frame_us;      /* when the frame being dispatched was read */
 	TAILQ_HEAD(, run) runs; /* run.c's: the runs whose frames it waits for */

@@ -141,6 +141,13 @@ static const struct key keys[] = {
 	    "Where each run's private scratch TMPDIR is made (and removed\n"
 	    "after the run)."),
 
+	BOOL("mcp", "elicitation", mcp_elicitation, "yes",
+	    "Whether kotoba mcp may show cards through the MCP client's\n"
+	    "elicitation.  The agent host relays each card to a person and\n"
+	    "brings the answer back; no treats every MCP client as one without\n"
+	    "an approval channel: plain snippets run unattended, labelled ones\n"
+	    "are refused."),
+
 	NUM("limits", "timeout", KEY_DURATION, timeout_ms, 100, 24 * HOUR,
 	    "60s",
 	    "Wall-clock time a snippet gets when its request names none.\n"

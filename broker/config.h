@@ -61,6 +61,7 @@ struct config {
 	uint64_t grant_ttl_ms;         /* [gate] grant_ttl, default 0: until revoked */
 	enum unattended_policy unattended; /* [gate] unattended = documented|refuse */
 	enum escalate_policy escalate;     /* [gate] escalate = ask|never */
+	bool mcp_elicitation;              /* [mcp] elicitation = yes|no */
 	uint64_t audit_anchor_rows;    /* [audit] anchor_rows, default 100; 0 = none by count */
 	uint64_t audit_anchor_ms;      /* [audit] anchor_interval, default 10m */
 	uint64_t audit_verify_rows;    /* [audit] verify_rows at start, default 100000 */

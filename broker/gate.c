@@ -408,9 +408,12 @@ static void refuse(struct client_link *cl, uint64_t id, const struct scan_result
 	describe(sr, what, sizeof(what));
 	labels_csv(sr, labels, sizeof(labels));
 	client_send_error(cl, true, id, PERR_REFUSED,
-			  "This snippet was not run: nobody can be asked to approve it here, "
+			  "This snippet was not run: nobody can be asked to approve it here%s, "
 			  "and it %s (%s). Run it from a client with an approval channel, or "
-			  "change it.", what, labels);
+			  "change it.",
+			  cl->channel_withheld ? " (the operator set [mcp] elicitation = no, so "
+						 "no card is shown through the MCP client)" : "",
+			  what, labels);
 }
 
 static void fill_request(struct run_request *rq, const struct scan_result *sr,

@@ -260,10 +260,15 @@ struct label_def {
 	const char *const *code;	/* NULL-terminated; read on the code view */
 	const char *const *text;	/* NULL-terminated; read on the text view */
 	const struct named *named;	/* { NULL }-terminated; on the code view */
+	/* NULL-terminated; read as the plain code patterns are, but a match
+	 * whose group 1 starts an argument that names the run's own places
+	 * (INTO_PRIVATE, on the text view) does not count. */
+	const char *const *private_arg;
 };
 
 #define PATTERNS(...) .code = ((const char *const[]){ __VA_ARGS__, NULL })
 #define TEXT(...) .text = ((const char *const[]){ __VA_ARGS__, NULL })
+#define PRIVATE_ARG(...) .private_arg = ((const char *const[]){ __VA_ARGS__, NULL })
 #define NAMED(...) .named = ((const struct named[]){ __VA_ARGS__, { NULL, NAME_BUILT } })
 
 static const struct label_def defs[SCAN_LABEL_COUNT] = {
@@ -380,7 +385,9 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	 * tarfile/aiofiles .open) whose second positional argument is anything
 	 * but a read-mode literal ("r", "rb", 'rt'...: a variable mode is
 	 * flagged), whose mode= is anything but a read literal, or that takes
-	 * *args; the arguments are read across balanced brackets, so the path
+	 * *args, unless its first argument names the run's own places
+	 * (INTO_PRIVATE, text view, read up to that argument's first comma);
+	 * the arguments are read across balanced brackets, so the path
 	 * may be a nested call, and a call nested deeper than six brackets is
 	 * flagged unread.  Any other `.open(`/`.fdopen(` (Path.open, zipfile)
 	 * with a write-mode literal; os.open with a write flag or without
@@ -412,10 +419,11 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	 * ":memory:" databases, reads (read_csv, np.load, mode "r").
 	 */
 	[SCAN_FS_WRITE] = {
-		"fs-write", "writes files", PATTERNS(
+		"fs-write", "writes files", PRIVATE_ARG(
 		"open(?:(?<![\\w.]open)|(?<=\\bio\\.open|\\bcodecs\\.open|\\bgzip\\.open"
 		"|\\bbz2\\.open|\\blzma\\.open|\\btarfile\\.open|\\baiofiles\\.open))"
-		CALL OPEN_MODE "|\\b" VALUE("o", "pen"),
+		CALL "()" OPEN_MODE),
+		PATTERNS("\\b" VALUE("o", "pen"),
 		"\\bos" DOT "(?:open" CALL OS_OPEN_FLAGS
 		"|(?:renames?|replace|l?chmod|l?chown|truncate|link|symlink|utime|mkdir"
 		"|makedirs|mkfifo|mknod)\\b)",
@@ -546,7 +554,7 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 
 enum name_re {
 	BIND_DOTTED_RE, BIND_CAPS_RE, BIND_FUNCS_RE, BIND_GENERIC_RE, CTOR_MODULE_AT_RE,
-	IMPORTS_CLIENT_RE, RUNTIME_NAMES_RE, NAME_RE_COUNT
+	IMPORTS_CLIENT_RE, RUNTIME_NAMES_RE, INTO_PRIVATE_RE, NAME_RE_COUNT
 };
 
 static const char *const name_re_src[NAME_RE_COUNT] = {
@@ -557,6 +565,7 @@ static const char *const name_re_src[NAME_RE_COUNT] = {
 	[CTOR_MODULE_AT_RE] = CTOR_MODULE_AT,
 	[IMPORTS_CLIENT_RE] = IMPORTS_CLIENT,
 	[RUNTIME_NAMES_RE] = RUNTIME_NAMES,
+	[INTO_PRIVATE_RE] = INTO_PRIVATE,
 };
 
 /* One compiled pattern of a label: the view it reads and, for a named
@@ -565,6 +574,7 @@ struct compiled {
 	pcre2_code *re;
 	enum view view;
 	bool named;
+	bool private_arg;	/* a PRIVATE_ARG pattern */
 	enum name_test test;
 };
 
@@ -612,7 +622,7 @@ static pcre2_code *compile_re(const char *src, const char *what, size_t k, char 
 
 /* Appends one pattern to label l's list; -1 with err set on failure. */
 static int add_pattern(size_t l, size_t *k, const char *src, enum view v, const struct named *nm,
-		       char *err, size_t errlen)
+		       bool private_arg, char *err, size_t errlen)
 {
 	if (*k == MAX_PATTERNS) {
 		if (err && errlen)
@@ -621,6 +631,7 @@ static int add_pattern(size_t l, size_t *k, const char *src, enum view v, const 
 		return -1;
 	}
 	codes[l][*k] = (struct compiled){ .view = v, .named = nm != NULL,
+					  .private_arg = private_arg,
 					  .test = nm ? nm->test : NAME_BUILT };
 	codes[l][*k].re = compile_re(src, defs[l].name, *k, err, errlen);
 	if (!codes[l][*k].re)
@@ -635,13 +646,17 @@ static int compile_label(size_t l, char *err, size_t errlen)
 	size_t k = 0;
 
 	for (size_t i = 0; d->code && d->code[i]; i++)
-		if (add_pattern(l, &k, d->code[i], VIEW_CODE, NULL, err, errlen) < 0)
+		if (add_pattern(l, &k, d->code[i], VIEW_CODE, NULL, false, err, errlen) < 0)
 			return -1;
 	for (size_t i = 0; d->text && d->text[i]; i++)
-		if (add_pattern(l, &k, d->text[i], VIEW_TEXT, NULL, err, errlen) < 0)
+		if (add_pattern(l, &k, d->text[i], VIEW_TEXT, NULL, false, err, errlen) < 0)
+			return -1;
+	for (size_t i = 0; d->private_arg && d->private_arg[i]; i++)
+		if (add_pattern(l, &k, d->private_arg[i], VIEW_CODE, NULL, true, err, errlen) < 0)
 			return -1;
 	for (size_t i = 0; d->named && d->named[i].re; i++)
-		if (add_pattern(l, &k, d->named[i].re, VIEW_CODE, &d->named[i], err, errlen) < 0)
+		if (add_pattern(l, &k, d->named[i].re, VIEW_CODE, &d->named[i], false, err,
+				errlen) < 0)
 			return -1;
 	return 0;
 }
@@ -1638,6 +1653,33 @@ static bool test_holds(struct scan_ctx *c, enum name_test t, const PCRE2_SIZE *o
  * A named pattern's matches that fail their test are stepped over, one
  * start position at a time as PCRE2 itself would.
  */
+/* A PRIVATE_ARG match whose group 1 starts an argument naming the run's
+ * own places.  Its own match data: c->md holds the match being judged. */
+static bool into_private(struct scan_ctx *c, const PCRE2_SIZE *ov, int rc)
+{
+	pcre2_match_data *md;
+	int r;
+
+	if (rc < 2 || ov[2] == PCRE2_UNSET)
+		return false;
+	md = pcre2_match_data_create(1, NULL);
+	if (!md)
+		return false;	/* not known to be private: the match counts */
+	r = pcre2_match(name_res[INTO_PRIVATE_RE], (PCRE2_SPTR)c->view[VIEW_TEXT], c->len, ov[2],
+			PCRE2_ANCHORED, md, c->mctx);
+	pcre2_match_data_free(md);
+	return r > 0;
+}
+
+/* A match that does not count: a named one whose test fails, or a
+ * PRIVATE_ARG one into the run's own places. */
+static bool stepped_over(struct scan_ctx *c, const struct compiled *p, const PCRE2_SIZE *ov,
+			 int rc)
+{
+	return (p->named && !test_holds(c, p->test, ov, rc)) ||
+	       (p->private_arg && into_private(c, ov, rc));
+}
+
 static int match_one(struct scan_ctx *c, const struct compiled *p, PCRE2_SIZE *span)
 {
 	PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
@@ -1654,8 +1696,8 @@ static int match_one(struct scan_ctx *c, const struct compiled *p, PCRE2_SIZE *s
 		if (rc < 0)
 			return rc;
 		at = ov[0] + 1;
-	} while (p->named && !test_holds(c, p->test, ov, rc) && at <= c->len);
-	if (p->named && !test_holds(c, p->test, ov, rc))
+	} while (stepped_over(c, p, ov, rc) && at <= c->len);
+	if (stepped_over(c, p, ov, rc))
 		return PCRE2_ERROR_NOMATCH;
 	span[0] = ov[0];
 	span[1] = ov[1];

@@ -297,10 +297,17 @@ static int on_hello(struct client_link *cl, const struct msg *m)
 		session_fail(s, PERR_VERSION, "this broker speaks protocol version 1 only");
 		return -EPROTO;
 	}
-	s->client.channel = m->u.hello.channel;
-	s->client.escalate = m->u.hello.channel && m->u.hello.escalate;
+	/* The operator may not trust agent hosts to relay cards to a person:
+	 * then the MCP front is served as a client without a channel. */
+	s->client.channel_withheld = m->u.hello.channel && m->u.hello.mcp && !c->mcp_elicitation;
+	s->client.channel = m->u.hello.channel && !s->client.channel_withheld;
+	s->client.escalate = s->client.channel && m->u.hello.escalate;
 	s->state = SESSION_READY;
 	log_client_name(s, m->u.hello.client);
+	if (s->client.channel_withheld)
+		log_info("uid=%u session=%" PRIu64 " served without an approval channel: it is "
+			 "the MCP front and [mcp] elicitation = no", (unsigned)s->client.peer.uid,
+			 s->sid);
 	if (enc_welcome(&f, &w) < 0)
 		return -ENOMEM;
 	return session_send(s, &f);

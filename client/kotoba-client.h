@@ -186,6 +186,9 @@ enum kotoba_code kotoba_hello(struct kotoba_client *c, bool channel, const char 
 #define KOTOBA_HELLO_CHANNEL 1u  /* as kotoba_hello()'s @channel */
 #define KOTOBA_HELLO_ESCALATE 2u /* with CHANNEL: on_card can also show an escalation
 				  * card (struct kotoba_card's escalate) to a person */
+#define KOTOBA_HELLO_MCP 4u      /* the program is an MCP front: its cards are answered by
+				  * an MCP client (an agent host) relaying a person, so
+				  * the operator's [mcp] elicitation applies to it */
 
 /*
  * kotoba_hello_flags: kotoba_hello() with what the program can do as
@@ -196,6 +199,8 @@ enum kotoba_code kotoba_hello(struct kotoba_client *c, bool channel, const char 
  * Without it (and with kotoba_hello()) the broker never offers one, and
  * every run ends as before.  Declare it only when a person answers the
  * cards: nothing should run again that nobody decided to run.
+ * KOTOBA_HELLO_MCP says who answers: with the operator's [mcp] elicitation
+ * = no, the broker serves such a connection as one without a channel.
  * Returns as kotoba_hello(); KOTOBA_ERR_INVALID for ESCALATE without
  * CHANNEL or a flag this library does not know.
  */

@@ -117,7 +117,7 @@ static enum kotoba_code open_conn(const struct mcp *m, struct kotoba_client **c,
 		return rc;
 	}
 	snprintf(name, sizeof(name), "kotoba-mcp/%s", kotoba_version());
-	if ((rc = kotoba_hello_flags(*c, flags, name, err))) {
+	if ((rc = kotoba_hello_flags(*c, flags | KOTOBA_HELLO_MCP, name, err))) {
 		kotoba_close(*c);
 		*c = NULL;
 	}

@@ -91,11 +91,13 @@ int enc_hello(struct frame *f, const struct msg_hello *m)
 {
 	struct enc e;
 
-	enc_begin(&e, "hello", 3 + m->escalate);
+	enc_begin(&e, "hello", 3 + m->escalate + m->mcp);
 	put_uint(&e, "version", m->version);
 	put_bool(&e, "channel", m->channel);
 	if (m->escalate)
 		put_bool(&e, "escalate", true);
+	if (m->mcp)
+		put_bool(&e, "mcp", true);
 	put_pstr(&e, "client", m->client);
 	return enc_end(&e, f);
 }
@@ -766,6 +768,7 @@ static int dec_hello(struct dec *d, struct msg_hello *m)
 	if ((rc = dec_uint(d, "version", true, &m->version)) < 0 ||
 	    (rc = dec_bool(d, "channel", true, &m->channel)) < 0 ||
 	    (rc = dec_bool(d, "escalate", false, &m->escalate)) < 0 ||
+	    (rc = dec_bool(d, "mcp", false, &m->mcp)) < 0 ||
 	    (rc = dec_str(d, "client", false, NAME_FIELD_MAX, &m->client)) < 0)
 		return rc;
 	return 0;

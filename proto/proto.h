@@ -203,6 +203,8 @@ struct msg_hello {
 	uint64_t version; /* highest version the client speaks */
 	bool channel;     /* the client can show approval cards */
 	bool escalate;    /* ... and escalation cards (optional; sent only when true) */
+	bool mcp;         /* the client is the MCP front, whose cards an agent host
+			   * relays (optional; sent only when true) */
 	struct pstr client; /* free-form client name, may be empty */
 };
 

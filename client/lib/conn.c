@@ -124,7 +124,7 @@ enum kotoba_code kotoba_hello_flags(struct kotoba_client *c, unsigned flags,
 {
 	bool channel = flags & KOTOBA_HELLO_CHANNEL, escalate = flags & KOTOBA_HELLO_ESCALATE;
 	struct msg_hello h = { .version = PROTO_VERSION, .channel = channel,
-			       .escalate = escalate,
+			       .escalate = escalate, .mcp = flags & KOTOBA_HELLO_MCP,
 			       .client = pstr_c(client_name ? client_name :
 					       "libkotoba-client/" KOTOBA_CLIENT_VERSION) };
 	/* kotoba_version() and the name sent agree: both are this library's. */
@@ -133,7 +133,7 @@ enum kotoba_code kotoba_hello_flags(struct kotoba_client *c, unsigned flags,
 
 	if (c->welcomed)
 		return kc_fail(err, KOTOBA_ERR_INVALID, 0, "hello was already said");
-	if (flags & ~(KOTOBA_HELLO_CHANNEL | KOTOBA_HELLO_ESCALATE))
+	if (flags & ~(KOTOBA_HELLO_CHANNEL | KOTOBA_HELLO_ESCALATE | KOTOBA_HELLO_MCP))
 		return kc_fail(err, KOTOBA_ERR_INVALID, EINVAL,
 			       "hello flags this library (%s) does not know", kotoba_version());
 	if (escalate && !channel)

@@ -83,6 +83,26 @@ def test_elicitation_once(broker, tmpdir_k):
     assert e["schema"]["properties"]["answer"]["enum"] == ["once", "always", "deny"]
 
 
+def test_operator_withholds_elicitation(make_broker, tmpdir_k):
+    """[mcp] elicitation = no: a client that declares elicitation is served
+    as one without a channel.  The same client against the default broker
+    is the control: there the labelled snippet brings a card."""
+    b = make_broker(config="[mcp]\nelicitation = no\n").start()
+    out = drive(b, tmpdir_k, "once", [{"code": "print(6*7)"},
+                                      {"code": "import os\nos.system('id')"}])
+    plain, labelled = out["steps"]
+    assert text(plain) == "42\n" and plain["structuredContent"]["approver"] == "unattended"
+    assert labelled["isError"] is True
+    assert labelled["structuredContent"]["error"]["code"] == "refused"
+    assert "[mcp] elicitation = no" in text(labelled) and "shell-spawn" in text(labelled)
+    assert out["elicitations"] == []
+    assert "the MCP front and [mcp] elicitation = no" in b.read_log()
+
+    control = make_broker().start()
+    out = drive(control, tmpdir_k, "deny", [{"code": "import os\nos.system('id')"}])
+    assert len(out["elicitations"]) == 1
+
+
 def test_elicitation_message_is_escaped_like_the_terminal_card(broker, tmpdir_k):
     hostile = "x = 1  # \x1b[2J\x1b]0;t\x07\u202e\u200b\u009b1A\nprint('shown')"
     out = drive(broker, tmpdir_k, "deny", [{"code": hostile}])

@@ -363,6 +363,15 @@ static void test_fs_write(void **state)
 		{ "con = sqlite3.connect(\"file:r.db?mode=ro\", uri=True)", 0 },
 		{ "db = sqlite3.connect(os.path.join(os.environ['TMPDIR'], 'work.db'))", 0 },
 		{ "plt.savefig(os.path.join(tempfile.gettempdir(), \"a.png\"))", 0 },
+		{ "open(os.path.join(os.environ[\"KOTOBA_OUTPUT_DIR\"], \"a.txt\"), \"w\")", 0 },
+		{ "with open(f\"{os.environ['KOTOBA_OUTPUT_DIR']}/a.csv\", \"w\") as f:\n", 0 },
+		{ "f = open(os.path.join(tempfile.gettempdir(), 'x.json'), 'w')", 0 },
+		/* ... and beside them: another write, a path that only mentions the
+		 * name after its first comma, open as a value */
+		{ "open(os.path.join(os.environ[\"KOTOBA_OUTPUT_DIR\"], \"a\"), \"w\")\n"
+		  "open(\"b.txt\", \"w\")", FW },
+		{ "open(os.path.join(os.environ[\"HOME\"], \"KOTOBA_OUTPUT_DIR\"), \"w\")", FW },
+		{ "w = open\nw(os.environ[\"KOTOBA_OUTPUT_DIR\"] + \"/a\", \"w\")", FW },
 		{ "logging.basicConfig(level=logging.INFO)", 0 },
 		{ "h = logging.StreamHandler()", 0 },
 		{ "z = zipfile.ZipFile(\"in.zip\")", 0 },
