@@ -27,8 +27,10 @@ FUZZ_GATE_SRC := $(filter-out broker/main.c broker/listener.c,$(BROKER_SRC))
 FUZZ_OBJ_frame := $(FUZZ_PROTO)
 FUZZ_OBJ_decode := $(FUZZ_PROTO)
 FUZZ_OBJ_scan := $(FUZZ_DIR)/obj/broker/scan.o
-FUZZ_OBJ_config := $(FUZZ_DIR)/obj/broker/config.o $(FUZZ_DIR)/obj/proto/names.o
-FUZZ_OBJ_gate := $(FUZZ_PROTO) $(FUZZ_GATE_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_OBJ_config := $(FUZZ_DIR)/obj/broker/config.o $(FUZZ_DIR)/obj/proto/names.o \
+	$(FUZZ_DIR)/obj/broker/egress/policy.o
+FUZZ_OBJ_gate := $(FUZZ_PROTO) $(FUZZ_GATE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) \
+	$(FUZZ_DIR)/obj/broker/egress/policy.o
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 
 .PHONY: fuzz-build fuzz check-fuzz $(FUZZ_TARGETS:%=fuzz-%)

@@ -1,0 +1,225 @@
+"""The egress proxy, for real: unattended runs (--no-channel) of a real
+broker reach HTTP and HTTPS servers this test starts on the host's
+loopback only through kotoba-egress, whose allow_hosts lists 127.0.0.1
+for them.  Nothing else is contacted."""
+import http.server
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+
+import pytest
+
+from conftest import Broker
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers GET and HEAD with a fixed body; records every request and
+    whatever body bytes reached it."""
+    seen = []
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def _answer(self, body=True):
+        data = b"hello from %s\n" % self.path.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def do_GET(self):
+        self.seen.append(("GET", self.path, b""))
+        self._answer()
+
+    def do_HEAD(self):
+        self.seen.append(("HEAD", self.path, b""))
+        self._answer(body=False)
+
+    def _any(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        self.seen.append((self.command, self.path, self.rfile.read(n) if n else b""))
+        self._answer()
+
+    do_POST = do_PUT = do_DELETE = _any
+
+
+def serve(server):
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    return server
+
+
+@pytest.fixture
+def http_server():
+    Recorder.seen = []
+    s = serve(http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder))
+    yield s
+    s.shutdown()
+    s.server_close()
+
+
+def make_ca(tmp):
+    """A self-signed certificate for 127.0.0.1, made by openssl(1): the
+    upstream's, which the proxy trusts through upstream_ca_file."""
+    key = os.path.join(tmp, "up.key")
+    crt = os.path.join(tmp, "up.crt")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", crt,
+                    "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return key, crt
+
+
+@pytest.fixture
+def https_server(tmpdir_k):
+    if not shutil.which("openssl"):
+        pytest.skip("openssl(1) is needed to make the upstream's test certificate")
+    key, crt = make_ca(tmpdir_k)
+    Recorder.seen = []
+    s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(crt, key)
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    serve(s)
+    s.ca_file = crt
+    yield s
+    s.shutdown()
+    s.server_close()
+
+
+def egress_broker(make_broker, extra="", allow="127.0.0.1"):
+    cfg = "[egress]\nallow_hosts = %s\n%s" % (allow, extra)
+    return make_broker(config=cfg).start()
+
+
+def run(b, code):
+    r = b.run_json(code)
+    assert r["_status"] == 0, (r["stderr"], r)
+    return r["stdout"]
+
+
+# The pre-screen refuses an unattended snippet that plainly sends a body or
+# opens a socket (data-out, raw-socket); the code in a module of the
+# working directory walks past it, as an attacker's could: the proxy and
+# the network namespace are what must hold.
+def run_module(b, tmp, code):
+    work = os.path.join(tmp, "work")
+    os.makedirs(work, exist_ok=True)
+    os.chmod(work, 0o755)
+    with open(os.path.join(work, "payload.py"), "w") as f:
+        f.write(code)
+    os.chmod(os.path.join(work, "payload.py"), 0o644)
+    r = b.run_json("import sys\nsys.path.insert(0, '.')\nimport payload\n", "--cwd", work)
+    assert r["_status"] == 0, (r["stderr"], r)
+    return r["stdout"]
+
+
+GET = """
+import urllib.request
+with urllib.request.urlopen('%s', timeout=30) as r:
+    print(r.status, r.read().decode().strip())
+"""
+
+
+def test_get_over_http_goes_through_the_proxy(make_broker, http_server):
+    b = egress_broker(make_broker)
+    url = "http://127.0.0.1:%d/x?y=1" % http_server.server_address[1]
+    assert run(b, GET % url) == "200 hello from /x?y=1\n"
+    assert Recorder.seen == [("GET", "/x?y=1", b"")]
+    assert "GET %s" % url in b.read_log()
+
+
+def test_get_over_https_is_checked_inside_tls(make_broker, https_server):
+    b = egress_broker(make_broker, "upstream_ca_file = %s\n" % https_server.ca_file)
+    url = "https://127.0.0.1:%d/secure" % https_server.server_address[1]
+    assert run(b, GET % url) == "200 hello from /secure\n"
+    assert Recorder.seen == [("GET", "/secure", b"")]
+
+
+SEND = """
+import urllib.request, urllib.error
+req = urllib.request.Request('%s', data=%r, method='%s')
+try:
+    urllib.request.urlopen(req, timeout=30)
+    print('sent')
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+"""
+
+
+def send(method, url, body=b"SECRET-BODY"):
+    return SEND % (url, body if method != "GET" else None, method)
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT"])
+def test_post_and_put_are_refused_with_the_proxys_sentence(make_broker, tmpdir_k, http_server,
+                                                           method):
+    b = egress_broker(make_broker)
+    url = "http://127.0.0.1:%d/upload" % http_server.server_address[1]
+    out = run_module(b, tmpdir_k, send(method, url))
+    assert out == "405 %s %s refused: a grant covers plain GET requests\n" % (method, url)
+    assert Recorder.seen == []
+
+
+def test_post_inside_https_is_refused(make_broker, tmpdir_k, https_server):
+    b = egress_broker(make_broker, "upstream_ca_file = %s\n" % https_server.ca_file)
+    url = "https://127.0.0.1:%d/upload" % https_server.server_address[1]
+    out = run_module(b, tmpdir_k, send("POST", url))
+    assert out == "405 POST %s refused: a grant covers plain GET requests\n" % url
+    assert Recorder.seen == []
+
+
+RAW = """
+import socket
+for what, f in (('tcp', lambda: socket.create_connection(('127.0.0.1', %d), timeout=5)),
+                ('dns', lambda: socket.getaddrinfo('example.org', 80))):
+    try:
+        f()
+        print(what, 'reached')
+    except OSError as e:
+        print(what, 'failed', type(e).__name__)
+"""
+
+
+def test_raw_tcp_to_the_test_server_fails(make_broker, tmpdir_k, http_server):
+    b = egress_broker(make_broker)
+    out = run_module(b, tmpdir_k, RAW % http_server.server_address[1]).split("\n")
+    assert out[0] == "tcp failed ConnectionRefusedError", out
+    assert out[1].startswith("dns failed"), out
+    assert Recorder.seen == []
+
+
+def test_a_private_address_is_refused_unless_listed(make_broker, tmpdir_k, http_server):
+    b = egress_broker(make_broker, allow="example.invalid")
+    url = "http://127.0.0.1:%d/" % http_server.server_address[1]
+    out = run_module(b, tmpdir_k, send("GET", url))
+    assert out.startswith("403 GET %s refused: the host resolves to a loopback" % url), out
+    assert Recorder.seen == []
+
+
+PINNED = """
+import os, ssl, socket, urllib.request, urllib.error
+# A client that pins: it trusts the system's CAs only, not SSL_CERT_FILE's bundle.
+ctx = ssl.create_default_context(cafile=None, capath='/nonexistent')
+ctx.load_verify_locations(cafile='/etc/ssl/certs/ca-certificates.crt')
+try:
+    urllib.request.urlopen('%s', timeout=30, context=ctx)
+    print('reached')
+except urllib.error.URLError as e:
+    print('failed', type(e.reason).__name__, 'CERTIFICATE_VERIFY_FAILED' in str(e.reason))
+"""
+
+
+def test_connect_with_a_pinned_certificate_fails_clearly(make_broker, https_server):
+    b = egress_broker(make_broker, "upstream_ca_file = %s\n" % https_server.ca_file)
+    url = "https://127.0.0.1:%d/" % https_server.server_address[1]
+    assert run(b, PINNED % url) == "failed SSLCertVerificationError True\n"
+    assert Recorder.seen == []
+    assert "the TLS handshake with the run failed" in b.read_log()
