@@ -22,6 +22,11 @@ static int link_fd = -1, bundle_fd = -1;
 static pid_t egress_pid;
 static char bundle[512];
 
+bool egresslink_bundle_open(void)
+{
+	return bundle_fd >= 0;
+}
+
 pid_t egresslink_pid(void)
 {
 	return egress_pid;

@@ -5,6 +5,7 @@
  */
 #ifndef KOTOBA_EGRESSLINK_H
 #define KOTOBA_EGRESSLINK_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -15,6 +16,7 @@
  * in dir, the socket's directory, which every user who may connect can
  * read.  0, or -1 with a sentence. */
 int egresslink_open_bundle(const char *dir, char *err, size_t errlen);
+bool egresslink_bundle_open(void);
 /* Starts the proxy at path, as the broker's user, with the bundle's file;
  * waits until it says it serves.  0, or -1 with a sentence. */
 int egresslink_start(const char *path, const struct config *c, char *err, size_t errlen);

@@ -533,24 +533,31 @@ static int start_monitor(struct broker *b)
 
 /* The egress proxy: the bundle's file while the broker may still be
  * root, the proxy as its own user after.  [egress] approved = proxy is
- * refused: runs a person read keep the host's network. */
+ * refused: runs a person read keep the host's network.  A bundle that
+ * cannot be made (the socket's directory is not writable: an activated
+ * socket elsewhere) leaves the broker without a proxy, which start_egress
+ * says. */
 static int open_egress_bundle(struct broker *b)
 {
 	char err[400], dir[sizeof(b->socket_path)];
 
 	if (b->cfg.egress_approved) {
-		log_err("[egress] approved = proxy is not supported by this build; use direct");
+		log_err("[egress] approved = proxy is not supported by this version; use direct");
 		return -1;
 	}
-	snprintf(dir, sizeof(dir), "%s", b->socket_path[0] ? b->socket_path : "");
-	if (!dir[0]) {
-		log_err("the egress proxy's CA bundle goes beside the socket, which has no path");
-		return -1;
-	}
-	if (egresslink_open_bundle(dirname(dir), err, sizeof(err)) < 0) {
+	/* An activated socket's file is systemd's: the bundle goes where
+	 * the configured or default socket would be (the unit's runtime
+	 * directory). */
+	if (b->socket_path[0])
+		snprintf(dir, sizeof(dir), "%s", b->socket_path);
+	else if (b->cfg.socket_path[0])
+		snprintf(dir, sizeof(dir), "%s", b->cfg.socket_path);
+	else if (default_socket_path(dir, sizeof(dir)) < 0)
+		dir[0] = '\0';
+	if (dir[0] != '/')
+		log_err("the egress proxy's CA bundle has no directory (no socket path)");
+	else if (egresslink_open_bundle(dirname(dir), err, sizeof(err)) < 0)
 		log_err("%s", err);
-		return -1;
-	}
 	return 0;
 }
 
@@ -558,6 +565,10 @@ static int start_egress(struct broker *b)
 {
 	char err[400], path[4096];
 
+	if (!egresslink_bundle_open()) {
+		log_err("the egress proxy needs its CA bundle beside the socket");
+		return -1;
+	}
 	if (beside_self("kotoba-egress", path, sizeof(path)) < 0)
 		return -1;
 	if (egresslink_start(path, &b->cfg, err, sizeof(err)) < 0) {
