@@ -223,3 +223,135 @@ def test_connect_with_a_pinned_certificate_fails_clearly(make_broker, https_serv
     assert run(b, PINNED % url) == "failed SSLCertVerificationError True\n"
     assert Recorder.seen == []
     assert "the TLS handshake with the run failed" in b.read_log()
+
+
+REQUESTS = """
+import requests
+r = requests.get('%s', timeout=30)
+h = requests.head('%s', timeout=30)
+print(r.status_code, r.text.strip(), h.status_code, h.headers['Content-Length'])
+"""
+
+
+def test_requests_get_and_head_over_https(make_broker, https_server):
+    """requests reads REQUESTS_CA_BUNDLE and HTTPS_PROXY: nothing to change."""
+    if subprocess.run(["/usr/bin/python3", "-I", "-c", "import requests"]).returncode:
+        pytest.skip("requests is not installed for /usr/bin/python3 (python3-requests)")
+    b = egress_broker(make_broker, "upstream_ca_file = %s\n" % https_server.ca_file)
+    url = "https://127.0.0.1:%d/r" % https_server.server_address[1]
+    assert run(b, REQUESTS % (url, url)) == "200 hello from /r 200 16\n"
+    assert [m for m, _, _ in Recorder.seen] == ["GET", "HEAD"]
+
+
+# Requests by hand: each is sent on its own connection to the proxy, and
+# the proxy's answer's first line and body are printed.
+RAW_HTTP = """
+import os, socket, urllib.parse
+p = urllib.parse.urlsplit(os.environ['HTTP_PROXY'])
+for req in %r:
+    s = socket.create_connection((p.hostname, p.port), timeout=30)
+    s.sendall(req)
+    got = b''
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    head, _, body = got.partition(b'\\r\\n\\r\\n')
+    print(head.split(b'\\r\\n')[0].decode(), '|', body.decode().strip())
+"""
+
+
+def test_bodies_chunks_and_smuggling_are_refused_and_reach_nothing(make_broker, tmpdir_k,
+                                                                     http_server):
+    b = egress_broker(make_broker)
+    host = "127.0.0.1:%d" % http_server.server_address[1]
+    url = "http://%s/u" % host
+    reqs = [
+        # a GET with a body
+        b"GET %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 6\r\n\r\nSECRET" % (url.encode(), host.encode()),
+        # chunked
+        b"GET %s HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nSECRET\r\n0\r\n\r\n"
+        % (url.encode(), host.encode()),
+        # both, the smuggler's pair
+        b"GET %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"6\r\nSECRET\r\n0\r\n\r\n" % (url.encode(), host.encode()),
+        # a second request pipelined after a good one: only the first goes
+        b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\nPOST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 6\r\n\r\nSECRET"
+        % (url.encode(), host.encode(), url.encode(), host.encode()),
+        # HEAD is a plain request too
+        b"HEAD %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (url.encode(), host.encode()),
+        # not HTTP
+        b"\x16\x03\x01 hello\r\n\r\n",
+        # a head over 16 KiB
+        b"GET %s HTTP/1.1\r\nX: %s\r\n\r\n" % (url.encode(), b"a" * 17000),
+    ]
+    out = run_module(b, tmpdir_k, RAW_HTTP % (reqs,)).splitlines()
+    body = "a grant covers plain GET requests, and this one has a body"
+    assert out == [
+        "HTTP/1.1 405 Method Not Allowed | GET %s refused: %s (Content-Length)" % (url, body),
+        "HTTP/1.1 405 Method Not Allowed | GET %s refused: %s (Transfer-Encoding)" % (url, body),
+        "HTTP/1.1 405 Method Not Allowed | GET %s refused: %s (Transfer-Encoding)" % (url, body),
+        "HTTP/1.1 200 OK | hello from /u",
+        "HTTP/1.1 200 OK | ",
+        "HTTP/1.1 400 Bad Request | a request refused: the request line is not METHOD TARGET HTTP/1.x",
+        "HTTP/1.1 431 Request Header Fields Too Large | a request refused: its head is over 16 KiB",
+    ], out
+    assert Recorder.seen == [("GET", "/u", b""), ("HEAD", "/u", b"")]
+
+
+NAMED = """
+import urllib.request, urllib.error
+try:
+    urllib.request.urlopen('http://localhost:%d/n', timeout=30)
+    print('reached')
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+"""
+
+
+def test_a_name_resolving_to_loopback_is_refused_unless_listed(make_broker, http_server):
+    port = http_server.server_address[1]
+    b = egress_broker(make_broker, allow="example.invalid")
+    out = run(b, NAMED % port)
+    assert out.startswith("403 GET http://localhost:%d/n refused: the host resolves to a "
+                          "loopback" % port), out
+    assert Recorder.seen == []
+    listed = egress_broker(make_broker, allow="localhost")
+    out = run(listed, NAMED % port)
+    assert out == "reached\n", out
+    assert Recorder.seen == [("GET", "/n", b"")]
+
+
+@pytest.mark.parametrize("mode,get,post", [
+    ("none", "403", "403"),
+    ("allowlist", "200", "200"),
+    ("any", "200", "200"),
+])
+def test_modes(make_broker, tmpdir_k, http_server, mode, get, post):
+    b = egress_broker(make_broker, "unattended = %s\n" % mode)
+    url = "http://127.0.0.1:%d/m" % http_server.server_address[1]
+    code = send("GET", url).replace("print('sent')", "print(200)") + \
+        send("POST", url).replace("print('sent')", "print(200)")
+    out = run_module(b, tmpdir_k, code).splitlines()
+    assert [o.split()[0] for o in out] == [get, post], out
+    if mode == "none":
+        assert "([egress] unattended = none)" in out[0], out
+        assert Recorder.seen == []
+    else:
+        assert Recorder.seen == [("GET", "/m", b""), ("POST", "/m", b"SECRET-BODY")]
+
+
+def test_allowlist_refuses_a_host_not_listed(make_broker, tmpdir_k, http_server):
+    b = egress_broker(make_broker, "unattended = allowlist\n", allow="localhost")
+    url = "http://127.0.0.1:%d/a" % http_server.server_address[1]
+    out = run_module(b, tmpdir_k, send("GET", url))
+    assert out == "403 GET %s refused: the host is not on [egress] allow_hosts\n" % url, out
+    assert Recorder.seen == []
+
+
+def test_deny_hosts_wins_over_allow_hosts(make_broker, tmpdir_k, http_server):
+    b = egress_broker(make_broker, "deny_hosts = 127.0.0.1\n")
+    url = "http://127.0.0.1:%d/d" % http_server.server_address[1]
+    out = run_module(b, tmpdir_k, send("GET", url))
+    assert out == "403 GET %s refused: the host is on [egress] deny_hosts\n" % url, out
