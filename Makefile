@@ -9,7 +9,7 @@ PREFIX ?= /usr/local
 DEB_PKGS := gcc make pkg-config libseccomp-dev libcap-ng-dev libpcre2-dev \
 	libmsgpack-dev libsqlite3-dev libinih-dev libsystemd-dev libcmocka-dev nettle-dev libjansson-dev \
 	libgnutls28-dev \
-	python3 python3-msgpack python3-pytest
+	python3 python3-msgpack python3-pytest python3-requests
 PKGS := libseccomp libcap-ng libpcre2-8 msgpack sqlite3 inih libsystemd nettle jansson
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \

@@ -239,7 +239,7 @@ def test_requests_get_and_head_over_https(make_broker, https_server):
         pytest.skip("requests is not installed for /usr/bin/python3 (python3-requests)")
     b = egress_broker(make_broker, "upstream_ca_file = %s\n" % https_server.ca_file)
     url = "https://127.0.0.1:%d/r" % https_server.server_address[1]
-    assert run(b, REQUESTS % (url, url)) == "200 hello from /r 200 16\n"
+    assert run(b, REQUESTS % (url, url)) == "200 hello from /r 200 14\n"
     assert [m for m, _, _ in Recorder.seen] == ["GET", "HEAD"]
 
 
