@@ -4,6 +4,7 @@ loopback only through kotoba-egress, whose allow_hosts lists 127.0.0.1
 for them.  Nothing else is contacted."""
 import http.server
 import os
+import signal
 import shutil
 import socket
 import ssl
@@ -12,7 +13,7 @@ import threading
 
 import pytest
 
-from conftest import Broker
+from conftest import wait_for
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
@@ -355,3 +356,56 @@ def test_deny_hosts_wins_over_allow_hosts(make_broker, tmpdir_k, http_server):
     url = "http://127.0.0.1:%d/d" % http_server.server_address[1]
     out = run_module(b, tmpdir_k, send("GET", url))
     assert out == "403 GET %s refused: the host is on [egress] deny_hosts\n" % url, out
+
+
+def children(pid):
+    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+        return [int(p) for p in f.read().split()]
+
+
+def comm(pid):
+    with open("/proc/%d/comm" % pid) as f:
+        return f.read().strip()
+
+
+def test_a_proxy_crash_fails_closed_and_a_new_server_takes_the_next_runs(make_broker,
+                                                                          http_server):
+    b = egress_broker(make_broker)
+    proxy = [p for p in children(b.proc.pid) if comm(p) == "kotoba-egress"]
+    assert len(proxy) == 1, proxy
+    wait_for(lambda: children(proxy[0]), "the proxy's serving process")
+    (server,) = children(proxy[0])
+    os.kill(server, signal.SIGKILL)
+    wait_for(lambda: children(proxy[0]) and children(proxy[0]) != [server],
+             "a new serving process")
+    assert "the serving process %d ended (signal 9)" % server in b.read_log()
+    url = "http://127.0.0.1:%d/after" % http_server.server_address[1]
+    assert run(b, GET % url) == "200 hello from /after\n"
+    assert b.alive()
+
+
+CAP = """
+import os, socket, urllib.parse
+p = urllib.parse.urlsplit(os.environ['HTTP_PROXY'])
+held = [socket.create_connection((p.hostname, p.port), timeout=30) for _ in range(32)]
+extra = socket.create_connection((p.hostname, p.port), timeout=30)
+print(extra.recv(200).split(b'\\r\\n')[0].decode())
+"""
+
+
+def test_a_run_has_at_most_32_connections_at_once(make_broker, tmpdir_k):
+    b = egress_broker(make_broker)
+    assert run_module(b, tmpdir_k, CAP) == "HTTP/1.1 503 Service Unavailable\n"
+    assert "connection refused: the run has 32 open already" in b.read_log()
+
+
+def test_the_proxy_holds_no_capability_under_no_new_privs_and_a_filter(make_broker):
+    b = egress_broker(make_broker)
+    (proxy,) = [p for p in children(b.proc.pid) if comm(p) == "kotoba-egress"]
+    wait_for(lambda: children(proxy), "the proxy's serving process")
+    for pid in [proxy] + children(proxy):
+        with open("/proc/%d/status" % pid) as f:
+            st = dict(line.split(":", 1) for line in f)
+        for k in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+            assert int(st[k], 16) == 0, (pid, k, st[k])
+        assert st["NoNewPrivs"].strip() == "1" and st["Seccomp"].strip() == "2", st
