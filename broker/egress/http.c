@@ -22,19 +22,7 @@
 #include <unistd.h>
 
 #include "broker/egress/egress.h"
-
-#define HEADERS_MAX 100
-
-struct request {
-	char method[16];
-	char *target;  /* as sent: absolute-form, authority-form, or origin-form in TLS */
-	char host[256];
-	char port[8];
-	char *path;    /* origin-form, for upstream */
-	size_t n_headers;
-	char *name[HEADERS_MAX], *value[HEADERS_MAX];
-	bool has_body, chunked_or_te;
-};
+#include "broker/egress/request.h"
 
 static const char *status_text(int status)
 {
@@ -129,151 +117,6 @@ static int read_head(struct egress_io *c, char *buf, size_t cap, size_t *got, si
 	}
 }
 
-static bool token(const char *s)
-{
-	if (!*s)
-		return false;
-	for (; *s; s++)
-		if (*s <= ' ' || *s >= 127 || strchr("()<>@,;:\\\"/[]?={}", *s))
-			return false;
-	return true;
-}
-
-/* "host[:port]" (a bracketed IPv6 literal too) into q. */
-static bool split_authority(const char *a, size_t len, const char *dflt, struct request *q)
-{
-	const char *colon, *host = a;
-	size_t hl;
-
-	if (len && a[0] == '[') {
-		const char *close = memchr(a, ']', len);
-
-		if (!close)
-			return false;
-		host = a + 1;
-		hl = (size_t)(close - host);
-		colon = close + 1 < a + len && close[1] == ':' ? close + 1 : NULL;
-		if (!colon && close + 1 != a + len)
-			return false;
-	} else {
-		colon = memchr(a, ':', len);
-		hl = colon ? (size_t)(colon - a) : len;
-	}
-	if (hl == 0 || hl >= sizeof(q->host))
-		return false;
-	memcpy(q->host, host, hl);
-	q->host[hl] = '\0';
-	if (colon) {
-		size_t pl = (size_t)(a + len - colon - 1);
-
-		if (pl == 0 || pl >= sizeof(q->port) || strspn(colon + 1, "0123456789") < pl)
-			return false;
-		memcpy(q->port, colon + 1, pl);
-		q->port[pl] = '\0';
-		if (atoi(q->port) < 1 || atoi(q->port) > 65535)
-			return false;
-	} else {
-		snprintf(q->port, sizeof(q->port), "%s", dflt);
-	}
-	for (const char *s = q->host; *s; s++)
-		if (*s <= ' ' || *s >= 127 || strchr("/?#@\\", *s))
-			return false;
-	return true;
-}
-
-static const char *parse_target(struct request *q)
-{
-	char *t = q->target, *slash;
-
-	if (!strcasecmp(q->method, "CONNECT"))
-		return split_authority(t, strlen(t), "443", q) ? NULL : "a CONNECT names host:port";
-	if (t[0] == '/') {
-		q->path = t;
-		return NULL; /* inside TLS: the CONNECT named the host */
-	}
-	if (strncasecmp(t, "http://", 7))
-		return "a proxy request names an absolute http:// URL";
-	t += 7;
-	slash = t + strcspn(t, "/?");
-	if (!split_authority(t, (size_t)(slash - t), "80", q))
-		return "the URL's host is not a host name or address";
-	q->path = *slash == '/' ? slash : (char *)"/";
-	if (*slash == '?') {
-		/* "http://h?q": the path is "/" and the query stays. */
-		q->path = slash - 1;
-		*q->path = '/';
-	}
-	return NULL;
-}
-
-/* The head in place: request line, then headers, each NUL-terminated. */
-static const char *parse_head(char *buf, size_t head_len, struct request *q)
-{
-	char *line = buf, *end = buf + head_len - 2, *sp1, *sp2, *next;
-
-	memset(q, 0, sizeof(*q));
-	next = strstr(line, "\r\n");
-	*next = '\0';
-	sp1 = strchr(line, ' ');
-	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-	if (!sp1 || !sp2 || (size_t)(sp1 - line) >= sizeof(q->method))
-		return "the request line is not METHOD TARGET HTTP/1.x";
-	*sp1 = *sp2 = '\0';
-	memcpy(q->method, line, (size_t)(sp1 - line) + 1);
-	q->target = sp1 + 1;
-	if (!token(q->method) || strncmp(sp2 + 1, "HTTP/1.", 7) || !*q->target)
-		return "the request line is not METHOD TARGET HTTP/1.x";
-	for (line = next + 2; line < end; line = next + 2) {
-		char *colon, *v;
-
-		next = strstr(line, "\r\n");
-		*next = '\0';
-		colon = strchr(line, ':');
-		if (!colon || line[0] == ' ' || line[0] == '\t')
-			return "a header line is not Name: value (folded lines are refused)";
-		*colon = '\0';
-		if (!token(line))
-			return "a header's name is not a token";
-		for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
-			;
-		if (q->n_headers == HEADERS_MAX)
-			return "more than 100 headers";
-		q->name[q->n_headers] = line;
-		q->value[q->n_headers++] = v;
-		if (!strcasecmp(line, "Transfer-Encoding"))
-			q->chunked_or_te = true;
-		if (!strcasecmp(line, "Content-Length") && strspn(v, "0 \t") != strlen(v))
-			q->has_body = true;
-	}
-	return parse_target(q);
-}
-
-/* Hop-by-hop headers and the proxy's own: never forwarded. */
-static bool hop_by_hop(const char *name)
-{
-	static const char *const hop[] = { "Connection", "Keep-Alive", "Proxy-Connection",
-					   "Proxy-Authorization", "Proxy-Authenticate", "TE",
-					   "Trailer", "Upgrade" };
-
-	for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
-		if (!strcasecmp(name, hop[i]))
-			return true;
-	return false;
-}
-
-/* Why the `get` rule refuses the request, or NULL. */
-static const char *get_rule(const struct request *q)
-{
-	if (strcmp(q->method, "GET") && strcmp(q->method, "HEAD"))
-		return "a grant covers plain GET requests";
-	if (q->chunked_or_te)
-		return "a grant covers plain GET requests, and this one has a body "
-		       "(Transfer-Encoding)";
-	if (q->has_body)
-		return "a grant covers plain GET requests, and this one has a body (Content-Length)";
-	return NULL;
-}
-
 static int connect_within(const struct addrinfo *ai)
 {
 	struct pollfd pfd;
@@ -342,7 +185,7 @@ static int open_upstream(const char *host, const char *port, int *status, char *
 	return -1;
 }
 
-static int send_head(struct egress_io *up, const struct request *q, bool passthrough)
+static int send_head(struct egress_io *up, const struct egress_request *q, bool passthrough)
 {
 	char *buf = malloc(EGRESS_HEAD_MAX + 512);
 	size_t n = 0;
@@ -352,7 +195,7 @@ static int send_head(struct egress_io *up, const struct request *q, bool passthr
 		return -ENOMEM;
 	n += (size_t)snprintf(buf, EGRESS_HEAD_MAX, "%s %s HTTP/1.1\r\n", q->method, q->path);
 	for (size_t i = 0; i < q->n_headers; i++) {
-		if (hop_by_hop(q->name[i]) && !(passthrough && !strcasecmp(q->name[i], "TE")))
+		if (egress_hop_by_hop(q->name[i]) && !(passthrough && !strcasecmp(q->name[i], "TE")))
 			continue;
 		n += (size_t)snprintf(buf + n, EGRESS_HEAD_MAX + 512 - n, "%s: %s\r\n", q->name[i],
 				      q->value[i]);
@@ -392,7 +235,7 @@ static uint64_t relay(struct egress_io *client, struct egress_io *up, bool both)
 	}
 }
 
-static void describe(char *out, size_t len, const struct request *q, bool tls)
+static void describe(char *out, size_t len, const struct egress_request *q, bool tls)
 {
 	if (tls || q->target[0] == '/')
 		snprintf(out, len, "%s https://%s%s%s%s", q->method, q->host,
@@ -412,7 +255,7 @@ static void refuse_logged(struct egress_run *r, struct egress_io *c, int status,
 	egress_refuse(c, status, body);
 }
 
-static void tunnel(struct egress_run *r, struct egress_io *c, struct request *q)
+static void tunnel(struct egress_run *r, struct egress_io *c, struct egress_request *q)
 {
 	char why[256], what[600];
 	int status;
@@ -437,7 +280,7 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 {
 	char *buf = malloc(EGRESS_HEAD_MAX + 1), what[EGRESS_HEAD_MAX / 4], why[256];
 	size_t got = 0, head_len = 0;
-	struct request q;
+	struct egress_request q;
 	const char *bad, *refusal;
 	int status, fd;
 	struct egress_io up = { -1, NULL };
@@ -456,7 +299,7 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 	}
 	if (status < 0)
 		goto out;
-	bad = parse_head(buf, head_len, &q);
+	bad = egress_parse_head(buf, head_len, &q);
 	if (!bad && host) {
 		/* Inside TLS: the host is the CONNECT's, whatever Host says. */
 		if (q.target[0] != '/')
@@ -487,7 +330,7 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 		refuse_logged(r, c, 403, what, refusal);
 		goto out;
 	}
-	if (egress_policy.mode == EGRESS_GET && (refusal = get_rule(&q))) {
+	if (egress_policy.mode == EGRESS_GET && (refusal = egress_get_rule(&q))) {
 		refuse_logged(r, c, 405, what, refusal);
 		goto out;
 	}
