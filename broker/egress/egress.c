@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -75,6 +77,9 @@ static void *serve_thread(void *arg)
 	struct job *j = arg;
 	struct timeval tv = { EGRESS_IDLE_TIMEOUT_S, 0 };
 
+	int one = 1;
+
+	setsockopt(j->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(j->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(j->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	egress_serve(j->run, j->fd);

@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +125,7 @@ static int connect_within(const struct addrinfo *ai)
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = 0;
 	socklen_t el = sizeof(err);
 	struct timeval tv = { EGRESS_IDLE_TIMEOUT_S, 0 };
+	int one = 1;
 
 	if (fd < 0)
 		return -errno;
@@ -140,8 +143,9 @@ static int connect_within(const struct addrinfo *ai)
 		close(fd);
 		return -err;
 	}
-	/* Blocking from here, bounded by the timeouts. */
-	if (fcntl(fd, F_SETFL, 0) < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	/* Blocking from here, bounded by the timeouts; no Nagle delay on
+	 * the small writes of a TLS handshake relayed through here. */
+	if (fcntl(fd, F_SETFL, 0) < 0 || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
 		err = errno;
 		close(fd);
@@ -210,7 +214,7 @@ static int send_head(struct egress_io *up, const struct egress_request *q, bool 
  * both ways when `both`, else the answer only.  Returns bytes down. */
 static uint64_t relay(struct egress_io *client, struct egress_io *up, bool both)
 {
-	char buf[16384];
+	static _Thread_local char buf[65536];
 	uint64_t down = 0;
 
 	for (;;) {
