@@ -3,11 +3,13 @@
  * and the policy on the command line; takes each unattended run's
  * listening socket (wire.h) and serves every connection accepted on it,
  * one thread each, attributed to that run.  Runs as the broker's user
- * with no capability, no_new_privs and a seccomp filter that kills it on
- * exec, ptrace, namespace, mount and module calls.  When the link closes
+ * with no capability, no_new_privs, Landlock (read-only /etc and /usr,
+ * nothing else) and a seccomp filter that kills it on exec, ptrace,
+ * namespace, mount and module calls.  When the link closes
  * (the broker has gone) it exits.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
@@ -22,6 +24,7 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +33,7 @@
 
 #include "broker/egress/egress.h"
 #include "broker/egress/wire.h"
+#include "proto/landlock_abi.h"
 
 struct egress_policy egress_policy;
 
@@ -252,6 +256,48 @@ static void parse_args(int argc, char **argv, const char **upstream_ca)
 	}
 }
 
+/* The files the proxy reads once it serves: name resolution's
+ * (resolv.conf, hosts, nsswitch.conf, gai.conf and the NSS modules
+ * glibc loads), and nothing else.  Everything else, the broker's state
+ * directory (the service user's: grants, the audit trail) included, is
+ * out of its reach, and nothing anywhere is writable. */
+static const char *const readable[] = { "/etc", "/usr", "/lib", "/lib64",
+					 /* resolv.conf's target under systemd-resolved */
+					 "/run/systemd/resolve" };
+
+static void landlock(void)
+{
+	long probe = syscall(SYS_landlock_create_ruleset, NULL, 0,
+			     LANDLOCK_CREATE_RULESET_VERSION);
+	unsigned abi = probe > 0 ? (probe > KL_ABI_KNOWN ? KL_ABI_KNOWN : (unsigned)probe) : 0;
+	struct kl_ruleset_attr attr = { .handled_access_fs = kl_fs_rights(abi) };
+	int ruleset;
+
+	if (!abi) {
+		egress_log(NULL, "no Landlock on this kernel: files are not confined");
+		return;
+	}
+	ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr,
+			       sizeof(attr.handled_access_fs), 0);
+	if (ruleset < 0)
+		die("confine: landlock_create_ruleset: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(readable) / sizeof(readable[0]); i++) {
+		struct kl_path_beneath_attr rule = {
+			.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR,
+			.parent_fd = open(readable[i], O_PATH | O_DIRECTORY | O_CLOEXEC),
+		};
+
+		if (rule.parent_fd < 0)
+			continue; /* /lib64 on a host without it */
+		if (syscall(SYS_landlock_add_rule, ruleset, KL_RULE_PATH_BENEATH, &rule, 0) < 0)
+			die("confine: landlock_add_rule %s: %s", readable[i], strerror(errno));
+		close(rule.parent_fd);
+	}
+	if (syscall(SYS_landlock_restrict_self, ruleset, 0) < 0)
+		die("confine: landlock_restrict_self: %s", strerror(errno));
+	close(ruleset);
+}
+
 /* Calls the proxy never needs: a compromised proxy cannot run a program,
  * trace or signal-inject, enter or make namespaces, mount, load modules
  * or BPF, or change its ids. */
@@ -281,6 +327,7 @@ static void confine(void)
 		die("confine: cannot drop every capability");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		die("confine: prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
+	landlock();
 	ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
 		die("confine: seccomp_init failed");
