@@ -409,3 +409,10 @@ def test_the_proxy_holds_no_capability_under_no_new_privs_and_a_filter(make_brok
         for k in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
             assert int(st[k], 16) == 0, (pid, k, st[k])
         assert st["NoNewPrivs"].strip() == "1" and st["Seccomp"].strip() == "2", st
+
+
+def test_approved_proxy_is_refused_at_start(make_broker):
+    b = make_broker(config="[egress]\napproved = proxy\n")
+    with pytest.raises(RuntimeError) as e:
+        b.start()
+    assert "[egress] approved = proxy is not supported by this version" in str(e.value)
