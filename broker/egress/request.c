@@ -9,6 +9,17 @@
 
 #include "broker/egress/request.h"
 
+/* A lone CR or LF, or another control, would end a line or a header
+ * early for a server that reads leniently: a second header or request
+ * the proxy never checked.  (A tab is a header value's whitespace.) */
+static bool has_controls(const char *s)
+{
+	for (; *s; s++)
+		if (((unsigned char)*s < ' ' && *s != '\t') || *s == 127)
+			return true;
+	return false;
+}
+
 static bool token(const char *s)
 {
 	if (!*s)
@@ -101,13 +112,16 @@ const char *egress_parse_head(char *buf, size_t head_len, struct egress_request 
 	*sp1 = *sp2 = '\0';
 	memcpy(q->method, line, (size_t)(sp1 - line) + 1);
 	q->target = sp1 + 1;
-	if (!token(q->method) || strncmp(sp2 + 1, "HTTP/1.", 7) || !*q->target)
+	if (!token(q->method) || strncmp(sp2 + 1, "HTTP/1.", 7) || !*q->target ||
+	    has_controls(q->target) || strchr(q->target, '\t'))
 		return "the request line is not METHOD TARGET HTTP/1.x";
 	for (line = next + 2; line < end; line = next + 2) {
 		char *colon, *v;
 
 		next = strstr(line, "\r\n");
 		*next = '\0';
+		if (has_controls(line))
+			return "a header line holds a control character (a lone CR or LF included)";
 		colon = strchr(line, ':');
 		if (!colon || line[0] == ' ' || line[0] == '\t')
 			return "a header line is not Name: value (folded lines are refused)";

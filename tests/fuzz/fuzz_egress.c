@@ -4,7 +4,8 @@
  * blank line, NUL-terminated, with no NUL inside (read_head refuses
  * those).  Checked: an accepted head has a token method, a target, a host
  * and a port of digits (or an origin-form path for inside TLS), and every
- * header pointer lies inside the buffer; the `get` rule never lets a
+ * header pointer lies inside the buffer, and no value or target holds a
+ * CR, an LF or another control; the `get` rule never lets a
  * head with Transfer-Encoding or a non-zero Content-Length through.
  */
 #include <ctype.h>
@@ -36,8 +37,11 @@ static void check_accepted(const struct egress_request *q, const char *buf, size
 			FUZZ_ASSERT(isdigit((unsigned char)*p));
 	}
 	FUZZ_ASSERT(q->n_headers <= EGRESS_HEADERS_MAX);
+	for (const char *t = q->target; *t; t++)
+		FUZZ_ASSERT((unsigned char)*t >= ' ' && *t != 127);
 	for (size_t i = 0; i < q->n_headers; i++) {
 		FUZZ_ASSERT(inside(q->name[i], buf, len) && inside(q->value[i], buf, len));
+		FUZZ_ASSERT(!strpbrk(q->value[i], "\r\n"));
 		(void)egress_hop_by_hop(q->name[i]);
 		if (!strcasecmp(q->name[i], "Transfer-Encoding"))
 			FUZZ_ASSERT(rule);
