@@ -48,6 +48,13 @@ bool egress_hosts_add(struct egress_hosts *h, const char *entry)
 	return h->pattern[h->n] && ++h->n;
 }
 
+void egress_hosts_free(struct egress_hosts *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		free(h->pattern[i]);
+	h->n = 0;
+}
+
 /* host equals name, or is below it for a "*.name" pattern. */
 static bool host_matches(const char *pattern, const char *host)
 {

@@ -48,6 +48,8 @@ struct egress_policy {
 /* Adds one entry; false when the list is full or the entry is not a
  * name, a "*.name" pattern or an address. */
 bool egress_hosts_add(struct egress_hosts *h, const char *entry);
+/* Frees the list's entries; it is empty after. */
+void egress_hosts_free(struct egress_hosts *h);
 /* A host (a name or an address literal) the list names. */
 bool egress_hosts_match(const struct egress_hosts *h, const char *host);
 /* An address the list names literally. */

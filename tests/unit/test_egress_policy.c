@@ -85,6 +85,7 @@ static void test_host_lists(void **state UNUSED)
 		assert_true(egress_hosts_match_addr(&h, (struct sockaddr *)&a));
 		assert_false(egress_hosts_match_addr(&h, (struct sockaddr *)&b));
 	}
+	egress_hosts_free(&h);
 }
 
 static void test_refusals(void **state UNUSED)
@@ -105,6 +106,8 @@ static void test_refusals(void **state UNUSED)
 	assert_null(egress_host_refusal(&p, "dev.local"));
 	p.mode = EGRESS_NONE;
 	assert_non_null(egress_host_refusal(&p, "dev.local"));
+	egress_hosts_free(&p.allow);
+	egress_hosts_free(&p.deny);
 }
 
 static void test_mode_names(void **state UNUSED)
