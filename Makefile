@@ -8,7 +8,8 @@ PREFIX ?= /usr/local
 
 DEB_PKGS := gcc make pkg-config libseccomp-dev libcap-ng-dev libpcre2-dev \
 	libmsgpack-dev libsqlite3-dev libinih-dev libsystemd-dev libcmocka-dev nettle-dev libjansson-dev \
-	python3 python3-msgpack python3-pytest
+	libgnutls28-dev \
+	python3 python3-msgpack python3-pytest python3-requests
 PKGS := libseccomp libcap-ng libpcre2-8 msgpack sqlite3 inih libsystemd nettle jansson
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
@@ -50,6 +51,9 @@ SCAN_SRC := $(wildcard broker/scan.c broker/store.c broker/seal.c)
 # The monitor (broker/monitor/): its own sources, and from the broker only
 # the identity switch and the log; it links libcap-ng and libc alone.
 MONITOR_SRC := $(wildcard broker/monitor/*.c) broker/privsep.c broker/log.c proto/limits.c
+# The egress proxy (broker/egress/): its own sources; it links GnuTLS,
+# libseccomp and libcap-ng, and no parser of the broker's.
+EGRESS_SRC := $(wildcard broker/egress/*.c)
 
 PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 BROKER_OBJ := $(BROKER_SRC:%.c=$(BUILD)/%.o)
@@ -57,11 +61,13 @@ WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 SCAN_OBJ := $(SCAN_SRC:%.c=$(BUILD)/%.o)
 MONITOR_OBJ := $(MONITOR_SRC:%.c=$(BUILD)/%.o)
+EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/%.o)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-BINS := $(BUILD)/kotoba-brokerd $(BUILD)/kotoba-monitor $(BUILD)/kotoba-worker $(BUILD)/kotoba
+BINS := $(BUILD)/kotoba-brokerd $(BUILD)/kotoba-monitor $(BUILD)/kotoba-egress \
+	$(BUILD)/kotoba-worker $(BUILD)/kotoba
 
 .PHONY: all run check check-unit check-integration check-asan asan-build reachable clean
 
@@ -86,10 +92,12 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/kotoba-brokerd: $(BROKER_OBJ) $(PROTO_OBJ)
+$(BUILD)/kotoba-brokerd: $(BROKER_OBJ) $(PROTO_OBJ) $(BUILD)/broker/egress/policy.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/kotoba-monitor: $(MONITOR_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CAPNG_LIBS)
+$(BUILD)/kotoba-egress: $(EGRESS_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(GNUTLS_LIBS) $(SECCOMP_LIBS) $(CAPNG_LIBS)
 $(BUILD)/kotoba-worker: $(WORKER_OBJ) $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/kotoba: $(CLIENT_OBJ) $(PROTO_OBJ) $(SCAN_OBJ)
@@ -98,7 +106,7 @@ $(BUILD)/kotoba: $(CLIENT_OBJ) $(PROTO_OBJ) $(SCAN_OBJ)
 # Each unit test links the object files of the module it tests; a test
 # names them in a `// link:` line, e.g. `// link: proto/frame.c proto/messages.c`.
 # -MMD: a test is rebuilt when a header it includes changes (tests/unit/child.h).
-$(BUILD)/tests/%: tests/unit/%.c $(PROTO_OBJ) $(BROKER_OBJ) $(WORKER_OBJ)
+$(BUILD)/tests/%: tests/unit/%.c $(PROTO_OBJ) $(BROKER_OBJ) $(WORKER_OBJ) $(EGRESS_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP $(ALL_LDFLAGS) -o $@ $< \
 		$(patsubst %.c,$(BUILD)/%.o,$(shell sed -n 's|^// link: ||p' $<)) \

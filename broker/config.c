@@ -69,6 +69,7 @@ enum key_type {
 #define K_WORD 0x10	/* no whitespace (a command, an image) */
 #define K_SECRETS 0x20	/* secret places, separated by commas or blanks */
 #define K_MODULES 0x40	/* python module names, separated by commas or blanks */
+#define K_HOSTS 0x80	/* host names, *.name patterns, addresses: commas or blanks */
 
 struct key {
 	const char *section;
@@ -86,6 +87,7 @@ struct key {
 static const char *const sandbox_names[] = { "local", "docker", "none", NULL };
 static const char *const unattended_names[] = { "documented", "refuse", NULL };
 static const char *const escalate_names[] = { "ask", "never", NULL };
+static const char *const egress_approved_names[] = EGRESS_APPROVED_NAMES;
 
 #define FIELD(m) offsetof(struct config, m), sizeof(((struct config *)0)->m)
 #define STR(s, k, m, fl, d, h) \
@@ -209,6 +211,30 @@ static const struct key keys[] = {
 	NUM("audit", "verify_rows", KEY_COUNT, audit_verify_rows, 1, UINT32_MAX, "100000",
 	    "At start the broker checks the chain's newest this many rows and\n"
 	    "its head; a break is an error in the log and an epoch row."),
+
+	ENUM("egress", "unattended", egress, egress_mode_names, "get",
+	     "What a run nobody read (a grant, no approval channel) may send out.\n"
+	     "Such a run has a network namespace of its own with only loopback;\n"
+	     "its one way out is the egress proxy, which HTTP_PROXY and\n"
+	     "HTTPS_PROXY name.  get: plain GET and HEAD requests without a body,\n"
+	     "to any public host, checked inside HTTPS too (the proxy ends TLS\n"
+	     "with a CA of its own, which the run's SSL_CERT_FILE trusts).\n"
+	     "allowlist: only allow_hosts, any method, HTTPS tunnelled as is.\n"
+	     "none: nothing.  any: any method to any public host, tunnelled."),
+	STR("egress", "allow_hosts", egress_allow, K_EMPTY_OK | K_HOSTS, "",
+	    "Hosts the proxy connects to even at a loopback, private,\n"
+	    "link-local or ULA address (and, with unattended = allowlist, the\n"
+	    "only hosts): names, *.example.org patterns, addresses, separated\n"
+	    "by commas or blanks."),
+	STR("egress", "deny_hosts", egress_deny, K_EMPTY_OK | K_HOSTS, "",
+	    "Hosts never connected to, in any mode; same forms as allow_hosts."),
+	ENUM("egress", "approved", egress_approved, egress_approved_names, "direct",
+	     "Runs a person approved: direct keeps the host's network.  proxy\n"
+	     "(through the egress proxy, any method) is not supported by this\n"
+	     "version: the broker refuses to start with it."),
+	STR("egress", "upstream_ca_file", egress_upstream_ca, K_EMPTY_OK | K_PATH, "",
+	    "A PEM file of CAs the proxy trusts upstream besides the system's\n"
+	    "(an operator's own CA, a test server's)."),
 
 	BOOL("sandbox", "landlock", landlock, "yes",
 	     "Enforce the unattended profile with Landlock where the kernel has\n"
@@ -678,6 +704,8 @@ static const struct list_rule secrets_rule = {
 	secret_entry_problem, CONFIG_SECRET_PATHS_MAX,
 	"is one entry too many (at most " CONFIG_SECRET_PATHS_MAX_TEXT ")"
 };
+static const struct list_rule hosts_rule = { egress_host_problem, EGRESS_HOSTS_MAX,
+					     "is one host too many" };
 static const struct list_rule modules_rule = { module_problem, PROTO_PRELOAD_MAX,
 					       "is one module too many" };
 
@@ -774,6 +802,8 @@ static int set_string(struct config *c, const struct key *k, const char *s,
 	if ((k->flags & K_SECRETS) && check_list(k, s, &secrets_rule, msg, len))
 		return -1;
 	if ((k->flags & K_MODULES) && check_list(k, s, &modules_rule, msg, len))
+		return -1;
+	if ((k->flags & K_HOSTS) && check_list(k, s, &hosts_rule, msg, len))
 		return -1;
 	/* Zero the tail too, so equal configs are equal bytes. */
 	memset(field(c, k), 0, k->size);

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "broker/egress/policy.h"
+
 enum sandbox_mode { SANDBOX_LOCAL, SANDBOX_DOCKER, SANDBOX_NONE };
 
 /* Entries [sandbox] secret_paths may hold, besides the built-in set. */
@@ -66,6 +68,11 @@ struct config {
 	uint64_t audit_anchor_ms;      /* [audit] anchor_interval, default 10m */
 	uint64_t audit_verify_rows;    /* [audit] verify_rows at start, default 100000 */
 	bool landlock;                 /* [sandbox] landlock = yes|no, default yes */
+	enum egress_mode egress;       /* [egress] unattended = get|allowlist|none|any */
+	char egress_allow[4096];       /* [egress] allow_hosts, comma/space list */
+	char egress_deny[4096];        /* [egress] deny_hosts */
+	unsigned egress_approved;      /* [egress] approved = direct|proxy */
+	char egress_upstream_ca[256];  /* [egress] upstream_ca_file; "" = system trust only */
 	bool secrets;                  /* [sandbox] secrets = yes|no: mask the secret set, default yes */
 	char secret_paths[2048];       /* [sandbox] secret_paths: more secrets, comma/space list */
 	bool warm;                     /* [sandbox] warm = yes|no: spare interpreters */

@@ -26,6 +26,7 @@
 #include "broker/gate.h"
 #include "broker/listener.h"
 #include "broker/confine.h"
+#include "broker/egresslink.h"
 #include "broker/log.h"
 #include "broker/monlink.h"
 #include "broker/privsep.h"
@@ -530,6 +531,53 @@ static int start_monitor(struct broker *b)
 	return loop_add(&b->attach, monlink_attach_fd(), EPOLLIN, session_attach, b);
 }
 
+/* The egress proxy: the bundle's file while the broker may still be
+ * root, the proxy as its own user after.  [egress] approved = proxy is
+ * refused: runs a person read keep the host's network.  A bundle that
+ * cannot be made (the socket's directory is not writable: an activated
+ * socket elsewhere) leaves the broker without a proxy, which start_egress
+ * says. */
+static int open_egress_bundle(struct broker *b)
+{
+	char err[400], dir[sizeof(b->socket_path)];
+
+	if (b->cfg.egress_approved) {
+		log_err("[egress] approved = proxy is not supported by this version; use direct");
+		return -1;
+	}
+	/* An activated socket's file is systemd's: the bundle goes where
+	 * the configured or default socket would be (the unit's runtime
+	 * directory). */
+	if (b->socket_path[0])
+		snprintf(dir, sizeof(dir), "%s", b->socket_path);
+	else if (b->cfg.socket_path[0])
+		snprintf(dir, sizeof(dir), "%s", b->cfg.socket_path);
+	else if (default_socket_path(dir, sizeof(dir)) < 0)
+		dir[0] = '\0';
+	if (dir[0] != '/')
+		log_err("the egress proxy's CA bundle has no directory (no socket path)");
+	else if (egresslink_open_bundle(dirname(dir), err, sizeof(err)) < 0)
+		log_err("%s", err);
+	return 0;
+}
+
+static int start_egress(struct broker *b)
+{
+	char err[400], path[4096];
+
+	if (!egresslink_bundle_open()) {
+		log_err("the egress proxy needs its CA bundle beside the socket");
+		return -1;
+	}
+	if (beside_self("kotoba-egress", path, sizeof(path)) < 0)
+		return -1;
+	if (egresslink_start(path, &b->cfg, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
 /* A system broker gives up exec, the set*id calls, namespaces, network
  * sockets, and writing anywhere but its state directory, its cgroup tree
  * and (to remove it at stop) its socket's directory. */
@@ -588,7 +636,7 @@ static int start_up(struct broker *b)
 		log_err("%s", err);
 		return -1;
 	}
-	if (prepare_state_dir(b) < 0 || open_socket(b) < 0)
+	if (prepare_state_dir(b) < 0 || open_socket(b) < 0 || open_egress_bundle(b) < 0)
 		return -1;
 	setup_cgroups();
 	if (privsep_system_mode() && (start_monitor(b) < 0 || privsep_drop(0, err, sizeof(err)) < 0)) {
@@ -596,6 +644,12 @@ static int start_up(struct broker *b)
 			log_err("%s", err);
 		return -1;
 	}
+	/* As the broker's own user, with nothing of root left to inherit.
+	 * A proxy that cannot start (a process limit) leaves the broker
+	 * serving: runs nobody read then have no network, and the log says
+	 * why. */
+	if (start_egress(b) < 0)
+		log_err("no egress proxy: runs nobody read have no network");
 	/* A snippet may run as the broker's own uid (a per-user broker): it
 	 * must not read the broker's memory or environment through /proc.
 	 * After the uid change, which resets the flag. */

@@ -25,6 +25,7 @@
 
 #include "broker/broker.h"
 #include "broker/container.h"
+#include "broker/egresslink.h"
 #include "broker/log.h"
 #include "broker/monlink.h"
 #include "broker/privsep.h"
@@ -84,6 +85,7 @@ struct run {
 	char container[64];       /* its name, for the exit frame */
 	bool engine_only;         /* an engine command (stop a container): no client */
 	struct cgroup_run cg;     /* its memory and process limits, all processes together */
+	bool egress;              /* the proxy holds its listening socket (egresslink) */
 	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
 	const struct run_ops *ops;
 	void *ctx;
@@ -317,6 +319,21 @@ static void job_preload(const struct config *c, struct msg_job *job)
 		job->preload[job->n_preload++] = (struct pstr){ w, n };
 }
 
+/* Unattended: the egress proxy's CA bundle (system CAs and its own),
+ * which urllib, requests, httpx and pip read from these. */
+static void add_egress_env(struct msg_job *job)
+{
+	static char ssl[600], req[600];
+	const char *bundle = egresslink_bundle();
+
+	if (job->profile != PROFILE_UNATTENDED || !bundle[0] || job->n_env + 2 > PROTO_ENV_MAX)
+		return;
+	snprintf(ssl, sizeof(ssl), "SSL_CERT_FILE=%s", bundle);
+	snprintf(req, sizeof(req), "REQUESTS_CA_BUNDLE=%s", bundle);
+	job->env[job->n_env++] = pstr_c(ssl);
+	job->env[job->n_env++] = pstr_c(req);
+}
+
 static int send_job(struct run *r, const struct run_request *rq, const struct identity *id,
 		    char *err, size_t errlen)
 {
@@ -348,6 +365,7 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 	for (size_t i = 0; i < n_env; i++)
 		job.env[i] = pstr_c(env[i]);
 	job.n_env = n_env;
+	add_egress_env(&job);
 	rc = 0;
 	if (r->ct || rq->engine)
 		rc = engine_section(r, rq, env, n_env, &job, err, errlen);
@@ -1090,6 +1108,8 @@ static void maybe_complete(struct run *r)
 		return;
 	r->done = true;
 	account_cgroup(r);
+	if (r->egress)
+		egresslink_detach(r->run_id);
 	if (r->s)
 		report_end(r);
 	sent = now_us();
@@ -1262,6 +1282,24 @@ static bool take_output_file(struct run *r, const struct msg_output_file *m, int
 	return ok;
 }
 
+/* With `ready`, unattended: the listening socket in the run's own
+ * network namespace, for the egress proxy.  false (closed) for anything
+ * else: not our worker. */
+static bool take_egress(struct run *r, int fd)
+{
+	int acc = 0;
+	socklen_t len = sizeof(acc);
+
+	if (r->profile != PROFILE_UNATTENDED || r->ready || r->end != END_NONE ||
+	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0 || !acc) {
+		close(fd);
+		return false;
+	}
+	egresslink_attach(r->run_id, r->uid, fd);
+	r->egress = true;
+	return true;
+}
+
 /* The worker broke its link's rules: it is not the program we started,
  * or something else holds its end.  It is killed and the link is read no
  * more, so that whatever holds it can neither keep the run nor send the
@@ -1317,6 +1355,11 @@ static void on_sock(struct watch *w, uint32_t events)
 	if (m.type == MSG_OUTPUT_FILE) {
 		if (!take_output_file(r, &m.u.output_file, passed))
 			drop_worker_link(r, w, "an output file out of order or over the caps");
+	} else if (m.type == MSG_READY && passed >= 0) {
+		if (take_egress(r, passed))
+			take_worker_msg(r, &m);
+		else
+			drop_worker_link(r, w, "a descriptor with ready that is not the egress listener");
 	} else if ((m.type == MSG_MASKS || passed >= 0) && !take_masks(r, &m, passed))
 		drop_worker_link(r, w, "a descriptor or masks out of order");
 	else if (m.type != MSG_MASKS && passed < 0)
@@ -1475,7 +1518,8 @@ static void kill_orphans(struct broker *b)
 
 		if (end == p)
 			break;
-		if (pid > 0 && pid != monlink_pid() && !is_worker(b, (pid_t)pid)) {
+		if (pid > 0 && pid != monlink_pid() && pid != egresslink_pid() &&
+		    !is_worker(b, (pid_t)pid)) {
 			log_warn("killing pid %ld, left behind by a worker that died", pid);
 			monlink_kill((pid_t)pid);
 		}
@@ -1502,6 +1546,10 @@ void runs_reap(struct broker *b)
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		if (pid == monlink_pid()) {
 			monitor_gone(b, status);
+			continue;
+		}
+		if (pid == egresslink_pid()) {
+			egresslink_gone(status);
 			continue;
 		}
 		TAILQ_FOREACH_SAFE(r, &b->runs, blink, tmp) {

@@ -31,6 +31,7 @@ bench: all $(BENCH_BUILD)/floor $(BENCH_BUILD)/scanbench
 	/usr/bin/python3 tests/bench/bench.py --build $(abspath $(BUILD)) \
 		--out $(abspath $(BUILD))/bench.txt $(BENCH_ARGS)
 	/usr/bin/python3 tests/bench/mcp_rt.py --build $(abspath $(BUILD))
+	/usr/bin/python3 tests/bench/egress.py --build $(abspath $(BUILD))
 	$(if $(BENCH_BASELINE),/usr/bin/python3 tests/bench/abbroker.py $(BENCH_BASELINE) \
 		$(abspath $(BUILD)))
 

@@ -12,7 +12,7 @@
 FUZZ_CC ?= clang-14
 FUZZ_SECONDS ?= 60
 FUZZ_CHECK_SECONDS ?= 10
-FUZZ_TARGETS := frame decode scan config gate
+FUZZ_TARGETS := frame decode scan config gate egress
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 # clang spells a few gcc warnings differently; -Wall -Wextra -Werror stay.
@@ -27,8 +27,11 @@ FUZZ_GATE_SRC := $(filter-out broker/main.c broker/listener.c,$(BROKER_SRC))
 FUZZ_OBJ_frame := $(FUZZ_PROTO)
 FUZZ_OBJ_decode := $(FUZZ_PROTO)
 FUZZ_OBJ_scan := $(FUZZ_DIR)/obj/broker/scan.o
-FUZZ_OBJ_config := $(FUZZ_DIR)/obj/broker/config.o $(FUZZ_DIR)/obj/proto/names.o
-FUZZ_OBJ_gate := $(FUZZ_PROTO) $(FUZZ_GATE_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_OBJ_config := $(FUZZ_DIR)/obj/broker/config.o $(FUZZ_DIR)/obj/proto/names.o \
+	$(FUZZ_DIR)/obj/broker/egress/policy.o
+FUZZ_OBJ_egress := $(FUZZ_DIR)/obj/broker/egress/request.o
+FUZZ_OBJ_gate := $(FUZZ_PROTO) $(FUZZ_GATE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) \
+	$(FUZZ_DIR)/obj/broker/egress/policy.o
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 
 .PHONY: fuzz-build fuzz check-fuzz $(FUZZ_TARGETS:%=fuzz-%)

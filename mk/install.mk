@@ -9,6 +9,8 @@
 #   sbin/kotoba-brokerd                    the daemon            0755
 #   libexec/kotoba/kotoba-monitor          internal, the broker's
 #                                          privileged half       0755
+#   libexec/kotoba/kotoba-egress           internal, the egress
+#                                          proxy                 0755
 #   libexec/kotoba/kotoba-worker           internal, per snippet 0755
 #   lib/systemd/system/kotoba-brokerd.{service,socket}           0644
 #   lib/sysusers.d/kotoba.conf, lib/tmpfiles.d/kotoba.conf       0644
@@ -94,6 +96,7 @@ install-files: $(BINS) $(RECEIPT_PY) install-client
 	install -m 0755 $(BUILD)/kotoba-brokerd $(DESTDIR)$(SBINDIR)/kotoba-brokerd
 	install -m 0755 $(BUILD)/kotoba-worker $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-worker
 	install -m 0755 $(BUILD)/kotoba-monitor $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-monitor
+	install -m 0755 $(BUILD)/kotoba-egress $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-egress
 	install -m 0644 $(RECEIPT_PY) $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba_receipt.py
 	$(RECEIPT_PYTHON) -c 'import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)' \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba_receipt.py
@@ -171,6 +174,7 @@ uninstall: uninstall-client
 	rm -f $(DESTDIR)$(BINDIR)/kotoba $(DESTDIR)$(SBINDIR)/kotoba-brokerd \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-worker \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-monitor \
+		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-egress \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba_receipt.py \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kotoba-brokerd.service \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/kotoba-brokerd.socket \

@@ -88,6 +88,7 @@
 	X(STEP_SCRATCH, "scratch")                                                                 \
 	X(STEP_ENV, "env")                                                                         \
 	X(STEP_SECRETS, "secrets")                                                                 \
+	X(STEP_NETWORK, "network")                                                                 \
 	X(STEP_PIPE, "pipe")                                                                       \
 	X(STEP_SIGNALS, "signals")                                                                 \
 	X(STEP_FORK, "fork")                                                                       \

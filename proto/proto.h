@@ -136,7 +136,7 @@ struct frame {
 void frame_free(struct frame *f);
 /* One message on a socket (MSG_NOSIGNAL) carrying fds[0..n) as
  * SCM_RIGHTS (n at most SEND_FDS_MAX; 0: none): bytes sent or -errno. */
-#define SEND_FDS_MAX 4
+#define SEND_FDS_MAX 5
 ssize_t send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n);
 /* One frame so, with fd unless it is -1: 0 or -errno. */
 int frame_send_fd(int sock, const struct frame *f, int fd);
@@ -654,6 +654,10 @@ struct job_engine {
  * and makes that its stdin (a new sys.stdin over it, as python3 makes one
  * at start): from there on it runs the code exactly as a cold start does. */
 #define PYTHON_RECEIPT_FD 4
+/* The egress proxy's address inside an unattended run's own network
+ * namespace (worker/netns.c): 127.0.0.1 and this port. */
+#define EGRESS_PORT 3128
+#define EGRESS_PORT_STR "3128"
 #define PYTHON_RECEIPT_FD_ARG "4"
 #define PYTHON_RECEIPT_FILE "kotoba_receipt.py"
 

@@ -21,3 +21,9 @@ echo "LIBS := $(pkg-config --libs "$@")"
 echo "MSGPACK_LIBS := $(pkg-config --libs msgpack)"
 echo "SECCOMP_LIBS := $(pkg-config --libs libseccomp)"
 echo "CAPNG_LIBS := $(pkg-config --libs libcap-ng)"
+# The egress proxy's alone (Debian package libgnutls28-dev).
+if ! pkg-config --exists gnutls; then
+	echo "pkg-config cannot find gnutls: install libgnutls28-dev (make does this when run as root)" >&2
+	exit 1
+fi
+echo "GNUTLS_LIBS := $(pkg-config --libs gnutls)"

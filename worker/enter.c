@@ -108,6 +108,10 @@ static int kept_fd = -1;
 static int mounts_fd = -1;
 static bool new_masks;
 
+/* The egress proxy's listener in the run's own network namespace
+ * (netns.c), for S; -1: none. */
+static int egress_fd = -1;
+
 /* The run has its own /dev/shm (private_shm): Landlock lets it write there. */
 static bool own_shm;
 /* Scratch is a mount of the run's own (private_shm). */
@@ -136,6 +140,15 @@ static void secrets_step(const struct plan *p)
 		die_step(step_name(STEP_SECRETS), -rc, "%s", what);
 	own_shm = rc & OWN_SHM;
 	own_scratch = rc & OWN_SCRATCH;
+}
+
+static void network_step(const struct plan *p)
+{
+	const char *what;
+	int rc = private_network(p, &egress_fd, &what);
+
+	if (rc < 0)
+		die_step(step_name(STEP_NETWORK), -rc, "%s", what);
 }
 
 static void enter_cwd(const struct plan *p)
@@ -348,6 +361,10 @@ static void hand_over_gate(const struct plan *p, int listener)
 		fds[n++] = shm;
 		msg[1] |= CHILD_GATE_SHM;
 	}
+	if (egress_fd >= 0) {
+		fds[n++] = egress_fd;
+		msg[1] |= CHILD_GATE_NET;
+	}
 	sent = send_with_fds(report_fd, msg, sizeof(msg), fds, n);
 	if (sent != (ssize_t)sizeof(msg))
 		die_step(step_name(STEP_EXEC_GATE), sent < 0 ? (int)-sent : EIO,
@@ -355,6 +372,7 @@ static void hand_over_gate(const struct plan *p, int listener)
 	for (size_t i = 0; i < n; i++)
 		close(fds[i]);
 	mounts_fd = -1;
+	egress_fd = -1;
 }
 
 static void load_seccomp(const struct plan *p, struct sock_fprog *prog)
@@ -473,6 +491,11 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	 * NNP, Landlock (which refuses mounts to a restricted process) and
 	 * seccomp (which denies mount). */
 	secrets_step(p);
+	/* Unattended: a network namespace with only loopback and the egress
+	 * proxy's listener.  In the user namespace the secrets step entered
+	 * (CAP_NET_ADMIN there brings loopback up), before the capabilities
+	 * go, and before seccomp, which denies unshare and listen. */
+	network_step(p);
 	/* Before NNP.  After the secrets step C holds every capability of
 	 * its own user namespace: all of them go, the bounding set too. */
 	bounding_dropped = drop_capabilities();

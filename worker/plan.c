@@ -20,7 +20,7 @@
  * dropped so the snippet sees exactly one, ours.  Each points into the
  * scratch directory. */
 struct owned {
-	const char *name, *leaf; /* NAME=<scratch><leaf> */
+	const char *name, *leaf; /* NAME=<scratch><leaf>; egress_env: NAME=<leaf> */
 };
 
 #define N_OWNED_MAX 4
@@ -49,6 +49,22 @@ static const struct owned engine_env[N_OWNED_MAX + 1] = {
 	{ "XDG_RUNTIME_DIR", "" },
 	{ NULL, NULL },
 };
+
+/* Unattended: the run's one way out is the egress proxy in its own
+ * network namespace (netns.c), and every library that reads these goes
+ * there; NO_PROXY would send a host around it, into a namespace where
+ * nothing else answers, so a job's is dropped (NULL: no value). */
+#define EGRESS_URL "http://127.0.0.1:" EGRESS_PORT_STR
+static const struct owned egress_env[] = {
+	{ "HTTP_PROXY", EGRESS_URL },
+	{ "HTTPS_PROXY", EGRESS_URL },
+	{ "http_proxy", EGRESS_URL },
+	{ "https_proxy", EGRESS_URL },
+	{ "NO_PROXY", NULL },
+	{ "no_proxy", NULL },
+	{ NULL, NULL },
+};
+#define N_EGRESS_ENV (sizeof(egress_env) / sizeof(egress_env[0]) - 1)
 
 static bool is_engine(const struct plan *p)
 {
@@ -171,13 +187,30 @@ static int add_owned(const struct owned *owned, char **envp, size_t *k, const st
 	return 0;
 }
 
+static bool has_egress(const struct plan *p)
+{
+	return p->profile == PROFILE_UNATTENDED;
+}
+
+static int add_egress(char **envp, size_t *k, const struct plan *p)
+{
+	for (size_t i = 0; has_egress(p) && egress_env[i].name; i++) {
+		if (!egress_env[i].leaf)
+			continue;
+		if (asprintf(&envp[*k], "%s=%s", egress_env[i].name, egress_env[i].leaf) < 0)
+			return -ENOMEM;
+		(*k)++;
+	}
+	return 0;
+}
+
 int plan_env(struct plan *p, char *err, size_t errlen)
 {
 	const struct msg_job *job = p->job;
 	const struct owned *owned = is_engine(p) ? engine_env : host_env;
 	size_t k = 0;
 
-	p->envp = calloc(job->n_env + N_OWNED_MAX + 1, sizeof(*p->envp));
+	p->envp = calloc(job->n_env + N_OWNED_MAX + N_EGRESS_ENV + 1, sizeof(*p->envp));
 	if (!p->envp)
 		goto nomem;
 	for (size_t i = 0; i < job->n_env; i++) {
@@ -186,13 +219,14 @@ int plan_env(struct plan *p, char *err, size_t errlen)
 			snprintf(err, errlen, "env entry %zu is not NAME=value", i);
 			return -EINVAL;
 		}
-		if (is_owned(owned, job->env[i]))
+		if (is_owned(owned, job->env[i]) ||
+		    (has_egress(p) && is_owned(egress_env, job->env[i])))
 			continue;
 		p->envp[k] = pstr_dup(job->env[i]);
 		if (!p->envp[k++])
 			goto nomem;
 	}
-	if (add_owned(owned, p->envp, &k, p) == 0)
+	if (add_owned(owned, p->envp, &k, p) == 0 && add_egress(p->envp, &k, p) == 0)
 		return 0;
 nomem:
 	snprintf(err, errlen, "out of memory building the environment");

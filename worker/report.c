@@ -25,12 +25,22 @@ static bool send_frame(struct frame *f, int rc, const char *what)
 	return true;
 }
 
-bool report_ready(pid_t pid, uint64_t landlock_abi)
+bool report_ready(pid_t pid, uint64_t landlock_abi, int egress)
 {
 	struct msg_ready m = { .pid = (uint64_t)pid, .landlock_abi = landlock_abi };
 	struct frame f = { 0 };
+	int rc;
 
-	return send_frame(&f, enc_ready(&f, &m), "ready");
+	if (egress < 0)
+		return send_frame(&f, enc_ready(&f, &m), "ready");
+	rc = enc_ready(&f, &m);
+	if (rc == 0)
+		rc = frame_send_fd(FD_BROKER, &f, egress);
+	frame_free(&f);
+	if (rc < 0)
+		dprintf(FD_STDERR, "kotoba-worker: cannot send 'ready' to the broker: %s\n",
+			strerror(-rc));
+	return rc == 0;
 }
 
 bool report_warm(pid_t pid)

@@ -38,6 +38,7 @@ struct supervision {
 	bool warm_sent, go_cold;    /* `warm` reported; `go` came, C does not fit */
 	bool oom_killed;            /* engine: the container ran out of memory */
 	int mounts;                 /* C's masks' mount namespace (CHILD_MSG_GATE); -1: none */
+	int egress;                 /* the egress proxy's listener (CHILD_GATE_NET); -1: none */
 	bool new_masks;             /* C made it: the broker may keep it */
 	struct setup_report rep;
 	int status;
@@ -134,7 +135,7 @@ static void child_protocol_error(struct supervision *r, int err, const char *wha
 static int received_fd_n(struct msghdr *mh, size_t nth)
 {
 	struct cmsghdr *cm = CMSG_FIRSTHDR(mh);
-	int fds[CHILD_GATE_FDS_MAX] = { -1, -1, -1, -1 };
+	int fds[CHILD_GATE_FDS_MAX] = { -1, -1, -1, -1, -1 };
 
 	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
 	    cm->cmsg_len >= CMSG_LEN(sizeof(int)) &&
@@ -181,6 +182,20 @@ static void take_gate(struct supervision *r, struct msghdr *mh, unsigned int hav
 		if (rc < 0)
 			child_protocol_error(r, -rc, "cannot read the run's own places");
 	}
+	if (have & CHILD_GATE_NET)
+		r->egress = received_fd_n(mh, next++);
+}
+
+/* `ready`, with the egress proxy's listener when the run has one: from
+ * then on the broker and the proxy hold it, S does not. */
+static bool send_ready(struct supervision *r)
+{
+	bool sent = report_ready(r->child, r->plan->landlock_abi, r->egress);
+
+	if (r->egress >= 0)
+		close(r->egress);
+	r->egress = -1;
+	return sent;
 }
 
 /* EOF on the report channel.  Unattended, C execs only through the gate,
@@ -200,7 +215,7 @@ static void child_exec_done(struct supervision *r)
 	if (r->awaiting_go)
 		return; /* `warm` once python3 says it waits (take_waiting) */
 	r->ready = true;
-	if (!report_ready(r->child, r->plan->landlock_abi))
+	if (!send_ready(r))
 		r->broker_gone = true;
 }
 
@@ -342,7 +357,7 @@ static void take_go(struct supervision *r)
 	close(p->code_fd);
 	p->code_fd = -1;
 	r->ready = true;
-	if (!report_ready(r->child, p->landlock_abi))
+	if (!send_ready(r))
 		r->broker_gone = true;
 }
 
@@ -481,7 +496,7 @@ static int report_end(struct supervision *r)
 				   "the sandbox was not set up within the time limit");
 		return WORKER_EXIT_FAIL;
 	}
-	if (!r->ready && !report_ready(r->child, r->plan->landlock_abi))
+	if (!r->ready && !send_ready(r))
 		return WORKER_EXIT_FAIL;
 	fill_result(r, &res);
 	receipt_conclude(r->log, r->plan);
@@ -532,7 +547,7 @@ static void engine_after(struct supervision *r)
 int supervise(struct plan *p, pid_t child, int sigfd, struct receipt_log *log)
 {
 	struct supervision r = { .plan = p, .child = child, .sigfd = sigfd,
-				 .gate = { .fd = -1 }, .log = log, .mounts = -1,
+				 .gate = { .fd = -1 }, .log = log, .mounts = -1, .egress = -1,
 				 .awaiting_go = p->code_tx >= 0 };
 	int rc;
 

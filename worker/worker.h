@@ -76,7 +76,10 @@ struct setup_report {
 #define CHILD_GATE_MOUNTS 1
 #define CHILD_GATE_SCRATCH 2
 #define CHILD_GATE_SHM 4
-#define CHILD_GATE_FDS_MAX 4 /* the listener and the three above */
+/* The egress proxy's listening socket in the run's network namespace
+ * (netns.c), which S passes to the broker with `ready`. */
+#define CHILD_GATE_NET 8
+#define CHILD_GATE_FDS_MAX 5 /* the listener and the four above */
 
 /* The engine's command lines (job->engine), NUL-terminated copies built by
  * S: each argv is NULL-terminated and malloc'd, argv[0] an absolute path;
@@ -281,13 +284,21 @@ bool receipt_wants_bytes(const struct receipt_log *l);
 void receipt_forget(struct receipt_log *l);
 void receipt_conclude(struct receipt_log *l, const struct plan *p);
 
+/* netns.c: C, unattended, after the secrets step: the run's own network
+ * namespace with loopback up, and *listener the egress proxy's listening
+ * socket in it (EGRESS_PORT); *listener -1 for other profiles.  0 or
+ * -errno with *what naming the failed call. */
+#define EGRESS_BACKLOG 64
+int private_network(const struct plan *p, int *listener, const char **what);
+
 /* supervise.c: S's life after the fork; returns the exit status. */
 int supervise(struct plan *p, pid_t child, int sigfd, struct receipt_log *log);
 /* tree.c: every process below S (it is their subreaper). */
 void signal_descendants(int sig);
 
 /* report.c: frames to the broker; false when fd 3 is unusable. */
-bool report_ready(pid_t pid, uint64_t landlock_abi);
+/* egress: the proxy's listening socket, sent with the frame; -1: none. */
+bool report_ready(pid_t pid, uint64_t landlock_abi, int egress);
 bool report_setup_error(const char *step, int err, const char *msg);
 bool report_finished(const struct run_result *r, const struct receipt *blocked,
 		     uint64_t files_left_out);

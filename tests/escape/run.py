@@ -98,6 +98,11 @@ root_user = {root_user}
 landlock = {landlock}
 warm = {warm}
 
+# The harness's HTTP server is on the host's loopback, which a run's own
+# network namespace is not: the egress proxy goes there only when listed.
+[egress]
+allow_hosts = 127.0.0.1, localhost
+
 [limits]
 memory = 512M
 processes = 64

@@ -34,6 +34,7 @@ expected="
 0755 $P/bin/kotoba
 0755 $P/sbin/kotoba-brokerd
 0755 $P/libexec/kotoba/kotoba-monitor
+0755 $P/libexec/kotoba/kotoba-egress
 0755 $P/libexec/kotoba/kotoba-worker
 0644 $P/libexec/kotoba/kotoba_receipt.py
 0644 $P/lib/systemd/system/kotoba-brokerd.service

@@ -80,8 +80,12 @@ def test_secret_env_never_reaches_snippet(make_broker):
     assert out["end"]["type"] == "exit", out["end"]
     snippet_env = json.loads(out["stdout"])
     for name in ("AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "KOTOBA_TEST_PLAIN", "MY_API_KEY",
-                 "OPENAI_API_KEY", "SSL_CERT_FILE", "PYTHONUNBUFFERED"):
+                 "OPENAI_API_KEY", "PYTHONUNBUFFERED"):
         assert name not in snippet_env, name
+    # The client's SSL_CERT_FILE never passes; an unattended run's names
+    # the egress proxy's CA bundle, beside the socket.
+    assert snippet_env["SSL_CERT_FILE"] == os.path.join(b.dir, "egress-ca.pem")
+    assert snippet_env["REQUESTS_CA_BUNDLE"] == snippet_env["SSL_CERT_FILE"]
     assert "hunter2" not in out["stdout"].decode()
     assert snippet_env["TZ"] == "UTC"
     assert snippet_env["PATH"] == "/usr/local/bin:/usr/bin:/bin"

@@ -559,8 +559,85 @@ def test_unattended_sockets_connect_out_only(landlock):
         tell('resolve', lambda: socket.getaddrinfo('localhost', 80))
     """ % srv.getsockname()[1], profile="unattended", landlock=landlock)
     srv.close()
-    assert lines(w) == ["connect ok", "udp ok", "listen 1", "raw 1", "packet 1", "unix 1",
-                        "pair ok", "resolve ok"]
+    # The host's 127.0.0.1 is not the run's: its own network namespace has
+    # only loopback, where nothing listens on that port (ECONNREFUSED).
+    # UDP sends on loopback, to nobody.
+    assert lines(w) == ["connect %d" % errno.ECONNREFUSED, "udp ok", "listen 1", "raw 1",
+                        "packet 1", "unix 1", "pair ok", "resolve ok"]
+
+
+def test_unattended_network_is_its_own_and_the_host_listener_is_not_reached():
+    """The control: an approved run on the host's network reaches the
+    server the unattended one cannot."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    code = """
+        import socket
+        try:
+            socket.create_connection(('127.0.0.1', %d), timeout=5).close()
+            print('reached')
+        except OSError as e:
+            print('refused', e.errno)
+    """ % srv.getsockname()[1]
+    approved = run(code, profile="approved")
+    unattended = run(code, profile="unattended")
+    srv.close()
+    assert lines(approved) == ["reached"]
+    assert lines(unattended) == ["refused %d" % errno.ECONNREFUSED]
+
+
+def recv_ready_with_fd(w, timeout=BACKSTOP_S):
+    """Reads frames until `ready`, keeping the descriptor that comes with it."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        r, _, _ = select.select([w.sock], [], [], 0.1)
+        if not r:
+            continue
+        data, fds, _, _ = socket.recv_fds(w.sock, 1 << 20, 4)
+        assert data, "the worker closed its socket before 'ready'"
+        m = unframe(data)
+        w.msgs.append(m)
+        if m["type"] == "ready":
+            return m, fds
+        for fd in fds:
+            os.close(fd)
+    raise AssertionError("no 'ready' frame within %ss" % timeout)
+
+
+def test_unattended_ready_carries_the_egress_listener_the_snippet_reaches():
+    """HTTP_PROXY names 127.0.0.1:3128 in the run's namespace; the socket
+    listening there comes to the broker with `ready`, and what the snippet
+    sends through it arrives on that socket, in this process."""
+    w = Worker(textwrap.dedent("""
+        import os, socket, urllib.parse
+        u = urllib.parse.urlsplit(os.environ['HTTP_PROXY'])
+        assert os.environ['HTTPS_PROXY'] == os.environ['http_proxy'] == os.environ['HTTP_PROXY']
+        assert 'NO_PROXY' not in os.environ and 'no_proxy' not in os.environ
+        s = socket.create_connection((u.hostname, u.port), timeout=30)
+        s.sendall(b'GET http://example.org/ HTTP/1.0\\r\\n\\r\\n')
+        print(s.recv(100).decode())
+    """), job(profile="unattended", env=BASE_ENV + ["NO_PROXY=*", "HTTP_PROXY=http://elsewhere:1"]))
+    m, fds = recv_ready_with_fd(w)
+    assert len(fds) == 1, m
+    lst = socket.socket(fileno=fds[0])
+    assert lst.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
+    assert lst.getsockname() == ("127.0.0.1", 3128)
+    lst.setblocking(True)
+    lst.settimeout(BACKSTOP_S)
+    conn, _ = lst.accept()
+    conn.settimeout(BACKSTOP_S)
+    got = b""
+    while not got.endswith(b"\r\n\r\n"):
+        chunk = conn.recv(100)
+        assert chunk, "the snippet's request ended early: %r" % got
+        got += chunk
+    assert got == b"GET http://example.org/ HTTP/1.0\r\n\r\n"
+    conn.sendall(b"from the proxy's side")
+    conn.close()
+    lst.close()
+    w.finish()
+    assert lines(w) == ["from the proxy's side"], bytes(w.err)
 
 
 @BOTH_WAYS

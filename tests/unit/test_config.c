@@ -1,4 +1,4 @@
-// link: broker/config.c proto/names.c
+// link: broker/config.c proto/names.c broker/egress/policy.c
 /* SPDX-License-Identifier: MIT
  * broker/config.c: defaults, the file, every error with its file:line,
  * suffixes and overflow, KOTOBA_SANDBOX, precedence, print round trip,

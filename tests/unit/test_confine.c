@@ -1,4 +1,4 @@
-// link: broker/confine.c broker/privsep.c broker/config.c broker/log.c proto/names.c
+// link: broker/confine.c broker/privsep.c broker/config.c broker/log.c proto/names.c broker/egress/policy.c
 /* SPDX-License-Identifier: MIT
  * broker/confine.c: the system broker's own confinement, exactly as
  * production calls it after its drop to the service user with nothing kept

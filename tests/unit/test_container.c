@@ -1,4 +1,4 @@
-// link: broker/container.c broker/privsep.c broker/config.c broker/log.c broker/loop.c proto/decode_util.c proto/names.c
+// link: broker/container.c broker/privsep.c broker/config.c broker/log.c broker/loop.c proto/decode_util.c proto/names.c broker/egress/policy.c
 /* The warm-container table and the engine command lines (broker/container.c).
  * The engines themselves are exercised for real in tests/container/; here,
  * what the broker asks of them, flag by flag, and when it keeps, reuses or

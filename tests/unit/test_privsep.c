@@ -1,4 +1,4 @@
-// link: broker/privsep.c broker/config.c broker/log.c proto/names.c
+// link: broker/privsep.c broker/config.c broker/log.c proto/names.c broker/egress/policy.c
 /* SPDX-License-Identifier: MIT
  * broker/privsep.c: the broker's drop to its service user and the fork
  * child's change to the peer, each read back from the kernel.  Real

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT
+ * The broker's link to the egress proxy (kotoba-egress): a SOCK_SEQPACKET
+ * socketpair at EGRESS_FD_LINK, one fixed-size request per message, no
+ * answers.  ATTACH carries the run's listening socket (worker/netns.c) as
+ * SCM_RIGHTS: every connection accepted on it is that run's.  DETACH
+ * closes it when the run has ended.
+ */
+#ifndef KOTOBA_EGRESS_WIRE_H
+#define KOTOBA_EGRESS_WIRE_H
+
+#include <stdint.h>
+
+#define EGRESS_FD_LINK 3
+/* The CA bundle's file, open for writing; the proxy fills and closes it,
+ * then sends one byte on the link: it serves. */
+#define EGRESS_FD_BUNDLE 4
+
+enum egress_op {
+	EGRESS_ATTACH = 1,
+	EGRESS_DETACH = 2,
+};
+
+struct egress_req {
+	uint32_t op;
+	uint32_t uid;
+	uint64_t run_id;
+};
+
+#endif

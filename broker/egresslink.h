@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT
+ * The broker's side of the egress proxy (broker/egress/): it starts
+ * kotoba-egress with the [egress] policy, and hands it each unattended
+ * run's listening socket (worker/netns.c) as the run's `ready` brings it.
+ */
+#ifndef KOTOBA_EGRESSLINK_H
+#define KOTOBA_EGRESSLINK_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "broker/config.h"
+
+/* Before the broker gives up root: opens (creates) the CA bundle's file
+ * in dir, the socket's directory, which every user who may connect can
+ * read.  0, or -1 with a sentence. */
+int egresslink_open_bundle(const char *dir, char *err, size_t errlen);
+bool egresslink_bundle_open(void);
+/* Starts the proxy at path, as the broker's user, with the bundle's file;
+ * waits until it says it serves.  0, or -1 with a sentence. */
+int egresslink_start(const char *path, const struct config *c, char *err, size_t errlen);
+/* The proxy's pid (the broker reaps it); 0 when none. */
+pid_t egresslink_pid(void);
+/* Reaped: the proxy has gone, and with it every run's network. */
+void egresslink_gone(int status);
+/* The CA bundle the runs' SSL_CERT_FILE names; "" without a proxy. */
+const char *egresslink_bundle(void);
+/* The run's listening socket, to the proxy (fd is closed here). */
+void egresslink_attach(uint64_t run_id, uid_t uid, int fd);
+/* The run has ended: the proxy closes its socket. */
+void egresslink_detach(uint64_t run_id);
+#endif
