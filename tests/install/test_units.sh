@@ -59,7 +59,7 @@ check "exposure at most $EXPOSURE_MAX/100 (systemd-analyze security --offline=tr
 svc=$UNITS/kotoba-brokerd.service
 for want in Type=notify ProtectHome=no ProtectProc=default ProcSubset=all \
 	NoNewPrivileges=yes PrivateTmp=yes ProtectSystem=strict KillMode=mixed \
-	'ReadWritePaths=-/home /var/lib/kotoba' 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK'; do
+	'ReadWritePaths=-/home /var/lib/kotoba -/run/kotoba' 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK'; do
 	grep -qxF "$want" "$svc" || bad "the service lost $want"
 done
 for unwanted in MemoryDenyWriteExecute PrivateNetwork=yes PrivateUsers=yes User= \
