@@ -526,11 +526,14 @@ struct job_engine {
  * closes them: MPLBACKEND names a backend module made here in sys.modules
  * (-I keeps any module on disk off the path), which imports matplotlib
  * only when matplotlib asks it for its canvas, so a run that does not use
- * matplotlib does not import it. */
+ * matplotlib does not import it.  The name is in os.environ only, not in
+ * the process's environment (os.unsetenv): a program the snippet starts,
+ * a python3 that has no such module, inherits no MPLBACKEND. */
 #define PYTHON_SNIPPET_MAIN                                                              \
 	"import os, site, sys\n"                                                         \
 	"if 'MPLBACKEND' not in os.environ and 'KOTOBA_OUTPUT_DIR' in os.environ:\n"     \
 	"    os.environ['MPLBACKEND'] = 'module://_kotoba_figures'\n"                    \
+	"    os.unsetenv('MPLBACKEND')\n"                                                \
 	"    sys.modules['_kotoba_figures'] = type(sys)('_kotoba_figures')\n"            \
 	"    exec('''def show(*a, **k):\n"                                               \
 	"    import os\n"                                                                \

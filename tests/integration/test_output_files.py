@@ -261,3 +261,16 @@ def test_a_run_without_matplotlib_does_not_import_it(broker):
     assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out["end"]
     assert out["stdout"] == b"False\nmodule://_kotoba_figures\n", out
     assert files_of(out) == []
+
+
+def test_a_python3_the_snippet_starts_plots_with_matplotlib_default(broker):
+    # The backend module lives in the snippet's python3 only: a child
+    # python3 inherits no MPLBACKEND naming it (else its first plot fails
+    # with "No module named '_kotoba_figures'").  subprocess: answered once.
+    child = ("import os, matplotlib, matplotlib.pyplot as plt\n"
+             "plt.plot([1, 2])\n"
+             "print(os.environ.get('MPLBACKEND'), matplotlib.get_backend())\n")
+    out = run_raw(broker, "import subprocess, sys\n"
+                          "subprocess.run([sys.executable, '-c', %r], check=True)\n" % child)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, (out["end"], out["stderr"])
+    assert out["stdout"] == b"None agg\n", out
