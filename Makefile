@@ -146,9 +146,10 @@ check-unit: all unit-bins service-user
 # broker it starts), warm (the default) in check-asan, where the sanitizers
 # watch the newer code.
 INTEGRATION_WARM ?= no
-# tmux: the card is also read from a real terminal emulator's screen.
+# tmux: the card is also read from a real terminal emulator's screen;
+# python3-matplotlib: plt.show() saves figures into the output directory.
 check-integration: all reachable
-	@./tests/deps.sh tmux
+	@./tests/deps.sh tmux python3-matplotlib
 	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_SANITIZED=$(SANITIZED) \
 		KOTOBA_WARM=$(INTEGRATION_WARM) $(PYTEST) tests/integration
 

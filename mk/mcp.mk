@@ -19,10 +19,12 @@ $(MCP_NODE_DIR)/node_modules/.package-lock.json: tests/mcp/package.json tests/mc
 mcp-deps: $(MCP_NODE_DIR)/node_modules/.package-lock.json
 
 check-mcp: all reachable mcp-deps
+	@./tests/deps.sh python3-matplotlib
 	KOTOBA_BUILD=$(abspath $(BUILD)) $(PYTEST) tests/mcp/test_mcp.py
 
 # The same against the sanitizer build's kotoba and broker.
 check-mcp-asan: asan-build reachable mcp-deps
+	@./tests/deps.sh python3-matplotlib
 	KOTOBA_BUILD=$(abspath $(BUILD))/asan KOTOBA_MCP_NODE=$(abspath $(MCP_NODE_DIR)) \
 		$(PYTEST) tests/mcp/test_mcp.py
 

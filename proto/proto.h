@@ -584,9 +584,44 @@ struct job_engine {
  * the modules an agent wrote there import (`from helpers import f`), and a
  * json.py there is still not `json`; nothing there runs before the code.
  * With the receipt's arguments (below) it first runs the receipt's
- * wrappers.  The code runs in r (PYTHON_SNIPPET_END), which ends the run. */
+ * wrappers.  First of all, when the run has an output directory and the
+ * client's env sets no MPLBACKEND, matplotlib's plt.show() saves each open
+ * figure there as figure-N.png (the first free N: never over a name) and
+ * closes them: MPLBACKEND names a backend module made here in sys.modules
+ * (-I keeps any module on disk off the path), which imports matplotlib
+ * only when matplotlib asks it for its canvas, so a run that does not use
+ * matplotlib does not import it.  The name is in os.environ only, not in
+ * the process's environment (os.unsetenv): a program the snippet starts,
+ * a python3 that has no such module, inherits no MPLBACKEND.  The code runs in r (PYTHON_SNIPPET_END), which
+ * ends the run. */
 #define PYTHON_SNIPPET_MAIN                                                              \
 	"import os, site, sys\n"                                                         \
+	"if 'MPLBACKEND' not in os.environ and 'KOTOBA_OUTPUT_DIR' in os.environ:\n"     \
+	"    os.environ['MPLBACKEND'] = 'module://_kotoba_figures'\n"                    \
+	"    os.unsetenv('MPLBACKEND')\n"                                                \
+	"    sys.modules['_kotoba_figures'] = type(sys)('_kotoba_figures')\n"            \
+	"    exec('''def show(*a, **k):\n"                                               \
+	"    import os\n"                                                                \
+	"    from matplotlib._pylab_helpers import Gcf\n"                                \
+	"    d, i = os.environ['KOTOBA_OUTPUT_DIR'], 1\n"                                \
+	"    for f in sorted(Gcf.get_all_fig_managers(), key=lambda f: f.num):\n"        \
+	"        while True:\n"                                                          \
+	"            try:\n"                                                             \
+	"                o = open(os.path.join(d, 'figure-%d.png' % i), 'xb')\n"         \
+	"            except FileExistsError:\n"                                          \
+	"                i += 1\n"                                                       \
+	"                continue\n"                                                     \
+	"            with o:\n"                                                          \
+	"                f.canvas.figure.savefig(o, format='png')\n"                     \
+	"            break\n"                                                            \
+	"    Gcf.destroy_all()\n"                                                        \
+	"def __getattr__(n):\n"                                                          \
+	"    if n != 'FigureCanvas':\n"                                                  \
+	"        raise AttributeError(n)\n"                                              \
+	"    from matplotlib.backends.backend_agg import FigureCanvasAgg\n"              \
+	"    globals()[n] = FigureCanvasAgg\n"                                           \
+	"    return FigureCanvasAgg\n"                                                   \
+	"''', vars(sys.modules['_kotoba_figures']))\n"                                   \
 	"a = sys.argv[1:]\n"                                                             \
 	"if a[1:] and a[1]:\n"                                                           \
 	"    try:\n"                                                                     \

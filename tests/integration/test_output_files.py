@@ -195,3 +195,82 @@ def test_a_client_that_does_not_read_is_not_sent_more_files_than_the_bound(broke
     assert left >= 1, (got, ends)
     # 8 MiB queued, plus what the kernel's socket buffers took (far less)
     assert got[1] + got[2] <= (8 << 20) + (4 << 20), (got, ends)
+
+
+# matplotlib's plt.show() with no display: each open figure is saved into
+# the output directory as figure-N.png and closed (PYTHON_SNIPPET_MAIN).
+# Run without a channel: a card would end the run with an error.
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run_unattended(broker, code, **fields):
+    c = broker.client()
+    c.exec(code, **fields)
+    out = c.until_end()
+    c.close()
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, (out["end"], out["stderr"])
+    return out
+
+
+def test_plt_show_returns_the_figure_as_png(broker):
+    out = run_unattended(broker, "import matplotlib.pyplot as plt\n"
+                                 "plt.plot([1, 3, 2])\n"
+                                 "plt.show()\n"
+                                 "print(plt.get_fignums())\n")
+    files = files_of(out)
+    assert [n for n, _ in files] == ["figure-1.png"], out
+    assert files[0][1].startswith(PNG_MAGIC), files[0][1][:16]
+    assert out["stdout"] == b"[]\n", out  # show() closed it
+
+
+def test_two_figures_two_files_and_no_name_overwritten(broker):
+    # figure-1.png is the snippet's own (a small savefig, no card): show()
+    # takes the next free names, in figure order.
+    out = run_unattended(broker, "import os, matplotlib.pyplot as plt\n"
+                                 "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+                                 "plt.figure(); plt.plot([1, 2])\n"
+                                 "plt.savefig(os.path.join(os.environ['KOTOBA_OUTPUT_DIR'], 'figure-1.png'),"
+                                 " dpi=10)\n"
+                                 "print(os.path.getsize(os.path.join(d, 'figure-1.png')))\n"
+                                 "plt.figure(); plt.plot([2, 1])\n"
+                                 "plt.show()\n"
+                                 "plt.figure(); plt.plot([0, 0])\n"
+                                 "plt.show()\n")
+    files = dict(files_of(out))
+    assert sorted(files) == ["figure-1.png", "figure-2.png", "figure-3.png", "figure-4.png"], out
+    assert len(files["figure-1.png"]) == int(out["stdout"]), "show() wrote over figure-1.png"
+    assert all(b.startswith(PNG_MAGIC) for b in files.values())
+    assert len(files["figure-2.png"]) > len(files["figure-1.png"])
+
+
+def test_client_mplbackend_is_kept_and_show_saves_nothing(broker):
+    out = run_unattended(broker, "import matplotlib, matplotlib.pyplot as plt\n"
+                                 "plt.plot([1, 2])\n"
+                                 "plt.show()\n"
+                                 "print(matplotlib.get_backend())\n",
+                         env={"MPLBACKEND": "Agg"})
+    assert files_of(out) == [], out
+    assert out["stdout"].strip().lower() == b"agg", out
+
+
+def test_a_run_without_matplotlib_does_not_import_it(broker):
+    # sys.modules asks for a card (a way to import unseen): answered once.
+    out = run_raw(broker, "import os, sys\n"
+                          "print('matplotlib' in sys.modules)\n"
+                          "print(os.environ['MPLBACKEND'])\n")
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out["end"]
+    assert out["stdout"] == b"False\nmodule://_kotoba_figures\n", out
+    assert files_of(out) == []
+
+
+def test_a_python3_the_snippet_starts_plots_with_matplotlib_default(broker):
+    # The backend module lives in the snippet's python3 only: a child
+    # python3 inherits no MPLBACKEND naming it (else its first plot fails
+    # with "No module named '_kotoba_figures'").  subprocess: answered once.
+    child = ("import os, matplotlib, matplotlib.pyplot as plt\n"
+             "plt.plot([1, 2])\n"
+             "print(os.environ.get('MPLBACKEND'), matplotlib.get_backend())\n")
+    out = run_raw(broker, "import subprocess, sys\n"
+                          "subprocess.run([sys.executable, '-c', %r], check=True)\n" % child)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, (out["end"], out["stderr"])
+    assert out["stdout"] == b"None agg\n", out

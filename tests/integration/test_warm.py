@@ -377,3 +377,21 @@ def test_the_approved_profile_has_spares_of_its_own(make_broker, tmpdir_k):
     out, end = approved("import os; print(os.getuid())")
     assert out == "%d\n" % snippet_user().pw_uid and end["profile"] == "approved", (out, end)
     assert took(b) == 1, b.read_log()
+
+
+def test_a_spare_that_preloaded_pyplot_saves_shown_figures(make_broker, tmpdir_k):
+    # matplotlib reads MPLBACKEND when imported: in a spare, at preload,
+    # before the code; the output-directory backend is set before that.
+    b = warm_broker(make_broker, "preload = matplotlib.pyplot\n")
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\n"
+    for i in range(2):
+        if i:
+            spare_waits(b)
+        c = b.client()
+        c.exec(code, cwd=tmpdir_k)
+        out = c.until_end()
+        c.close()
+        assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, (out["end"], out["stderr"])
+        files = [(m["name"], m["data"][:8]) for m in out["frames"] if m["type"] == "file"]
+        assert files == [("figure-1.png", b"\x89PNG\r\n\x1a\n")], out
+    assert took(b) == 1, b.read_log()

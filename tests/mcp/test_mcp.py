@@ -263,3 +263,16 @@ def test_output_files_as_image_content(broker, tmpdir_k):
     assert images == [{"type": "image", "mimeType": "image/png",
                        "data": __import__("base64").b64encode(PNG).decode()}]
     assert "table.csv" in text(r) and "plot.dat" not in text(r)
+
+
+def test_plt_show_comes_back_as_image_content(broker, tmpdir_k):
+    code = ("import matplotlib.pyplot as plt\n"
+            "plt.plot([1, 3, 2])\n"
+            "plt.show()\n")
+    out = drive(broker, tmpdir_k, "once", [{"code": code}])
+    r = out["steps"][0]
+    assert not r.get("isError"), r
+    images = [c for c in r["content"] if c["type"] == "image"]
+    assert [i["mimeType"] for i in images] == ["image/png"], r
+    data = __import__("base64").b64decode(images[0]["data"])
+    assert data.startswith(b"\x89PNG\r\n\x1a\n"), data[:16]
