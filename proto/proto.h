@@ -592,8 +592,8 @@ struct job_engine {
  * only when matplotlib asks it for its canvas, so a run that does not use
  * matplotlib does not import it.  The name is in os.environ only, not in
  * the process's environment (os.unsetenv): a program the snippet starts,
- * a python3 that has no such module, inherits no MPLBACKEND.  The code runs in r (PYTHON_SNIPPET_END), which
- * ends the run. */
+ * a python3 that has no such module, inherits no MPLBACKEND.  The code
+ * runs in r (PYTHON_SNIPPET_END), which ends the run. */
 #define PYTHON_SNIPPET_MAIN                                                              \
 	"import os, site, sys\n"                                                         \
 	"if 'MPLBACKEND' not in os.environ and 'KOTOBA_OUTPUT_DIR' in os.environ:\n"     \
