@@ -245,9 +245,16 @@ def test_own_session_no_terminal_only_std_fds():
 
 
 def test_environment_is_exactly_job_env_plus_scratch():
-    w = run("import os, json; print(json.dumps(dict(os.environ)))",
+    # The process's environment, which the programs it starts inherit;
+    # os.environ has the output directory's matplotlib backend besides.
+    w = run("import os, json\n"
+            "real = dict(e.split('=', 1) for e in "
+            "open('/proc/self/environ').read().split('\\0') if e)\n"
+            "extra = {k: v for k, v in os.environ.items() if real.get(k) != v}\n"
+            "print(json.dumps([real, extra]))",
             env=BASE_ENV + ["KOTOBA_X=1", "TMPDIR=/evil"])
-    env = json.loads(bytes(w.out))
+    env, extra = json.loads(bytes(w.out))
+    assert extra == {"MPLBACKEND": "module://_kotoba_figures"}
     scratch = env["TMPDIR"]
     assert set(env) == {"PATH", "LANG", "HOME", "KOTOBA_X", "TMPDIR", "MPLCONFIGDIR",
                         "XDG_CACHE_HOME", "KOTOBA_OUTPUT_DIR"}
