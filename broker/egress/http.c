@@ -313,6 +313,8 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 	} else if (!bad && q.target[0] == '/') {
 		bad = "a proxy request names an absolute http:// URL";
 	}
+	if (!bad && strcasecmp(q.method, "CONNECT"))
+		bad = egress_host_header_refusal(&q);
 	if (bad) {
 		refuse_logged(r, c, 400, "a request", bad);
 		goto out;

@@ -142,6 +142,34 @@ const char *egress_parse_head(char *buf, size_t head_len, struct egress_request 
 	return parse_target(q);
 }
 
+/* A Host header that names another host or port than the one connected
+ * to would reach another site of a shared server (a CDN's, a virtual
+ * host's) than the one the policy checked: the request says one thing to
+ * the proxy and another to the server. */
+const char *egress_host_header_refusal(const struct egress_request *q)
+{
+	struct egress_request h;
+	size_t n = 0;
+
+	for (size_t i = 0; i < q->n_headers; i++) {
+		const char *v = q->value[i];
+		size_t len = strlen(v);
+
+		if (strcasecmp(q->name[i], "Host"))
+			continue;
+		if (++n > 1)
+			return "a request has more than one Host header";
+		while (len && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+			len--;
+		memset(&h, 0, sizeof(h));
+		if (!split_authority(v, len, q->port, &h))
+			return "the Host header is not a host name or address";
+		if (strcasecmp(h.host, q->host) || strcmp(h.port, q->port))
+			return "the Host header names another host than the request";
+	}
+	return NULL;
+}
+
 /* Hop-by-hop headers and the proxy's own: never forwarded. */
 bool egress_hop_by_hop(const char *name)
 {

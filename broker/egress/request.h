@@ -24,6 +24,8 @@ struct egress_request {
  * head_len): request line, then headers, each NUL-terminated.  NULL, or
  * why it is refused (400). */
 const char *egress_parse_head(char *buf, size_t head_len, struct egress_request *q);
+/* Why the request's Host header does not match its target, or NULL. */
+const char *egress_host_header_refusal(const struct egress_request *q);
 /* Hop-by-hop headers and the proxy's own: never forwarded. */
 bool egress_hop_by_hop(const char *name);
 /* Why the `get` rule refuses the request, or NULL. */

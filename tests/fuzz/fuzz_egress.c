@@ -24,7 +24,8 @@ static bool inside(const char *p, const char *buf, size_t len)
 
 static void check_accepted(const struct egress_request *q, const char *buf, size_t len)
 {
-	const char *rule = egress_get_rule(q);
+	const char *rule = egress_get_rule(q), *host_refusal = egress_host_header_refusal(q);
+	size_t hosts = 0;
 
 	FUZZ_ASSERT(q->method[0] && inside(q->target, buf, len));
 	for (const char *m = q->method; *m; m++)
@@ -45,7 +46,10 @@ static void check_accepted(const struct egress_request *q, const char *buf, size
 		(void)egress_hop_by_hop(q->name[i]);
 		if (!strcasecmp(q->name[i], "Transfer-Encoding"))
 			FUZZ_ASSERT(rule);
+		hosts += !strcasecmp(q->name[i], "Host");
 	}
+	if (hosts > 1)
+		FUZZ_ASSERT(host_refusal);
 	if (q->has_body || q->chunked_or_te)
 		FUZZ_ASSERT(rule);
 }

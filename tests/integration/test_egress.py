@@ -310,6 +310,52 @@ def test_bodies_chunks_and_smuggling_are_refused_and_reach_nothing(make_broker, 
     assert Recorder.seen == [("GET", "/u", b""), ("HEAD", "/u", b"")]
 
 
+def test_a_host_header_naming_another_host_is_refused(make_broker, tmpdir_k, http_server):
+    """The proxy connects to the host the URL names and checked; a Host
+    header that names another would reach another site of a shared
+    server.  The same request with a matching Host is the control."""
+    b = egress_broker(make_broker)
+    host = "127.0.0.1:%d" % http_server.server_address[1]
+    url = "http://%s/h" % host
+    reqs = [
+        b"GET %s HTTP/1.1\r\nHost: internal.example\r\n\r\n" % url.encode(),
+        b"GET %s HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n" % url.encode(),
+        b"GET %s HTTP/1.1\r\nHost: %s\r\nHost: internal.example\r\n\r\n"
+        % (url.encode(), host.encode()),
+        b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (url.encode(), host.encode()),
+    ]
+    out = run_module(b, tmpdir_k, RAW_HTTP % (reqs,)).splitlines()
+    assert out == [
+        "HTTP/1.1 400 Bad Request | a request refused: the Host header names another host "
+        "than the request",
+        "HTTP/1.1 400 Bad Request | a request refused: the Host header names another host "
+        "than the request",
+        "HTTP/1.1 400 Bad Request | a request refused: a request has more than one Host header",
+        "HTTP/1.1 200 OK | hello from /h",
+    ], out
+    assert Recorder.seen == [("GET", "/h", b"")]
+
+
+FRONTED = """
+import urllib.request, urllib.error
+req = urllib.request.Request('%s', headers={'Host': 'internal.example'})
+try:
+    urllib.request.urlopen(req, timeout=30)
+    print('reached')
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+"""
+
+
+def test_a_host_header_naming_another_host_is_refused_inside_tls(make_broker, tmpdir_k,
+                                                                 https_server):
+    b = egress_broker(make_broker, "upstream_ca_file = %s\n" % https_server.ca_file)
+    url = "https://127.0.0.1:%d/f" % https_server.server_address[1]
+    assert run_module(b, tmpdir_k, FRONTED % url) == \
+        "400 a request refused: the Host header names another host than the request\n"
+    assert Recorder.seen == []
+
+
 NAMED = """
 import urllib.request, urllib.error
 try:
