@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -55,11 +56,14 @@ static size_t add_hosts(char **argv, size_t n, char *opt, const char *list, char
 }
 
 static __attribute__((noreturn)) void exec_egress(const char *path, char **argv, int link,
-						  int file)
+						  int file, pid_t broker)
 {
 	sigset_t none;
 	int fd[2] = { fcntl(link, F_DUPFD, 16), fcntl(file, F_DUPFD, 16) };
 
+	/* The proxy goes with the broker, however the broker ends. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != broker)
+		_exit(127);
 	if (fd[0] < 0 || fd[1] < 0 || dup2(fd[0], EGRESS_FD_LINK) < 0 ||
 	    dup2(fd[1], EGRESS_FD_BUNDLE) < 0)
 		_exit(127);
@@ -107,7 +111,7 @@ int egresslink_start(const char *path, const struct config *c, char *err, size_t
 	char *argv[ARGS_MAX];
 	size_t n = 0;
 	int sp[2];
-	pid_t pid;
+	pid_t pid, self;
 
 	if (access(path, X_OK) < 0) {
 		snprintf(err, errlen, "the egress proxy %s is not executable: %s", path,
@@ -134,9 +138,10 @@ int egresslink_start(const char *path, const struct config *c, char *err, size_t
 		snprintf(err, errlen, "cannot make the egress proxy's link: %s", strerror(errno));
 		return -1;
 	}
+	self = getpid();
 	pid = fork();
 	if (pid == 0)
-		exec_egress(path, argv, sp[1], bundle_fd);
+		exec_egress(path, argv, sp[1], bundle_fd, self);
 	close(sp[1]);
 	close(bundle_fd);
 	bundle_fd = -1;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -352,6 +353,16 @@ static void confine(void)
 	seccomp_release(ctx);
 }
 
+/* The broker closed its end of the link (it stopped or died): however
+ * the server ended, nobody needs another.  Read without taking a message:
+ * a hang-up, or an end of file behind the messages still queued. */
+static bool broker_gone(void)
+{
+	struct pollfd p = { .fd = EGRESS_FD_LINK, .events = POLLIN | POLLRDHUP };
+
+	return poll(&p, 1, 0) < 0 || (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL));
+}
+
 /* The process that serves is a child of this one, which made the CA
  * and only waits: when the server dies (a bug, a signal), every run it
  * served loses its network (their sockets go with it: connections are
@@ -360,18 +371,24 @@ static void confine(void)
  * server ended because the broker has gone. */
 static void serve_in_child(void)
 {
+	pid_t self = getpid();
+
 	for (;;) {
 		pid_t pid = fork();
 		int status;
 
-		if (pid == 0)
+		if (pid == 0) {
+			/* The server goes with this process, whatever kills it. */
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != self)
+				_exit(1);
 			return;
+		}
 		if (pid < 0)
 			die("fork: %s", strerror(errno));
 		while (waitpid(pid, &status, 0) < 0)
 			if (errno != EINTR)
 				die("waitpid: %s", strerror(errno));
-		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || broker_gone())
 			exit(0);
 		egress_log(NULL, "the serving process %d ended (%s %d): the runs it served have "
 				 "lost their network; starting another",

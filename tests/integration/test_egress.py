@@ -439,6 +439,37 @@ def test_a_proxy_crash_fails_closed_and_a_new_server_takes_the_next_runs(make_br
     assert b.alive()
 
 
+def proxy_processes(b):
+    """The broker's proxy and its serving process."""
+    (proxy,) = [p for p in children(b.proc.pid) if comm(p) == "kotoba-egress"]
+    wait_for(lambda: children(proxy), "the proxy's serving process")
+    return [proxy] + children(proxy)
+
+
+def gone(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(") ")[1][0] == "Z"  # a zombie nobody reaps yet
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_the_proxy_goes_with_the_broker(make_broker, how):
+    """However the broker ends, its proxy and serving process end too:
+    none is left restarting servers for a broker that is gone."""
+    b = egress_broker(make_broker)
+    procs = proxy_processes(b)
+    assert len(procs) == 2, procs
+    if how == "kill":
+        b.proc.kill()
+        b.proc.wait()
+    else:
+        b.stop()
+    for p in procs:
+        wait_for(lambda: gone(p), "proxy process %d to end after the broker's %s" % (p, how))
+
+
 CAP = """
 import os, socket, urllib.parse
 p = urllib.parse.urlsplit(os.environ['HTTP_PROXY'])
