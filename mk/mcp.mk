@@ -1,7 +1,8 @@
 # `kotoba mcp` (client/mcp*.c) driven by the official MCP TypeScript SDK as
-# a real client (tests/mcp/driver.mjs) against a real broker.  The SDK's
-# version is pinned in tests/mcp/package.json and package-lock.json and
-# installed with `npm ci` into $(BUILD)/mcp.  node and npm come from Debian
+# a real client (tests/mcp/driver.mjs) against a real broker, and one smoke
+# run of the MCP Inspector's CLI mode.  Their versions are pinned in
+# tests/mcp/package.json and package-lock.json and installed with `npm ci`
+# into $(BUILD)/mcp.  node and npm come from Debian
 # (nodejs, npm) through tests/deps.sh when npm is missing; a machine whose
 # nodejs package already carries npm (NodeSource's conflicts with Debian's
 # npm) keeps its own.  `make check` runs check-mcp and check-mcp-asan.

@@ -276,3 +276,32 @@ def test_plt_show_comes_back_as_image_content(broker, tmpdir_k):
     assert [i["mimeType"] for i in images] == ["image/png"], r
     data = __import__("base64").b64decode(images[0]["data"])
     assert data.startswith(b"\x89PNG\r\n\x1a\n"), data[:16]
+
+
+INSPECTOR = os.path.join(NODE_DIR, "node_modules", ".bin", "mcp-inspector")
+
+
+def inspector(broker, *args):
+    p = subprocess.run([INSPECTOR, "--cli", KOTOBA, "mcp", "--socket", broker.socket,
+                        *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    return json.loads(p.stdout)
+
+
+def node_major():
+    out = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout
+    return int(out.strip().lstrip("v").split(".")[0])
+
+
+@pytest.mark.skipif(node_major() < 20, reason="the MCP Inspector 2.12 needs node 20 or later "
+                    "(its package asks for 22.19; it runs on 20); Debian 12's nodejs is 18")
+def test_mcp_inspector_cli_smoke(broker, tmpdir_k):
+    """The MCP Inspector's CLI mode (pinned in package-lock.json) as a
+    second client: it lists the tool and calls it."""
+    (tool,) = inspector(broker, "--method", "tools/list")["tools"]
+    assert tool["name"] == "execute_code"
+    r = inspector(broker, "--method", "tools/call", "--tool-name", "execute_code",
+                  "--tool-arg", "code=print(6*7)", "--tool-arg", "cwd=%s" % tmpdir_k)
+    assert r["content"] == [{"type": "text", "text": "42\n"}] and r["isError"] is False
+    assert r["structuredContent"]["approver"] == "unattended"
+
