@@ -65,13 +65,14 @@ BACKSTOP_S = 120
 
 def run_processes(broker_pid):
     """The broker's children that belong to runs (its workers, and what a
-    dead worker left to it): all of them but a system broker's monitor."""
+    dead worker left to it): all of them but its helpers, a system
+    broker's monitor and the egress proxy."""
     out = []
     with open("/proc/%d/task/%d/children" % (broker_pid, broker_pid)) as f:
         for pid in f.read().split():
             try:
                 with open("/proc/%s/comm" % pid) as c:
-                    if c.read().strip() == "kotoba-monitor":
+                    if c.read().strip() in ("kotoba-monitor", "kotoba-egress"):
                         continue
             except OSError:
                 continue

@@ -106,12 +106,13 @@ static long rss_kb(pid_t pid)
 	return kb;
 }
 
-/* pid -> (ppid, state) for every process, to walk the broker's tree; a
- * system broker's monitor is its child too, and no run's. */
+/* pid -> (ppid, state) for every process, to walk the broker's tree; the
+ * broker's helpers are below it too, and no run's: a system broker's
+ * monitor, and the egress proxy with its serving process (same name). */
 struct proc {
 	pid_t pid, ppid;
 	char state;
-	bool monitor;
+	bool helper;
 };
 
 static size_t read_procs(struct proc *p, size_t max)
@@ -136,7 +137,8 @@ static size_t read_procs(struct proc *p, size_t max)
 		if (fgets(buf, sizeof(buf), f) && (rp = strrchr(buf, ')')) &&
 		    sscanf(rp + 1, " %c %d", &p[n].state, &p[n].ppid) == 2) {
 			p[n].pid = atoi(e->d_name);
-			p[n].monitor = !strncmp(strchr(buf, '(') + 1, "kotoba-monitor)", 15);
+			p[n].helper = !strncmp(strchr(buf, '(') + 1, "kotoba-monitor)", 15) ||
+				      !strncmp(strchr(buf, '(') + 1, "kotoba-egress)", 14);
 			n++;
 		}
 		fclose(f);
@@ -175,7 +177,7 @@ static struct sample take_sample(void)
 	n = read_procs(procs, sizeof(procs) / sizeof(procs[0]));
 	s.descendants = s.zombies = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (procs[i].monitor || !below(procs, n, i, opt.pid))
+		if (procs[i].helper || !below(procs, n, i, opt.pid))
 			continue;
 		s.descendants++;
 		s.zombies += procs[i].state == 'Z';
