@@ -3,7 +3,7 @@
 # reference policy (base, unconfined and staff modules) and expanded into
 # a kernel policy, which resolves every type and attribute it requires and
 # checks every neverallow; then the expanded policy is queried for what
-# the three domains may and may not do.
+# its domains may and may not do.
 #
 # The reference policy comes from the Debian package selinux-policy-default
 # (the version matching selinux-policy-dev): used where installed, else
@@ -123,6 +123,57 @@ none "snippets cannot signal the broker or a worker" -A -s kotoba_snippet_t -t k
 none "snippets create no raw or packet sockets" -A -s kotoba_snippet_t -c rawip_socket,packet_socket -p create
 none "snippets cannot transition anywhere but where they are" -T -s kotoba_snippet_t -c process
 
+# The egress proxy: entered only from the broker, only by its program;
+# what it holds beside the broker's link and the runs' listeners.
+# only DESC WANT ARGS...: the rules sesearch ARGS finds name exactly the
+# source types WANT (space-separated, sorted).
+only() {
+	local desc=$1 want=$2 got
+	shift 2
+	got=$(sesearch "$@" "$POL" 2>/dev/null | awk '$1 == "allow" { print $2 }' | sort -u | tr '\n' ' ')
+	if [ "$got" = "$want " ]; then ok "$desc"; else bad "$desc: [$got], want [$want] (sesearch $*)"; fi
+}
+has "the broker's exec of kotoba-egress enters kotoba_egress_t" -T -s kotoba_broker_t -t kotoba_egress_exec_t -c process -D kotoba_egress_t
+has "broker -> egress proxy allowed under no_new_privs" -A -s kotoba_broker_t -t kotoba_egress_t -c process2 -p nnp_transition
+only "only the broker enters the proxy's domain" kotoba_broker_t -A -t kotoba_egress_t -c process -p transition
+only "kotoba-egress is the proxy domain's only entry point" kotoba_egress_t -A -t kotoba_egress_exec_t -c file -p entrypoint
+none "snippets cannot run kotoba-egress" -A -s kotoba_snippet_t -t kotoba_egress_exec_t -c file -p execute,execute_no_trans
+none "workers cannot run kotoba-egress" -A -s kotoba_worker_t -t kotoba_egress_exec_t -c file -p execute,execute_no_trans
+has "the proxy keeps the unit's limits (rlimitinh)" -A -s kotoba_broker_t -t kotoba_egress_t -c process -p rlimitinh
+has "the broker kills a proxy that does not start" -A -s kotoba_broker_t -t kotoba_egress_t -c process -p sigkill
+none "the broker cannot trace the proxy" -A -s kotoba_broker_t -t kotoba_egress_t -c process -p ptrace
+has "the proxy uses its link to the broker" -A -s kotoba_egress_t -t kotoba_broker_t -c unix_stream_socket -p read,write
+has "the proxy fills the CA bundle the broker opened" -A -s kotoba_egress_t -t kotoba_egress_ca_t -c file -p write
+has "the broker's bundle in /run/kotoba is kotoba_egress_ca_t" -T -s kotoba_broker_t -t kotoba_runtime_t -c file -D kotoba_egress_ca_t
+has "snippets read the proxy's CA bundle" -A -s kotoba_snippet_t -t kotoba_egress_ca_t -c file -p read
+none "snippets cannot change the proxy's CA bundle" -A -s kotoba_snippet_t -t kotoba_egress_ca_t -c file -p write,append,setattr,unlink,rename,relabelfrom
+has "the broker takes a run's listener from its worker" -A -s kotoba_broker_t -t kotoba_worker_t -c tcp_socket -p read,write
+has "the proxy takes a run's listener from the broker" -A -s kotoba_egress_t -t kotoba_worker_t -c fd -p use
+has "the proxy accepts on a run's listener (the worker's socket)" -A -s kotoba_egress_t -t kotoba_worker_t -c tcp_socket -p accept,getopt,setopt,read,write,shutdown
+none "the proxy listens or binds on no socket of its own" -A -s kotoba_egress_t -c tcp_socket,udp_socket -p listen,name_bind,node_bind
+none "the proxy connects to no socket of a run's" -A -s kotoba_egress_t -t kotoba_worker_t -c tcp_socket -p connect,listen,bind
+has "the proxy connects upstream to the web ports" -A -s kotoba_egress_t -t http_port_t -c tcp_socket -p name_connect
+has "the proxy connects to every port (tunable on)" -A -s kotoba_egress_t -t port_type -c tcp_socket -p name_connect -b kotoba_egress_connect_all_ports
+has "the proxy resolves names (DNS)" -A -s kotoba_egress_t -t dns_port_t -c tcp_socket -p name_connect
+has "the proxy reads /etc/hosts and resolv.conf" -A -s kotoba_egress_t -t net_conf_t -c file -p read
+has "the proxy reads nsswitch.conf and gai.conf (etc_t)" -A -s kotoba_egress_t -t etc_t -c file -p read
+has "the proxy reads the system CAs" -A -s kotoba_egress_t -t cert_t -c file -p read
+has "the proxy forks its server and signals it" -A -s kotoba_egress_t -t kotoba_egress_t -c process -p fork,sigkill
+none "the proxy holds no capability" -A -s kotoba_egress_t -c capability,capability2,cap_userns,cap2_userns
+none "the proxy touches no grants or audit trail" -A -s kotoba_egress_t -t kotoba_var_lib_t
+none "the proxy reads no broker.conf (its policy is on its command line)" -A -s kotoba_egress_t -t kotoba_etc_t
+none "the proxy runs no program" -A -s kotoba_egress_t -c file -p execute_no_trans
+none "the proxy enters no other domain" -A -s kotoba_egress_t -c process -p transition,dyntransition
+none "the proxy traces nothing" -A -s kotoba_egress_t -c process -p ptrace
+for t in kotoba_broker_t kotoba_monitor_t kotoba_worker_t kotoba_snippet_t; do
+	none "the proxy signals no $t" -A -s kotoba_egress_t -t $t -c process -p sigkill,signal,sigstop
+done
+for t in kotoba_runtime_t kotoba_tmp_t kotoba_broker_tmpfs_t kotoba_log_t; do
+	none "the proxy creates or changes no $t file" -A -s kotoba_egress_t -t $t -c file,dir,sock_file -p write,create,setattr,unlink,add_name
+done
+none "snippets cannot signal or trace the proxy" -A -s kotoba_snippet_t -t kotoba_egress_t -c process
+none "snippets cannot reach the proxy's own sockets" -A -s kotoba_snippet_t -t kotoba_egress_t -c unix_stream_socket,tcp_socket,fd
+
 # kotoba.fc labels the paths `make install` uses (PREFIX /usr/local and /usr).
 fc_out=$(python3 - "$SRC/selinux/kotoba.fc" <<'PY'
 import re, sys
@@ -140,6 +191,7 @@ for prefix in ("/usr/local", "/usr"):
         prefix + "/sbin/kotoba-brokerd": "kotoba_broker_exec_t",
         prefix + "/libexec/kotoba/kotoba-worker": "kotoba_worker_exec_t",
         prefix + "/libexec/kotoba/kotoba-monitor": "kotoba_monitor_exec_t",
+        prefix + "/libexec/kotoba/kotoba-egress": "kotoba_egress_exec_t",
         prefix + "/lib/kotoba/kotoba-worker": "kotoba_worker_exec_t",
         prefix + "/libexec/kotoba/kotoba_receipt.py": "usr_t",
         prefix + "/libexec/kotoba/__pycache__/kotoba_receipt.cpython-311.pyc": "usr_t",
@@ -150,9 +202,11 @@ want.update({
     "/usr/bin/kotoba-brokerd": "kotoba_broker_exec_t",
     "/etc/kotoba": "kotoba_etc_t",
     "/etc/kotoba/broker.conf": "kotoba_etc_t",
+    "/etc/kotoba/upstream-ca.pem": "cert_t",
     "/var/lib/kotoba": "kotoba_var_lib_t",
     "/var/lib/kotoba/kotoba.db-wal": "kotoba_var_lib_t",
     "/run/kotoba/broker.sock": "kotoba_runtime_t",
+    "/run/kotoba/egress-ca.pem": "kotoba_egress_ca_t",
     "/var/log/kotoba/broker.log": "kotoba_log_t",
 })
 bad = []
