@@ -229,9 +229,11 @@ static const struct key keys[] = {
 	STR("egress", "deny_hosts", egress_deny, K_EMPTY_OK | K_HOSTS, "",
 	    "Hosts never connected to, in any mode; same forms as allow_hosts."),
 	ENUM("egress", "approved", egress_approved, egress_approved_names, "direct",
-	     "Runs a person approved: direct keeps the host's network.  proxy\n"
-	     "(through the egress proxy, any method) is not supported by this\n"
-	     "version: the broker refuses to start with it."),
+	     "Runs a person approved: direct keeps the host's network.  proxy:\n"
+	     "they too get a network namespace with only loopback, whose one\n"
+	     "way out is the egress proxy: any method to any public host,\n"
+	     "HTTPS tunnelled as is, deny_hosts and internal addresses refused\n"
+	     "as for unattended runs, each request recorded in the log."),
 	STR("egress", "upstream_ca_file", egress_upstream_ca, K_EMPTY_OK | K_PATH, "",
 	    "A PEM file of CAs the proxy trusts upstream besides the system's\n"
 	    "(an operator's own CA, a test server's)."),

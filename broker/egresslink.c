@@ -173,9 +173,9 @@ void egresslink_gone(int status)
 	link_fd = -1;
 }
 
-static void send_req(uint32_t op, uint64_t run_id, uid_t uid, int fd)
+static void send_req(uint32_t op, uint64_t run_id, uid_t uid, uint32_t rule, int fd)
 {
-	struct egress_req q = { .op = op, .uid = (uint32_t)uid, .run_id = run_id };
+	struct egress_req q = { .op = op, .uid = (uint32_t)uid, .run_id = run_id, .rule = rule };
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
@@ -202,13 +202,14 @@ static void send_req(uint32_t op, uint64_t run_id, uid_t uid, int fd)
 			 "network", run_id, strerror(errno));
 }
 
-void egresslink_attach(uint64_t run_id, uid_t uid, int fd)
+void egresslink_attach(uint64_t run_id, uid_t uid, bool approved, int fd)
 {
-	send_req(EGRESS_ATTACH, run_id, uid, fd);
+	send_req(EGRESS_ATTACH, run_id, uid,
+		 approved ? EGRESS_RULE_APPROVED : EGRESS_RULE_UNATTENDED, fd);
 	close(fd);
 }
 
 void egresslink_detach(uint64_t run_id)
 {
-	send_req(EGRESS_DETACH, run_id, 0, -1);
+	send_req(EGRESS_DETACH, run_id, 0, 0, -1);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  * kotoba-egress: started by the broker with its link at EGRESS_FD_LINK
- * and the policy on the command line; takes each unattended run's
- * listening socket (wire.h) and serves every connection accepted on it,
- * one thread each, attributed to that run.  Runs as the broker's user
+ * and the policy on the command line; takes each unattended run's (and,
+ * with [egress] approved = proxy, each approved run's) listening socket
+ * (wire.h) and serves every connection accepted on it, one thread each,
+ * attributed to that run and under the rule the broker named for it.  Runs as the broker's user
  * with no capability, no_new_privs, Landlock (read-only /etc and /usr,
  * nothing else) and a seccomp filter that kills it on exec, ptrace,
  * namespace, mount and module calls.  When the link closes
@@ -36,7 +37,16 @@
 #include "broker/egress/wire.h"
 #include "proto/landlock_abi.h"
 
-struct egress_policy egress_policy;
+struct egress_policy egress_policy, egress_policy_approved;
+
+const char *egress_rule_name(const struct egress_run *r, char *buf, size_t len)
+{
+	if (r->policy == &egress_policy_approved)
+		snprintf(buf, len, "approved = proxy");
+	else
+		snprintf(buf, len, "unattended = %s", egress_mode_name(r->policy->mode));
+	return buf;
+}
 
 #define RUNS_MAX 4096
 
@@ -149,15 +159,19 @@ static void attach(int ep, const struct egress_req *q, int fd)
 
 	for (i = 0; i < RUNS_MAX && runs[i]; i++)
 		;
-	/* The broker's own, but checked: a listening socket, one per run. */
+	/* The broker's own, but checked: a listening socket, one per run,
+	 * and a rule this proxy knows. */
 	if (i == RUNS_MAX || slot_of(q->run_id) >= 0 ||
+	    (q->rule != EGRESS_RULE_UNATTENDED && q->rule != EGRESS_RULE_APPROVED) ||
 	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 || !acc ||
 	    !(r = calloc(1, sizeof(*r)))) {
 		egress_log(NULL, "run=%llu: listener not taken", (unsigned long long)q->run_id);
 		close(fd);
 		return;
 	}
-	*r = (struct egress_run){ .run_id = q->run_id, .uid = q->uid, .fd = fd };
+	*r = (struct egress_run){ .run_id = q->run_id, .uid = q->uid, .fd = fd,
+				  .policy = q->rule == EGRESS_RULE_APPROVED ? &egress_policy_approved
+									    : &egress_policy };
 	atomic_init(&r->refs, 1);
 	atomic_init(&r->conns, 0);
 	ev.data.ptr = r;
@@ -408,6 +422,11 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	parse_args(argc, argv, &upstream_ca);
+	/* Runs a person approved: any method, the same host lists (their
+	 * entries are shared, never freed while the proxy runs). */
+	egress_policy_approved = (struct egress_policy){ .mode = EGRESS_ANY,
+							 .allow = egress_policy.allow,
+							 .deny = egress_policy.deny };
 	if (egress_tls_init(EGRESS_FD_BUNDLE, upstream_ca, err, sizeof(err)) < 0)
 		die("%s", err);
 	confine();

@@ -31,13 +31,24 @@ struct egress_run {
 	uint64_t run_id;
 	uid_t uid;
 	int fd;
+	/* The rule its connections are served under (wire.h, ATTACH):
+	 * egress_policy, or egress_policy_approved for a run a person
+	 * approved. */
+	const struct egress_policy *policy;
 	atomic_int conns; /* connections being served */
 	atomic_int refs;  /* the table's, and one per connection */
 };
 
 void egress_run_put(struct egress_run *r);
 
-extern struct egress_policy egress_policy;
+/* [egress] unattended's mode with allow_hosts and deny_hosts; and for
+ * runs a person approved (approved = proxy), the same lists with any
+ * method (the `any` mode). */
+extern struct egress_policy egress_policy, egress_policy_approved;
+
+/* What the run's rule is called in the log: "unattended = get",
+ * "approved = proxy". */
+const char *egress_rule_name(const struct egress_run *r, char *buf, size_t len);
 
 /* http.c: serves one accepted connection to its end (a thread's body). */
 void egress_serve(struct egress_run *r, int fd);

@@ -5,8 +5,10 @@
  * relayed back.  In the `get` mode a request goes out only as GET or HEAD
  * without a body: no Content-Length above 0 and no Transfer-Encoding at
  * all (so no chunked body and no smuggling through both), and nothing the
- * client sends after the head is forwarded.  In `allowlist` and `any`
- * the connection is relayed both ways once the head has gone.
+ * client sends after the head is forwarded.  In `allowlist` and `any`,
+ * and for a run a person approved (approved = proxy, served as `any`:
+ * wire.h), the connection is relayed both ways once the head has gone,
+ * and CONNECT is tunnelled as is.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -157,8 +159,8 @@ static int connect_within(const struct addrinfo *ai)
 /* Resolved here, in the proxy, and each address checked as it is the
  * one connected to: a name that resolves to 127.0.0.1 (DNS rebinding
  * included) is refused unless allow_hosts lists it. */
-static int open_upstream(const char *host, const char *port, int *status, char *why,
-			 size_t len)
+static int open_upstream(const struct egress_policy *p, const char *host, const char *port,
+			 int *status, char *why, size_t len)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG }, *res;
 	const char *refused = NULL;
@@ -171,7 +173,7 @@ static int open_upstream(const char *host, const char *port, int *status, char *
 		return -1;
 	}
 	for (const struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-		const char *r = egress_addr_refusal(&egress_policy, host, ai->ai_addr);
+		const char *r = egress_addr_refusal(p, host, ai->ai_addr);
 
 		if (r) {
 			refused = r;
@@ -261,9 +263,9 @@ static void refuse_logged(struct egress_run *r, struct egress_io *c, int status,
 
 static void tunnel(struct egress_run *r, struct egress_io *c, struct egress_request *q)
 {
-	char why[256], what[600];
+	char why[256], what[600], rule[64];
 	int status;
-	int fd = open_upstream(q->host, q->port, &status, why, sizeof(why));
+	int fd = open_upstream(r->policy, q->host, q->port, &status, why, sizeof(why));
 	struct egress_io up = { fd, NULL };
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
@@ -272,8 +274,8 @@ static void tunnel(struct egress_run *r, struct egress_io *c, struct egress_requ
 		refuse_logged(r, c, status, what, why);
 		return;
 	}
-	egress_log(r, "%s tunnelled ([egress] unattended = %s)", what,
-		   egress_mode_name(egress_policy.mode));
+	egress_log(r, "%s tunnelled ([egress] %s)", what,
+		   egress_rule_name(r, rule, sizeof(rule)));
 	if (egress_io_write(c, ok, sizeof(ok) - 1) == 0)
 		egress_log(r, "%s: %llu bytes down", what, (unsigned long long)relay(c, &up, true));
 	close(fd);
@@ -320,27 +322,27 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 		goto out;
 	}
 	if (!host && !strcasecmp(q.method, "CONNECT")) {
-		refusal = egress_host_refusal(&egress_policy, q.host);
+		refusal = egress_host_refusal(r->policy, q.host);
 		snprintf(what, sizeof(what), "CONNECT %s:%s", q.host, q.port);
 		if (refusal)
 			refuse_logged(r, c, 403, what, refusal);
-		else if (egress_policy.mode == EGRESS_GET)
+		else if (r->policy->mode == EGRESS_GET)
 			egress_serve_tls(r, c->fd, q.host, q.port);
 		else
 			tunnel(r, c, &q);
 		goto out;
 	}
 	describe(what, sizeof(what), &q, host != NULL);
-	refusal = egress_host_refusal(&egress_policy, q.host);
+	refusal = egress_host_refusal(r->policy, q.host);
 	if (refusal) {
 		refuse_logged(r, c, 403, what, refusal);
 		goto out;
 	}
-	if (egress_policy.mode == EGRESS_GET && (refusal = egress_get_rule(&q))) {
+	if (r->policy->mode == EGRESS_GET && (refusal = egress_get_rule(&q))) {
 		refuse_logged(r, c, 405, what, refusal);
 		goto out;
 	}
-	fd = open_upstream(q.host, q.port, &status, why, sizeof(why));
+	fd = open_upstream(r->policy, q.host, q.port, &status, why, sizeof(why));
 	if (fd < 0) {
 		refuse_logged(r, c, status, what, why);
 		goto out;
@@ -350,14 +352,14 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 		refuse_logged(r, c, 502, what, why);
 		goto close_up;
 	}
-	if (send_head(&up, &q, egress_policy.mode != EGRESS_GET) < 0)
+	if (send_head(&up, &q, r->policy->mode != EGRESS_GET) < 0)
 		goto close_up;
 	/* Bytes of the body that came with the head (allowlist, any). */
-	if (egress_policy.mode != EGRESS_GET && got > head_len &&
+	if (r->policy->mode != EGRESS_GET && got > head_len &&
 	    egress_io_write(&up, buf + head_len, got - head_len) < 0)
 		goto close_up;
 	egress_log(r, "%s: %llu bytes down", what,
-		   (unsigned long long)relay(c, &up, egress_policy.mode != EGRESS_GET));
+		   (unsigned long long)relay(c, &up, r->policy->mode != EGRESS_GET));
 close_up:
 	egress_tls_close(&up);
 	close(fd);

@@ -497,8 +497,98 @@ def test_the_proxy_holds_no_capability_under_no_new_privs_and_a_filter(make_brok
         assert st["NoNewPrivs"].strip() == "1" and st["Seccomp"].strip() == "2", st
 
 
-def test_approved_proxy_is_refused_at_start(make_broker):
-    b = make_broker(config="[egress]\napproved = proxy\n")
-    with pytest.raises(RuntimeError) as e:
-        b.start()
-    assert "[egress] approved = proxy is not supported by this version" in str(e.value)
+# A run a person approved (the card answered `once`): a POST with a body,
+# then raw TCP to the test server on the host's loopback.
+APPROVED = """
+import os, socket, urllib.request
+print(os.environ.get('HTTP_PROXY'))
+req = urllib.request.Request('%s', data=b'FROM-APPROVED', method='POST')
+with urllib.request.urlopen(req, timeout=30) as r:
+    print(r.status, r.read().decode().strip())
+try:
+    socket.create_connection(('127.0.0.1', %d), timeout=5).close()
+    print('tcp reached')
+except OSError as e:
+    print('tcp failed', type(e).__name__)
+"""
+
+
+def approved_run(b, code):
+    r = b.run_json(code, approve=True)
+    assert r["_status"] == 0, (r["stderr"], r)
+    clean_log(b)
+    return r["stdout"]
+
+
+@pytest.mark.parametrize("approved", ["direct", "proxy"])
+def test_approved_proxy_sends_any_method_and_closes_the_hosts_loopback(make_broker,
+                                                                      http_server, approved):
+    """approved = proxy: a run a person approved POSTs through the proxy
+    (recorded), and its raw TCP to a server on the host's loopback reaches
+    nothing; approved = direct is the control that reaches it."""
+    b = egress_broker(make_broker, "approved = %s\n" % approved)
+    port = http_server.server_address[1]
+    url = "http://127.0.0.1:%d/p" % port
+    out = approved_run(b, APPROVED % (url, port)).splitlines()
+    proxied = approved == "proxy"
+    assert out == ["http://127.0.0.1:3128" if proxied else "None",
+                   "200 hello from /p",
+                   "tcp failed ConnectionRefusedError" if proxied else "tcp reached"], out
+    assert Recorder.seen[0] == ("POST", "/p", b"FROM-APPROVED"), Recorder.seen
+    assert ("POST %s: " % url in b.read_log()) == proxied
+
+
+def test_approved_proxy_leaves_the_unattended_rule_as_it_is(make_broker, tmpdir_k,
+                                                            http_server):
+    b = egress_broker(make_broker, "approved = proxy\n")
+    url = "http://127.0.0.1:%d/u" % http_server.server_address[1]
+    out = run_module(b, tmpdir_k, send("POST", url))
+    assert out == "405 POST %s refused: a grant covers plain GET requests\n" % url
+    assert Recorder.seen == []
+    out = approved_run(b, SEND % (url, b"BODY", "POST"))
+    assert out == "sent\n", out
+    assert Recorder.seen == [("POST", "/u", b"BODY")]
+
+
+def test_approved_proxy_refuses_a_loopback_address_not_listed(make_broker, http_server):
+    b = egress_broker(make_broker, "approved = proxy\n", allow="example.invalid")
+    url = "http://127.0.0.1:%d/l" % http_server.server_address[1]
+    out = approved_run(b, SEND % (url, b"BODY", "POST"))
+    assert out.startswith("403 POST %s refused: the host resolves to a loopback" % url), out
+    assert Recorder.seen == []
+
+
+TUNNELLED = """
+import ssl, urllib.request
+ctx = ssl.create_default_context(cafile=%r)
+req = urllib.request.Request('%s', data=b'TLS-BODY', method='PUT')
+with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
+    print(r.status, r.read().decode().strip())
+"""
+
+
+def test_approved_proxy_tunnels_https_as_is(make_broker, tmpdir_k, https_server):
+    """CONNECT from an approved run is tunnelled: the run verifies the
+    upstream's own certificate (here the test CA it names itself), not a
+    leaf of the proxy's CA, and any method goes inside."""
+    os.chmod(https_server.ca_file, 0o644)
+    b = egress_broker(make_broker, "approved = proxy\n")
+    url = "https://127.0.0.1:%d/t" % https_server.server_address[1]
+    assert approved_run(b, TUNNELLED % (https_server.ca_file, url)) == "200 hello from /t\n"
+    assert Recorder.seen == [("PUT", "/t", b"TLS-BODY")]
+    assert "CONNECT 127.0.0.1:%d tunnelled ([egress] approved = proxy)" % \
+        https_server.server_address[1] in b.read_log()
+
+
+def test_approved_proxy_holds_on_a_spare(make_broker, http_server):
+    """A warm spare of the approved profile is made with the proxy's
+    network too: the run that takes it reaches nothing else."""
+    b = egress_broker(make_broker, "approved = proxy\n[sandbox]\nwarm = yes\n")
+    port = http_server.server_address[1]
+    url = "http://127.0.0.1:%d/w" % port
+    first = approved_run(b, APPROVED % (url, port))
+    wait_for(lambda: "waits for a snippet" in b.read_log(), "a spare of the approved profile")
+    second = approved_run(b, APPROVED % (url, port))
+    assert "took spare worker" in b.read_log()
+    assert first == second == "http://127.0.0.1:3128\n200 hello from /w\n" \
+        "tcp failed ConnectionRefusedError\n", (first, second)
