@@ -237,6 +237,14 @@ static const struct key keys[] = {
 	STR("egress", "upstream_ca_file", egress_upstream_ca, K_EMPTY_OK | K_PATH, "",
 	    "A PEM file of CAs the proxy trusts upstream besides the system's\n"
 	    "(an operator's own CA, a test server's)."),
+	NUM("egress", "connections", KEY_COUNT, egress_conns, 1, 16384, "512",
+	    "Connections the egress proxy serves at once, for every run of every\n"
+	    "user together (each is a thread); past it a new one is answered\n"
+	    "503 with a body that names this setting.  One run has at most 32."),
+	NUM("egress", "connections_per_user", KEY_COUNT, egress_conns_per_uid, 1, 16384, "128",
+	    "Connections the runs of one user may have open through the proxy\n"
+	    "at once (at most `connections`), so that no user takes every\n"
+	    "other user's share; past it, 503 naming this setting."),
 
 	BOOL("sandbox", "landlock", landlock, "yes",
 	     "Enforce the unattended profile with Landlock where the kernel has\n"

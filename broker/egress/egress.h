@@ -15,7 +15,10 @@
 #include "broker/egress/policy.h"
 
 /* Connections one run may have open at once: past it, the next is
- * answered 503 and closed, and no run can take every thread. */
+ * answered 503 and closed, and no run can take every thread.  All the
+ * runs of one user, and all runs together, have caps of their own
+ * ([egress] connections_per_user, connections), so no user can take
+ * every thread either. */
 #define EGRESS_CONNS_PER_RUN 32
 /* The request line and headers together; past it 431. */
 #define EGRESS_HEAD_MAX 16384
@@ -26,6 +29,9 @@
 #define EGRESS_CONNECT_TIMEOUT_S 10
 #define EGRESS_IDLE_TIMEOUT_S 60
 
+/* One user's share of the proxy (egress.c). */
+struct egress_share;
+
 /* One run's listening socket and what accepted from it holds. */
 struct egress_run {
 	uint64_t run_id;
@@ -35,6 +41,7 @@ struct egress_run {
 	 * egress_policy, or egress_policy_approved for a run a person
 	 * approved. */
 	const struct egress_policy *policy;
+	struct egress_share *share; /* its user's, which counts all their runs' connections */
 	atomic_int conns; /* connections being served */
 	atomic_int refs;  /* the table's, and one per connection */
 };
@@ -77,6 +84,9 @@ void egress_serve_request(struct egress_run *r, struct egress_io *client, const 
 /* The answer to a refused request: status, a reason phrase, and a body
  * of one line that says why. */
 void egress_refuse(struct egress_io *client, int status, const char *body);
+/* The same on a plain socket without waiting for anything: sent if the
+ * socket takes it at once, for a refusal that may not hold a thread. */
+void egress_refuse_now(int fd, int status, const char *body);
 
 /* CONNECT in the `get` mode: TLS with the run on fd (a leaf for host
  * signed by the CA), each request inside checked as plain HTTP's, and a

@@ -81,6 +81,20 @@ void egress_refuse(struct egress_io *client, int status, const char *body)
 		linger(client);
 }
 
+void egress_refuse_now(int fd, int status, const char *body)
+{
+	char out[1024];
+	int n = snprintf(out, sizeof(out),
+			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\nX-Kotoba-Egress: refused\r\n"
+			 "\r\n%s\n",
+			 status, status_text(status), strlen(body) + 1, body);
+
+	if (n > 0 && (size_t)n < sizeof(out) &&
+	    send(fd, out, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+		shutdown(fd, SHUT_WR);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;

@@ -13,7 +13,8 @@ import threading
 
 import pytest
 
-from conftest import wait_for
+from conftest import ensure_user, wait_for
+from test_system import as_user
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
@@ -36,6 +37,10 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.seen.append(("GET", self.path, b""))
+        if self.path.startswith("/hold"):
+            # held until the test lets go (a backstop: the proxy's idle
+            # timeout is 60 s)
+            self.hold.wait(50)
         self._answer()
 
     def do_HEAD(self):
@@ -59,6 +64,7 @@ def serve(server):
 @pytest.fixture
 def http_server():
     Recorder.seen = []
+    Recorder.hold = threading.Event()
     s = serve(http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder))
     yield s
     s.shutdown()
@@ -592,3 +598,83 @@ def test_approved_proxy_holds_on_a_spare(make_broker, http_server):
     assert "took spare worker" in b.read_log()
     assert first == second == "http://127.0.0.1:3128\n200 hello from /w\n" \
         "tcp failed ConnectionRefusedError\n", (first, second)
+
+
+# Opens `held` connections to the proxy, each with a GET the test server
+# holds, then `extra` more, whose answers it prints; then the held ones'.
+HOLD = """
+import os, socket, urllib.parse
+p = urllib.parse.urlsplit(os.environ['HTTP_PROXY'])
+def conn():
+    return socket.create_connection((p.hostname, p.port), timeout=60)
+def answer(s):
+    got = b''
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    head, _, body = got.partition(b'\\r\\n\\r\\n')
+    return head.split(b'\\r\\n')[0].decode() + ' | ' + body.decode().strip()
+get = b'GET http://%(host)s%(path)s HTTP/1.1\\r\\nHost: %(host)s\\r\\n\\r\\n'
+held = [conn() for _ in range(%(held)d)]
+for s in held if %(early)s else []:
+    s.sendall(get)
+extra = [conn() for _ in range(%(extra)d)]
+for s in extra:
+    print(answer(s), flush=True)
+for s in held if not %(early)s else []:
+    s.sendall(get)
+for s in held:
+    print(answer(s))
+"""
+
+
+def hold(b, tmp, host, held, extra, path="/hold", early=True):
+    """early: the held connections' requests go before the extra ones
+    connect (the server holds /hold); else after (the proxy holds them
+    while it waits for a head)."""
+    return run_module(b, tmp, HOLD % {"host": host, "held": held, "extra": extra,
+                                      "path": path, "early": early})
+
+
+def held_requests():
+    return sum(1 for m, p, _ in Recorder.seen if p == "/hold")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: two real users on one broker")
+def test_the_proxys_caps_per_user_and_for_all(make_broker, tmpdir_k, http_server):
+    """[egress] connections_per_user and connections: one user's runs
+    holding their share leave the rest to another user, whose runs meet
+    the total cap only; each refusal is a 503 whose body names its cap."""
+    other = ensure_user("kotoba-ta")
+    b = egress_broker(make_broker, "connections = 3\nconnections_per_user = 2\n"
+                      "[broker]\nallow_users = kotoba-ta root\n")
+    host = "127.0.0.1:%d" % http_server.server_address[1]
+    work = os.path.join(tmpdir_k, "mine")
+    os.makedirs(work)
+    os.chmod(tmpdir_k, 0o755)
+    result = {}
+    first = threading.Thread(target=lambda: result.update(
+        out=hold(b, work, host, held=2, extra=1)))
+    first.start()
+    try:
+        wait_for(lambda: held_requests() == 2, "the first user's two held requests")
+        theirs = os.path.join(tmpdir_k, "theirs")
+        os.makedirs(theirs)
+        os.chmod(theirs, 0o777)
+        # the other user: one more fits in the total, the next does not
+        out = as_user(other, hold, b, theirs, host, 1, 1, "/b", False)
+    finally:
+        Recorder.hold.set()
+        first.join(120)
+    per_user = ("HTTP/1.1 503 Service Unavailable | refused: this user's runs have 2 "
+                "connections open through the egress proxy, their most "
+                "([egress] connections_per_user)")
+    total = ("HTTP/1.1 503 Service Unavailable | refused: the egress proxy serves 3 "
+             "connections for all users already, its most ([egress] connections)")
+    ok = "HTTP/1.1 200 OK | hello from /hold"
+    assert result["out"].splitlines() == [per_user, ok, ok], result
+    assert out.splitlines() == [total, "HTTP/1.1 200 OK | hello from /b"], out
+    log = b.read_log()
+    assert "connections_per_user" in log and "([egress] connections)" in log, log
