@@ -320,8 +320,11 @@ static void job_preload(const struct config *c, struct msg_job *job)
 		job->preload[job->n_preload++] = (struct pstr){ w, n };
 }
 
-/* Unattended: the egress proxy's CA bundle (system CAs and its own),
- * which urllib, requests, httpx and pip read from these. */
+/* Unattended: the egress proxy's CA bundle (system CAs and its own):
+ * urllib and httpx read SSL_CERT_FILE, requests and pip
+ * REQUESTS_CA_BUNDLE (Debian 12's pip ignores SSL_CERT_FILE).  Not for
+ * an approved run through the proxy: its HTTPS is tunnelled, and it
+ * verifies the server's own certificate as it would directly. */
 static void add_egress_env(struct msg_job *job)
 {
 	static char ssl[600], req[600];

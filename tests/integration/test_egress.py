@@ -2,6 +2,9 @@
 broker reach HTTP and HTTPS servers this test starts on the host's
 loopback only through kotoba-egress, whose allow_hosts lists 127.0.0.1
 for them.  Nothing else is contacted."""
+import base64
+import functools
+import hashlib
 import http.server
 import os
 import signal
@@ -10,6 +13,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import zipfile
 
 import pytest
 
@@ -257,6 +261,121 @@ def test_requests_get_and_head_over_https(make_broker, https_server):
     url = "https://127.0.0.1:%d/r" % https_server.server_address[1]
     assert run(b, REQUESTS % (url, url)) == "200 hello from /r 200 14\n"
     assert [m for m, _, _ in Recorder.seen] == ["GET", "HEAD"]
+
+
+HTTPX = """
+import httpx
+r = httpx.get('%s', timeout=30)
+h = httpx.head('%s', timeout=30)
+print(r.status_code, r.text.strip(), h.status_code, h.headers['Content-Length'])
+"""
+
+
+def python_has(module):
+    return subprocess.run(["/usr/bin/python3", "-I", "-c", "import " + module]).returncode == 0
+
+
+def test_httpx_get_and_head_over_https(make_broker, https_server):
+    """httpx reads HTTPS_PROXY and SSL_CERT_FILE: nothing to change."""
+    if not python_has("httpx"):
+        pytest.skip("httpx is not installed for /usr/bin/python3 (python3-httpx)")
+    b = egress_broker(make_broker, "upstream_ca_file = %s\n" % https_server.ca_file)
+    url = "https://127.0.0.1:%d/x" % https_server.server_address[1]
+    assert run(b, HTTPX % (url, url)) == "200 hello from /x 200 14\n"
+    assert [m for m, _, _ in Recorder.seen] == ["GET", "HEAD"]
+
+
+def record_line(name, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return "%s,sha256=%s,%d" % (name, digest, len(data))
+
+
+def make_index(root):
+    """A PEP 503 simple index in root with one package, tinypkg 0.1, as a
+    pure-Python wheel made here."""
+    files = {
+        "tinypkg/__init__.py": b"VALUE = 'tiny 0.1'\n",
+        "tinypkg-0.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 0.1\n",
+        "tinypkg-0.1.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: kotoba-test\n"
+                                       b"Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "\n".join([record_line(n, d) for n, d in files.items()] +
+                       ["tinypkg-0.1.dist-info/RECORD,,", ""])
+    pkg = os.path.join(root, "simple", "tinypkg")
+    os.makedirs(pkg)
+    whl = os.path.join(pkg, "tinypkg-0.1-py3-none-any.whl")
+    with zipfile.ZipFile(whl, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr("tinypkg-0.1.dist-info/RECORD", record)
+    with open(whl, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    with open(os.path.join(pkg, "index.html"), "w") as f:
+        f.write('<!DOCTYPE html><html><body><a href="tinypkg-0.1-py3-none-any.whl#sha256=%s">'
+                'tinypkg-0.1-py3-none-any.whl</a></body></html>\n' % sha)
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def pip_index(tmpdir_k):
+    if not shutil.which("openssl"):
+        pytest.skip("openssl(1) is needed to make the upstream's test certificate")
+    key, crt = make_ca(tmpdir_k)
+    root = os.path.join(tmpdir_k, "index")
+    make_index(root)
+    s = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                        functools.partial(Quiet, directory=root))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(crt, key)
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    serve(s)
+    s.ca_file = crt
+    yield s
+    s.shutdown()
+    s.server_close()
+
+
+# pip in the snippet's own interpreter (an unattended run execs nothing
+# more), installing into the run's scratch.
+PIP = """
+import os, sys
+if %r:
+    del os.environ['REQUESTS_CA_BUNDLE']
+from pip._internal.cli.main import main
+target = os.path.join(os.environ['TMPDIR'], 'site')
+rc = main(['install', '--no-cache-dir', '--disable-pip-version-check', '--no-compile',
+           '--quiet', '--retries', '0', '--target', target, '--index-url', '%s', 'tinypkg'])
+sys.path.insert(0, target)
+try:
+    import tinypkg
+    print(rc, tinypkg.VALUE)
+except ImportError:
+    print(rc, 'not installed')
+"""
+
+
+@pytest.mark.parametrize("bundle", ["REQUESTS_CA_BUNDLE", "without"])
+def test_pip_installs_from_an_https_index(make_broker, tmpdir_k, pip_index, bundle):
+    """Debian 12's pip (23.0) trusts REQUESTS_CA_BUNDLE (and PIP_CERT), not
+    SSL_CERT_FILE: the run's REQUESTS_CA_BUNDLE is what lets it through
+    the proxy's TLS unchanged; the control without it fails."""
+    if not python_has("pip"):
+        pytest.skip("pip is not installed for /usr/bin/python3 (python3-pip)")
+    b = egress_broker(make_broker, "upstream_ca_file = %s\n" % pip_index.ca_file)
+    url = "https://127.0.0.1:%d/simple/" % pip_index.server_address[1]
+    out = run_module(b, tmpdir_k, PIP % (bundle == "without", url))
+    log = b.read_log()
+    if bundle == "without":
+        assert out == "1 not installed\n", out
+        assert "the TLS handshake with the run failed" in log, log
+    else:
+        assert out == "0 tiny 0.1\n", out
+        assert "GET %stinypkg/: " % url in log, log
+        assert "GET %stinypkg/tinypkg-0.1-py3-none-any.whl: " % url in log, log
 
 
 # Requests by hand: each is sent on its own connection to the proxy, and
