@@ -51,9 +51,12 @@ static const char *status_text(int status)
 #define LINGER_BYTES (1 << 20)
 #define LINGER_S 2
 
+static double now_s(void);
+
 static void linger(struct egress_io *c)
 {
 	struct timeval tv = { LINGER_S, 0 };
+	double deadline = now_s() + LINGER_S;
 	char buf[4096];
 	size_t total = 0;
 	ssize_t n;
@@ -63,7 +66,10 @@ static void linger(struct egress_io *c)
 	else
 		shutdown(c->fd, SHUT_WR);
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	while (total < LINGER_BYTES && (n = egress_io_read(c, buf, sizeof(buf))) > 0)
+	/* The deadline is the whole wait's: a client that trickles a byte
+	 * at a time does not keep the thread. */
+	while (total < LINGER_BYTES && now_s() < deadline &&
+	       (n = egress_io_read(c, buf, sizeof(buf))) > 0)
 		total += (size_t)n;
 }
 
