@@ -243,8 +243,8 @@ static const struct key keys[] = {
 	    "503 with a body that names this setting.  One run has at most 32."),
 	NUM("egress", "connections_per_user", KEY_COUNT, egress_conns_per_uid, 1, 16384, "128",
 	    "Connections the runs of one user may have open through the proxy\n"
-	    "at once (at most `connections`), so that no user takes every\n"
-	    "other user's share; past it, 503 naming this setting."),
+	    "at once, at most half of `connections`, so that no user takes\n"
+	    "every other user's share; past it, 503 naming this setting."),
 
 	BOOL("sandbox", "landlock", landlock, "yes",
 	     "Enforce the unattended profile with Landlock where the kernel has\n"
@@ -1332,6 +1332,13 @@ static int validate_quota(const struct config *c, struct config_error *err)
 		set_error(err, "", 0, "[quota] connections = %u is over half of "
 			  "[broker] max_connections = %u: one user could lock every "
 			  "other out", c->conns_per_uid, c->max_connections);
+		return -1;
+	}
+	/* The same for the egress proxy's connections (threads). */
+	if (c->egress_conns_per_uid > c->egress_conns / 2) {
+		set_error(err, "", 0, "[egress] connections_per_user = %u is over half of "
+			  "[egress] connections = %u: one user's runs could take every "
+			  "other user's network", c->egress_conns_per_uid, c->egress_conns);
 		return -1;
 	}
 	return 0;

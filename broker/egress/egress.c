@@ -124,22 +124,24 @@ static void release(struct egress_run *r)
 	atomic_fetch_sub(&r->conns, 1);
 }
 
-/* A place for one more connection in the run's cap, its user's and
- * everyone's, in that order; NULL, or the refused answer's body, which
- * names the cap (the log line says it too). */
+/* A place for one more connection in everyone's cap, its user's and
+ * the run's, in that order (the broadest that is full is the one named);
+ * NULL, or the refused answer's body, which names the cap (the log line
+ * says it too).  Only the accepting thread adds: a count over a cap is
+ * never seen by another admit(). */
 static const char *admit(struct egress_run *r, char *body, size_t len)
 {
-	if (atomic_fetch_add(&r->conns, 1) >= EGRESS_CONNS_PER_RUN) {
-		atomic_fetch_sub(&r->conns, 1);
-		egress_log(r, "connection refused: the run has %d open already",
-			   EGRESS_CONNS_PER_RUN);
-		snprintf(body, len, "refused: this run has too many connections open through "
-				    "the egress proxy (%d)", EGRESS_CONNS_PER_RUN);
+	if (atomic_fetch_add(&conns_total, 1) >= conns_max) {
+		atomic_fetch_sub(&conns_total, 1);
+		egress_log(r, "connection refused: %d open already for all users "
+			      "([egress] connections)", conns_max);
+		snprintf(body, len, "refused: the egress proxy serves %d connections for all "
+				    "users already, its most ([egress] connections)", conns_max);
 		return body;
 	}
 	if (atomic_fetch_add(&r->share->conns, 1) >= conns_per_uid_max) {
 		atomic_fetch_sub(&r->share->conns, 1);
-		atomic_fetch_sub(&r->conns, 1);
+		atomic_fetch_sub(&conns_total, 1);
 		egress_log(r, "connection refused: the user's runs have %d open already "
 			      "([egress] connections_per_user)", conns_per_uid_max);
 		snprintf(body, len, "refused: this user's runs have %d connections open through "
@@ -147,14 +149,14 @@ static const char *admit(struct egress_run *r, char *body, size_t len)
 			 conns_per_uid_max);
 		return body;
 	}
-	if (atomic_fetch_add(&conns_total, 1) >= conns_max) {
-		atomic_fetch_sub(&conns_total, 1);
-		atomic_fetch_sub(&r->share->conns, 1);
+	if (atomic_fetch_add(&r->conns, 1) >= EGRESS_CONNS_PER_RUN) {
 		atomic_fetch_sub(&r->conns, 1);
-		egress_log(r, "connection refused: %d open already for all users "
-			      "([egress] connections)", conns_max);
-		snprintf(body, len, "refused: the egress proxy serves %d connections for all "
-				    "users already, its most ([egress] connections)", conns_max);
+		atomic_fetch_sub(&r->share->conns, 1);
+		atomic_fetch_sub(&conns_total, 1);
+		egress_log(r, "connection refused: the run has %d open already",
+			   EGRESS_CONNS_PER_RUN);
+		snprintf(body, len, "refused: this run has too many connections open through "
+				    "the egress proxy (%d)", EGRESS_CONNS_PER_RUN);
 		return body;
 	}
 	return NULL;

@@ -767,7 +767,7 @@ def test_the_proxys_caps_per_user_and_for_all(make_broker, tmpdir_k, http_server
     holding their share leave the rest to another user, whose runs meet
     the total cap only; each refusal is a 503 whose body names its cap."""
     other = ensure_user("kotoba-ta")
-    b = egress_broker(make_broker, "connections = 3\nconnections_per_user = 2\n"
+    b = egress_broker(make_broker, "connections = 4\nconnections_per_user = 2\n"
                       "[broker]\nallow_users = kotoba-ta root\n")
     host = "127.0.0.1:%d" % http_server.server_address[1]
     work = os.path.join(tmpdir_k, "mine")
@@ -782,18 +782,19 @@ def test_the_proxys_caps_per_user_and_for_all(make_broker, tmpdir_k, http_server
         theirs = os.path.join(tmpdir_k, "theirs")
         os.makedirs(theirs)
         os.chmod(theirs, 0o777)
-        # the other user: one more fits in the total, the next does not
-        out = as_user(other, hold, b, theirs, host, 1, 1, "/b", False)
+        # the other user: two more fill the total, the next is refused
+        # by it (the broadest cap that is full)
+        out = as_user(other, hold, b, theirs, host, 2, 1, "/b", False)
     finally:
         Recorder.hold.set()
         first.join(120)
     per_user = ("HTTP/1.1 503 Service Unavailable | refused: this user's runs have 2 "
                 "connections open through the egress proxy, their most "
                 "([egress] connections_per_user)")
-    total = ("HTTP/1.1 503 Service Unavailable | refused: the egress proxy serves 3 "
+    total = ("HTTP/1.1 503 Service Unavailable | refused: the egress proxy serves 4 "
              "connections for all users already, its most ([egress] connections)")
     ok = "HTTP/1.1 200 OK | hello from /hold"
     assert result["out"].splitlines() == [per_user, ok, ok], result
-    assert out.splitlines() == [total, "HTTP/1.1 200 OK | hello from /b"], out
+    assert out.splitlines() == [total] + ["HTTP/1.1 200 OK | hello from /b"] * 2, out
     log = b.read_log()
     assert "connections_per_user" in log and "([egress] connections)" in log, log
