@@ -3,11 +3,11 @@
  * and the policy on the command line; takes each unattended run's (and,
  * with [egress] approved = proxy, each approved run's) listening socket
  * (wire.h) and serves every connection accepted on it, one thread each,
- * attributed to that run and under the rule the broker named for it.  Runs as the broker's user
- * with no capability, no_new_privs, Landlock (read-only /etc and /usr,
- * nothing else) and a seccomp filter that kills it on exec, ptrace,
- * namespace, mount and module calls.  When the link closes
- * (the broker has gone) it exits.
+ * attributed to that run and under the rule the broker named for it.
+ * Runs as the broker's user with no capability, no_new_privs, Landlock
+ * (read-only /etc and /usr, nothing else) and a seccomp filter that
+ * kills it on exec, ptrace, namespace, mount and module calls.  When
+ * the link closes (the broker has gone) it exits.
  */
 #include <errno.h>
 #include <fcntl.h>
