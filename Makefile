@@ -147,9 +147,10 @@ check-unit: all unit-bins service-user
 # watch the newer code.
 INTEGRATION_WARM ?= no
 # tmux: the card is also read from a real terminal emulator's screen;
-# python3-matplotlib: plt.show() saves figures into the output directory.
+# python3-matplotlib: plt.show() saves figures into the output directory;
+# python3-httpx and python3-pip: the egress proxy serves them unchanged.
 check-integration: all reachable
-	@./tests/deps.sh tmux python3-matplotlib
+	@./tests/deps.sh tmux python3-matplotlib python3-httpx python3-pip
 	KOTOBA_BUILD=$(abspath $(BUILD)) KOTOBA_SANITIZED=$(SANITIZED) \
 		KOTOBA_WARM=$(INTEGRATION_WARM) $(PYTEST) tests/integration
 

@@ -229,12 +229,22 @@ static const struct key keys[] = {
 	STR("egress", "deny_hosts", egress_deny, K_EMPTY_OK | K_HOSTS, "",
 	    "Hosts never connected to, in any mode; same forms as allow_hosts."),
 	ENUM("egress", "approved", egress_approved, egress_approved_names, "direct",
-	     "Runs a person approved: direct keeps the host's network.  proxy\n"
-	     "(through the egress proxy, any method) is not supported by this\n"
-	     "version: the broker refuses to start with it."),
+	     "Runs a person approved: direct keeps the host's network.  proxy:\n"
+	     "they too get a network namespace with only loopback, whose one\n"
+	     "way out is the egress proxy: any method to any public host,\n"
+	     "HTTPS tunnelled as is, deny_hosts and internal addresses refused\n"
+	     "as for unattended runs, each request recorded in the log."),
 	STR("egress", "upstream_ca_file", egress_upstream_ca, K_EMPTY_OK | K_PATH, "",
 	    "A PEM file of CAs the proxy trusts upstream besides the system's\n"
 	    "(an operator's own CA, a test server's)."),
+	NUM("egress", "connections", KEY_COUNT, egress_conns, 1, 16384, "512",
+	    "Connections the egress proxy serves at once, for every run of every\n"
+	    "user together (each is a thread); past it a new one is answered\n"
+	    "503 with a body that names this setting.  One run has at most 32."),
+	NUM("egress", "connections_per_user", KEY_COUNT, egress_conns_per_uid, 1, 16384, "128",
+	    "Connections the runs of one user may have open through the proxy\n"
+	    "at once, at most half of `connections`, so that no user takes\n"
+	    "every other user's share; past it, 503 naming this setting."),
 
 	BOOL("sandbox", "landlock", landlock, "yes",
 	     "Enforce the unattended profile with Landlock where the kernel has\n"
@@ -1322,6 +1332,13 @@ static int validate_quota(const struct config *c, struct config_error *err)
 		set_error(err, "", 0, "[quota] connections = %u is over half of "
 			  "[broker] max_connections = %u: one user could lock every "
 			  "other out", c->conns_per_uid, c->max_connections);
+		return -1;
+	}
+	/* The same for the egress proxy's connections (threads). */
+	if (c->egress_conns_per_uid > c->egress_conns / 2) {
+		set_error(err, "", 0, "[egress] connections_per_user = %u is over half of "
+			  "[egress] connections = %u: one user's runs could take every "
+			  "other user's network", c->egress_conns_per_uid, c->egress_conns);
 		return -1;
 	}
 	return 0;

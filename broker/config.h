@@ -73,6 +73,8 @@ struct config {
 	char egress_deny[4096];        /* [egress] deny_hosts */
 	unsigned egress_approved;      /* [egress] approved = direct|proxy */
 	char egress_upstream_ca[256];  /* [egress] upstream_ca_file; "" = system trust only */
+	unsigned egress_conns;         /* [egress] connections, all runs together; default 512 */
+	unsigned egress_conns_per_uid; /* [egress] connections_per_user; default 128 */
 	bool secrets;                  /* [sandbox] secrets = yes|no: mask the secret set, default yes */
 	char secret_paths[2048];       /* [sandbox] secret_paths: more secrets, comma/space list */
 	bool warm;                     /* [sandbox] warm = yes|no: spare interpreters */

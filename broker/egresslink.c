@@ -17,7 +17,7 @@
 
 /* The proxy says it serves within this, or the broker does not start. */
 #define START_TIMEOUT_S 10
-#define ARGS_MAX (10 + 4 * EGRESS_HOSTS_MAX)
+#define ARGS_MAX (14 + 4 * EGRESS_HOSTS_MAX)
 
 static int link_fd = -1, bundle_fd = -1;
 static pid_t egress_pid;
@@ -107,7 +107,7 @@ int egresslink_open_bundle(const char *dir, char *err, size_t errlen)
 int egresslink_start(const char *path, const struct config *c, char *err, size_t errlen)
 {
 	static char allow[sizeof(c->egress_allow)], deny[sizeof(c->egress_deny)];
-	static char mode[16], ca[sizeof(c->egress_upstream_ca)];
+	static char mode[16], ca[sizeof(c->egress_upstream_ca)], conns[16], per_uid[16];
 	char *argv[ARGS_MAX];
 	size_t n = 0;
 	int sp[2];
@@ -131,6 +131,12 @@ int egresslink_start(const char *path, const struct config *c, char *err, size_t
 		snprintf(ca, sizeof(ca), "%s", c->egress_upstream_ca);
 		argv[n++] = ca;
 	}
+	snprintf(conns, sizeof(conns), "%u", c->egress_conns);
+	snprintf(per_uid, sizeof(per_uid), "%u", c->egress_conns_per_uid);
+	argv[n++] = (char *)"--connections";
+	argv[n++] = conns;
+	argv[n++] = (char *)"--connections-per-user";
+	argv[n++] = per_uid;
 	n = add_hosts(argv, n, (char *)"--allow", c->egress_allow, allow, sizeof(allow));
 	n = add_hosts(argv, n, (char *)"--deny", c->egress_deny, deny, sizeof(deny));
 	argv[n] = NULL;
@@ -173,9 +179,9 @@ void egresslink_gone(int status)
 	link_fd = -1;
 }
 
-static void send_req(uint32_t op, uint64_t run_id, uid_t uid, int fd)
+static void send_req(uint32_t op, uint64_t run_id, uid_t uid, uint32_t rule, int fd)
 {
-	struct egress_req q = { .op = op, .uid = (uint32_t)uid, .run_id = run_id };
+	struct egress_req q = { .op = op, .uid = (uint32_t)uid, .run_id = run_id, .rule = rule };
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
@@ -202,13 +208,14 @@ static void send_req(uint32_t op, uint64_t run_id, uid_t uid, int fd)
 			 "network", run_id, strerror(errno));
 }
 
-void egresslink_attach(uint64_t run_id, uid_t uid, int fd)
+void egresslink_attach(uint64_t run_id, uid_t uid, bool approved, int fd)
 {
-	send_req(EGRESS_ATTACH, run_id, uid, fd);
+	send_req(EGRESS_ATTACH, run_id, uid,
+		 approved ? EGRESS_RULE_APPROVED : EGRESS_RULE_UNATTENDED, fd);
 	close(fd);
 }
 
 void egresslink_detach(uint64_t run_id)
 {
-	send_req(EGRESS_DETACH, run_id, 0, -1);
+	send_req(EGRESS_DETACH, run_id, 0, 0, -1);
 }

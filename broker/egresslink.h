@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * The broker's side of the egress proxy (broker/egress/): it starts
  * kotoba-egress with the [egress] policy, and hands it each unattended
- * run's listening socket (worker/netns.c) as the run's `ready` brings it.
+ * run's (and, with approved = proxy, each approved run's) listening socket (worker/netns.c) as the run's `ready` brings it.
  */
 #ifndef KOTOBA_EGRESSLINK_H
 #define KOTOBA_EGRESSLINK_H
@@ -26,8 +26,9 @@ pid_t egresslink_pid(void);
 void egresslink_gone(int status);
 /* The CA bundle the runs' SSL_CERT_FILE names; "" without a proxy. */
 const char *egresslink_bundle(void);
-/* The run's listening socket, to the proxy (fd is closed here). */
-void egresslink_attach(uint64_t run_id, uid_t uid, int fd);
+/* The run's listening socket, to the proxy (fd is closed here), served
+ * under the unattended rule, or any method when approved. */
+void egresslink_attach(uint64_t run_id, uid_t uid, bool approved, int fd);
 /* The run has ended: the proxy closes its socket. */
 void egresslink_detach(uint64_t run_id);
 #endif

@@ -532,8 +532,7 @@ static int start_monitor(struct broker *b)
 }
 
 /* The egress proxy: the bundle's file while the broker may still be
- * root, the proxy as its own user after.  [egress] approved = proxy is
- * refused: runs a person read keep the host's network.  A bundle that
+ * root, the proxy as its own user after.  A bundle that
  * cannot be made (the socket's directory is not writable: an activated
  * socket elsewhere) leaves the broker without a proxy, which start_egress
  * says. */
@@ -541,10 +540,6 @@ static int open_egress_bundle(struct broker *b)
 {
 	char err[400], dir[sizeof(b->socket_path)];
 
-	if (b->cfg.egress_approved) {
-		log_err("[egress] approved = proxy is not supported by this version; use direct");
-		return -1;
-	}
 	/* An activated socket's file is systemd's: the bundle goes where
 	 * the configured or default socket would be (the unit's runtime
 	 * directory). */

@@ -86,6 +86,7 @@ struct run {
 	bool engine_only;         /* an engine command (stop a container): no client */
 	struct cgroup_run cg;     /* its memory and process limits, all processes together */
 	bool egress;              /* the proxy holds its listening socket (egresslink) */
+	bool proxied;             /* approved, its network the proxy ([egress] approved = proxy) */
 	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
 	const struct run_ops *ops;
 	void *ctx;
@@ -319,8 +320,11 @@ static void job_preload(const struct config *c, struct msg_job *job)
 		job->preload[job->n_preload++] = (struct pstr){ w, n };
 }
 
-/* Unattended: the egress proxy's CA bundle (system CAs and its own),
- * which urllib, requests, httpx and pip read from these. */
+/* Unattended: the egress proxy's CA bundle (system CAs and its own):
+ * urllib and httpx read SSL_CERT_FILE, requests and pip
+ * REQUESTS_CA_BUNDLE (Debian 12's pip ignores SSL_CERT_FILE).  Not for
+ * an approved run through the proxy: its HTTPS is tunnelled, and it
+ * verifies the server's own certificate as it would directly. */
 static void add_egress_env(struct msg_job *job)
 {
 	static char ssl[600], req[600];
@@ -369,6 +373,11 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 	rc = 0;
 	if (r->ct || rq->engine)
 		rc = engine_section(r, rq, env, n_env, &job, err, errlen);
+	/* Decided here, from the run's profile and the configuration, and
+	 * told to the proxy with the run's listener (take_egress). */
+	job.proxy = job.profile == PROFILE_APPROVED &&
+		    c->egress_approved == EGRESS_APPROVED_PROXY;
+	r->proxied = job.proxy;
 	if (rc == 0)
 		rc = secrets_fill_job(r->b, id, &job, err, errlen);
 	if (r->spare)
@@ -1282,20 +1291,21 @@ static bool take_output_file(struct run *r, const struct msg_output_file *m, int
 	return ok;
 }
 
-/* With `ready`, unattended: the listening socket in the run's own
- * network namespace, for the egress proxy.  false (closed) for anything
+/* With `ready`, unattended (or approved with [egress] approved = proxy):
+ * the listening socket in the run's own network namespace, for the
+ * egress proxy, with the rule the run's profile decides.  false (closed) for anything
  * else: not our worker. */
 static bool take_egress(struct run *r, int fd)
 {
 	int acc = 0;
 	socklen_t len = sizeof(acc);
 
-	if (r->profile != PROFILE_UNATTENDED || r->ready || r->end != END_NONE ||
+	if ((r->profile != PROFILE_UNATTENDED && !r->proxied) || r->ready || r->end != END_NONE ||
 	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0 || !acc) {
 		close(fd);
 		return false;
 	}
-	egresslink_attach(r->run_id, r->uid, fd);
+	egresslink_attach(r->run_id, r->uid, r->profile != PROFILE_UNATTENDED, fd);
 	r->egress = true;
 	return true;
 }

@@ -405,8 +405,10 @@ int enc_job(struct frame *f, const struct msg_job *m)
 		return -EINVAL;
 	if (m->n_preload > PROTO_PRELOAD_MAX || (m->n_preload && !m->warm))
 		return -EINVAL;
+	if (m->proxy && m->profile != PROFILE_APPROVED)
+		return -EINVAL;
 	enc_begin(&e, "job", 9 + m->has_engine + m->has_secrets + m->has_masks_key +
-			     (m->mounts.len > 0) + m->warm);
+			     (m->mounts.len > 0) + m->warm + m->proxy);
 	put_str(&e, "profile", profile_name(m->profile));
 	put_pstr(&e, "python", m->python);
 	put_pstr(&e, "cwd", m->cwd);
@@ -414,6 +416,8 @@ int enc_job(struct frame *f, const struct msg_job *m)
 	put_uint(&e, "timeout_ms", m->timeout_ms);
 	put_uint(&e, "grace_ms", m->grace_ms);
 	put_bool(&e, "landlock", m->landlock);
+	if (m->proxy)
+		put_bool(&e, "proxy", true);
 	put_key(&e, "limits");
 	raw_map(&e, JOB_LIMITS);
 	for (size_t i = 0; i < JOB_LIMITS; i++) {
@@ -1413,9 +1417,12 @@ static int dec_job(struct dec *d, struct msg_job *m)
 	    (rc = dec_str(d, "scratch_base", true, PATH_FIELD_MAX, &m->scratch_base)) < 0 ||
 	    (rc = dec_uint(d, "timeout_ms", true, &m->timeout_ms)) < 0 ||
 	    (rc = dec_uint(d, "grace_ms", true, &m->grace_ms)) < 0 ||
-	    (rc = dec_bool(d, "landlock", true, &m->landlock)) < 0)
+	    (rc = dec_bool(d, "landlock", true, &m->landlock)) < 0 ||
+	    (rc = dec_bool(d, "proxy", false, &m->proxy)) < 0)
 		return rc;
 	m->profile = (enum proto_profile)profile;
+	if (m->proxy && m->profile != PROFILE_APPROVED)
+		return dec_fail(d, PERR_BAD_FIELD, "field 'proxy' is for profile 'approved' only");
 	if ((rc = dec_job_limits(d, m)) < 0 ||
 	    (rc = dec_job_env(d, m)) < 0 || (rc = dec_job_secrets(d, m)) < 0 ||
 	    (rc = dec_job_masks(d, m)) < 0 || (rc = dec_job_preload(d, m)) < 0)

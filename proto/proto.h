@@ -704,6 +704,10 @@ struct msg_job {
 	uint64_t timeout_ms, grace_ms;
 	struct job_limits lim;
 	bool landlock;           /* use Landlock where the kernel has it */
+	/* Profile "approved" only: a network namespace of its own whose one
+	 * way out is the egress proxy, as an unattended run always has
+	 * ([egress] approved = proxy). */
+	bool proxy;
 	size_t n_env;            /* "NAME=value" strings, already scrubbed */
 	struct pstr env[PROTO_ENV_MAX];
 	bool has_engine;         /* profile "engine" */

@@ -146,9 +146,21 @@ static void network_step(const struct plan *p)
 {
 	const char *what;
 	int rc = private_network(p, &egress_fd, &what);
+	char msg[2] = { CHILD_MSG_NET, CHILD_GATE_NET };
+	ssize_t sent;
 
 	if (rc < 0)
 		die_step(step_name(STEP_NETWORK), -rc, "%s", what);
+	/* With an exec gate the listener goes to S with it; without one
+	 * (approved) it goes now, on its own. */
+	if (egress_fd < 0 || seccomp_has_exec_gate(profile_name(p->profile)))
+		return;
+	sent = send_with_fds(report_fd, msg, sizeof(msg), &egress_fd, 1);
+	if (sent != (ssize_t)sizeof(msg))
+		die_step(step_name(STEP_NETWORK), sent < 0 ? (int)-sent : EIO,
+			 "handing the egress proxy's listener to the supervisor");
+	close(egress_fd);
+	egress_fd = -1;
 }
 
 static void enter_cwd(const struct plan *p)
@@ -491,10 +503,12 @@ void enter_sandbox(const struct plan *p, const struct sandbox_exec *x)
 	 * NNP, Landlock (which refuses mounts to a restricted process) and
 	 * seccomp (which denies mount). */
 	secrets_step(p);
-	/* Unattended: a network namespace with only loopback and the egress
-	 * proxy's listener.  In the user namespace the secrets step entered
-	 * (CAP_NET_ADMIN there brings loopback up), before the capabilities
-	 * go, and before seccomp, which denies unshare and listen. */
+	/* Unattended (approved too with [egress] approved = proxy): a
+	 * network namespace with only loopback and the egress proxy's
+	 * listener.  In the user namespace the secrets step entered, or an
+	 * approved run's own (CAP_NET_ADMIN there brings loopback up), before
+	 * the capabilities go, and before seccomp, which denies unshare and
+	 * listen. */
 	network_step(p);
 	/* Before NNP.  After the secrets step C holds every capability of
 	 * its own user namespace: all of them go, the bounding set too. */

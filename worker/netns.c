@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT
- * The unattended run's network: a namespace of its own with only
+ * The unattended run's network (and, with [egress] approved = proxy, an
+ * approved run's): a namespace of its own with only
  * loopback, and in it one listening TCP socket, 127.0.0.1:EGRESS_PORT,
  * that C makes before the snippet starts and hands to S, S to the broker
  * with `ready`, and the broker to the egress proxy (broker/egress/).
@@ -16,9 +17,10 @@
  * claim to be a run.
  *
  * The namespace is made in the user namespace the secrets step entered
- * (secrets.c: C holds every capability there).  Where there is none (user
- * namespaces turned off) unshare fails and the run does not start: an
- * unattended run never gets the host's network.
+ * (secrets.c: C holds every capability there); an approved run enters
+ * one of its own here, its uid and gid mapped to themselves.  Where
+ * there is none (user namespaces turned off) unshare fails and the run
+ * does not start: a run whose network is the proxy never gets the host's.
  */
 #include <errno.h>
 #include <net/if.h>
@@ -83,8 +85,13 @@ int private_network(const struct plan *p, int *listener, const char **what)
 
 	*listener = -1;
 	*what = "";
-	if (p->profile != PROFILE_UNATTENDED)
+	if (!plan_has_egress(p))
 		return 0;
+	/* Approved with `proxy`: no secrets step entered a user namespace,
+	 * and C, the snippet's user without a capability, can make a
+	 * network namespace only in one of its own. */
+	if (p->profile == PROFILE_APPROVED && (s = own_user_namespace(what)) < 0)
+		return s;
 	*what = "unshare(CLONE_NEWNET) (a run nobody read reaches the network only through the "
 		"egress proxy, in a network namespace of its own: this needs user namespaces)";
 	if (unshare(CLONE_NEWNET) < 0)

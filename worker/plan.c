@@ -50,7 +50,8 @@ static const struct owned engine_env[N_OWNED_MAX + 1] = {
 	{ NULL, NULL },
 };
 
-/* Unattended: the run's one way out is the egress proxy in its own
+/* Unattended (and approved with the job's `proxy`): the run's one way
+ * out is the egress proxy in its own
  * network namespace (netns.c), and every library that reads these goes
  * there; NO_PROXY would send a host around it, into a namespace where
  * nothing else answers, so a job's is dropped (NULL: no value). */
@@ -187,14 +188,15 @@ static int add_owned(const struct owned *owned, char **envp, size_t *k, const st
 	return 0;
 }
 
-static bool has_egress(const struct plan *p)
+bool plan_has_egress(const struct plan *p)
 {
-	return p->profile == PROFILE_UNATTENDED;
+	return p->profile == PROFILE_UNATTENDED ||
+	       (p->profile == PROFILE_APPROVED && p->job->proxy);
 }
 
 static int add_egress(char **envp, size_t *k, const struct plan *p)
 {
-	for (size_t i = 0; has_egress(p) && egress_env[i].name; i++) {
+	for (size_t i = 0; plan_has_egress(p) && egress_env[i].name; i++) {
 		if (!egress_env[i].leaf)
 			continue;
 		if (asprintf(&envp[*k], "%s=%s", egress_env[i].name, egress_env[i].leaf) < 0)
@@ -220,7 +222,7 @@ int plan_env(struct plan *p, char *err, size_t errlen)
 			return -EINVAL;
 		}
 		if (is_owned(owned, job->env[i]) ||
-		    (has_egress(p) && is_owned(egress_env, job->env[i])))
+		    (plan_has_egress(p) && is_owned(egress_env, job->env[i])))
 			continue;
 		p->envp[k] = pstr_dup(job->env[i]);
 		if (!p->envp[k++])

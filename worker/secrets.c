@@ -951,7 +951,7 @@ static const char unshare_what[] =
  * from attaching in that moment; after it, it holds nothing they do not
  * own, and its fds are only the code, the output pipes and the report
  * channel. */
-static int enter_namespaces(const char **what)
+static int unshare_as_self(int flags, const char *unshare_says, const char **what)
 {
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
@@ -960,8 +960,8 @@ static int enter_namespaces(const char **what)
 	*what = "prctl(PR_SET_DUMPABLE, 1)";
 	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
 		return -errno;
-	*what = unshare_what;
-	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+	*what = unshare_says;
+	if (unshare(flags) < 0)
 		rc = -errno;
 	else
 		rc = map_ids(uid, gid, what);
@@ -970,6 +970,20 @@ static int enter_namespaces(const char **what)
 		rc = -errno;
 	}
 	return rc;
+}
+
+static int enter_namespaces(const char **what)
+{
+	return unshare_as_self(CLONE_NEWUSER | CLONE_NEWNS, unshare_what, what);
+}
+
+int own_user_namespace(const char **what)
+{
+	return unshare_as_self(CLONE_NEWUSER,
+			       "unshare(CLONE_NEWUSER) (with [egress] approved = proxy a run "
+			       "a person approved has a network namespace of its own, which "
+			       "needs user namespaces)",
+			       what);
 }
 
 static char mask_dir[PATH_MAX + 4], mask_file[PATH_MAX + 4];

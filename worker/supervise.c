@@ -186,6 +186,23 @@ static void take_gate(struct supervision *r, struct msghdr *mh, unsigned int hav
 		r->egress = received_fd_n(mh, next++);
 }
 
+/* Without an exec gate (approved with [egress] approved = proxy), the
+ * egress listener comes alone, once, before the exec. */
+static void take_network(struct supervision *r, struct msghdr *mh, unsigned int have)
+{
+	int fd = received_fd(mh);
+
+	if (fd < 0 || have != CHILD_GATE_NET || r->egress >= 0 || !plan_has_egress(r->plan) ||
+	    seccomp_has_exec_gate(profile_name(r->plan->profile))) {
+		for (size_t i = 0; i < CHILD_GATE_FDS_MAX; i++)
+			if (received_fd_n(mh, i) >= 0)
+				close(received_fd_n(mh, i));
+		child_protocol_error(r, EPROTO, "unexpected egress listener from the child");
+		return;
+	}
+	r->egress = fd;
+}
+
 /* `ready`, with the egress proxy's listener when the run has one: from
  * then on the broker and the proxy hold it, S does not. */
 static bool send_ready(struct supervision *r)
@@ -243,6 +260,11 @@ static bool read_setup_report(struct supervision *r)
 	if (n == 2 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
 	    (r->rep.step[0] == CHILD_MSG_GATE || r->rep.step[0] == CHILD_MSG_GATE_NEW_MASKS)) {
 		take_gate(r, &mh, (unsigned char)r->rep.step[1]);
+		return true;
+	}
+	if (n == 2 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+	    r->rep.step[0] == CHILD_MSG_NET) {
+		take_network(r, &mh, (unsigned char)r->rep.step[1]);
 		return true;
 	}
 

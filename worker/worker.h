@@ -80,6 +80,10 @@ struct setup_report {
  * (netns.c), which S passes to the broker with `ready`. */
 #define CHILD_GATE_NET 8
 #define CHILD_GATE_FDS_MAX 5 /* the listener and the four above */
+/* A profile without an exec gate (approved, with [egress] approved =
+ * proxy): the egress listener alone, tag and CHILD_GATE_NET, before
+ * the exec. */
+#define CHILD_MSG_NET 'E'
 
 /* The engine's command lines (job->engine), NUL-terminated copies built by
  * S: each argv is NULL-terminated and malloc'd, argv[0] an absolute path;
@@ -284,10 +288,17 @@ bool receipt_wants_bytes(const struct receipt_log *l);
 void receipt_forget(struct receipt_log *l);
 void receipt_conclude(struct receipt_log *l, const struct plan *p);
 
-/* netns.c: C, unattended, after the secrets step: the run's own network
- * namespace with loopback up, and *listener the egress proxy's listening
- * socket in it (EGRESS_PORT); *listener -1 for other profiles.  0 or
- * -errno with *what naming the failed call. */
+/* plan.c: whether the run's network is the egress proxy (unattended, and
+ * approved with the job's `proxy`). */
+bool plan_has_egress(const struct plan *p);
+/* secrets.c: a user namespace of C's own, its uid and gid mapped to
+ * themselves, for a run that entered none (approved with `proxy`): what
+ * the network namespace is made in.  0 or -errno with *what. */
+int own_user_namespace(const char **what);
+/* netns.c: C, after the secrets step, when plan_has_egress(): the run's
+ * own network namespace with loopback up, and *listener the egress
+ * proxy's listening socket in it (EGRESS_PORT); *listener -1 for other
+ * runs.  0 or -errno with *what naming the failed call. */
 #define EGRESS_BACKLOG 64
 int private_network(const struct plan *p, int *listener, const char **what);
 

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT
  * kotoba-egress: started by the broker with its link at EGRESS_FD_LINK
- * and the policy on the command line; takes each unattended run's
- * listening socket (wire.h) and serves every connection accepted on it,
- * one thread each, attributed to that run.  Runs as the broker's user
- * with no capability, no_new_privs, Landlock (read-only /etc and /usr,
- * nothing else) and a seccomp filter that kills it on exec, ptrace,
- * namespace, mount and module calls.  When the link closes
- * (the broker has gone) it exits.
+ * and the policy on the command line; takes each unattended run's (and,
+ * with [egress] approved = proxy, each approved run's) listening socket
+ * (wire.h) and serves every connection accepted on it, one thread each,
+ * attributed to that run and under the rule the broker named for it.
+ * Runs as the broker's user with no capability, no_new_privs, Landlock
+ * (read-only /etc and /usr, nothing else) and a seccomp filter that
+ * kills it on exec, ptrace, namespace, mount and module calls.  When
+ * the link closes (the broker has gone) it exits.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -36,11 +38,43 @@
 #include "broker/egress/wire.h"
 #include "proto/landlock_abi.h"
 
-struct egress_policy egress_policy;
+struct egress_policy egress_policy, egress_policy_approved;
+
+const char *egress_rule_name(const struct egress_run *r, char *buf, size_t len)
+{
+	if (r->policy == &egress_policy_approved)
+		snprintf(buf, len, "approved = proxy");
+	else
+		snprintf(buf, len, "unattended = %s", egress_mode_name(r->policy->mode));
+	return buf;
+}
 
 #define RUNS_MAX 4096
 
 static struct egress_run *runs[RUNS_MAX];
+
+/* [egress] connections and connections_per_user, from the command line:
+ * how many connections (each a thread) all runs together, and all the
+ * runs of one user, may have at once. */
+static int conns_max = 512, conns_per_uid_max = 128;
+static atomic_int conns_total;
+
+/* One user's share: its runs attached (the main thread's count) and
+ * their connections being served (the threads').  A slot with neither is
+ * free: no thread can count into it any more. */
+struct egress_share {
+	uid_t uid;
+	int runs;
+	atomic_int conns;
+};
+
+static struct egress_share shares[RUNS_MAX];
+
+/* A refusal waits up to LINGER_S for the client (http.c) on a thread of
+ * its own, never in the loop that accepts for every run; past this many
+ * at once, one is answered without waiting. */
+#define REFUSALS_MAX 64
+static atomic_int refusals;
 
 void egress_log(const struct egress_run *r, const char *fmt, ...)
 {
@@ -77,6 +111,88 @@ struct job {
 	int fd;
 };
 
+struct refusal {
+	int fd;
+	char body[256];
+};
+
+/* Lets go of one connection's places in each cap (admit()). */
+static void release(struct egress_run *r)
+{
+	atomic_fetch_sub(&conns_total, 1);
+	atomic_fetch_sub(&r->share->conns, 1);
+	atomic_fetch_sub(&r->conns, 1);
+}
+
+/* A place for one more connection in everyone's cap, its user's and
+ * the run's, in that order (the broadest that is full is the one named);
+ * NULL, or the refused answer's body, which names the cap (the log line
+ * says it too).  Only the accepting thread adds: a count over a cap is
+ * never seen by another admit(). */
+static const char *admit(struct egress_run *r, char *body, size_t len)
+{
+	if (atomic_fetch_add(&conns_total, 1) >= conns_max) {
+		atomic_fetch_sub(&conns_total, 1);
+		egress_log(r, "connection refused: %d open already for all users "
+			      "([egress] connections)", conns_max);
+		snprintf(body, len, "refused: the egress proxy serves %d connections for all "
+				    "users already, its most ([egress] connections)", conns_max);
+		return body;
+	}
+	if (atomic_fetch_add(&r->share->conns, 1) >= conns_per_uid_max) {
+		atomic_fetch_sub(&r->share->conns, 1);
+		atomic_fetch_sub(&conns_total, 1);
+		egress_log(r, "connection refused: the user's runs have %d open already "
+			      "([egress] connections_per_user)", conns_per_uid_max);
+		snprintf(body, len, "refused: this user's runs have %d connections open through "
+				    "the egress proxy, their most ([egress] connections_per_user)",
+			 conns_per_uid_max);
+		return body;
+	}
+	if (atomic_fetch_add(&r->conns, 1) >= EGRESS_CONNS_PER_RUN) {
+		atomic_fetch_sub(&r->conns, 1);
+		atomic_fetch_sub(&r->share->conns, 1);
+		atomic_fetch_sub(&conns_total, 1);
+		egress_log(r, "connection refused: the run has %d open already",
+			   EGRESS_CONNS_PER_RUN);
+		snprintf(body, len, "refused: this run has too many connections open through "
+				    "the egress proxy (%d)", EGRESS_CONNS_PER_RUN);
+		return body;
+	}
+	return NULL;
+}
+
+static void *refuse_thread(void *arg)
+{
+	struct refusal *f = arg;
+	struct egress_io c = { f->fd, NULL };
+
+	egress_refuse(&c, 503, f->body);
+	close(f->fd);
+	free(f);
+	atomic_fetch_sub(&refusals, 1);
+	return NULL;
+}
+
+/* 503 with body, then the socket closed: on a thread of its own while
+ * there are few, else at once. */
+static void refuse(int fd, const char *body, const pthread_attr_t *attr)
+{
+	struct refusal *f = NULL;
+	pthread_t t;
+
+	if (atomic_fetch_add(&refusals, 1) < REFUSALS_MAX && (f = malloc(sizeof(*f)))) {
+		f->fd = fd;
+		snprintf(f->body, sizeof(f->body), "%s", body);
+		if (pthread_create(&t, attr, refuse_thread, f) == 0)
+			return;
+		free(f);
+	}
+	atomic_fetch_sub(&refusals, 1);
+	egress_refuse_now(fd, 503, body);
+	close(fd);
+}
+
 static void *serve_thread(void *arg)
 {
 	struct job *j = arg;
@@ -89,7 +205,7 @@ static void *serve_thread(void *arg)
 	setsockopt(j->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	egress_serve(j->run, j->fd);
 	close(j->fd);
-	atomic_fetch_sub(&j->run->conns, 1);
+	release(j->run);
 	egress_run_put(j->run);
 	free(j);
 	return NULL;
@@ -104,20 +220,14 @@ static void accept_all(struct egress_run *r)
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	for (;;) {
 		int fd = accept4(r->fd, NULL, NULL, SOCK_CLOEXEC);
+		char body[256];
 		struct job *j;
 		pthread_t t;
 
 		if (fd < 0)
 			break;
-		if (atomic_fetch_add(&r->conns, 1) >= EGRESS_CONNS_PER_RUN) {
-			struct egress_io c = { fd, NULL };
-
-			atomic_fetch_sub(&r->conns, 1);
-			egress_log(r, "connection refused: the run has %d open already",
-				   EGRESS_CONNS_PER_RUN);
-			egress_refuse(&c, 503, "refused: this run has too many connections open "
-					       "through the egress proxy");
-			close(fd);
+		if (admit(r, body, sizeof(body))) {
+			refuse(fd, body, &attr);
 			continue;
 		}
 		j = malloc(sizeof(*j));
@@ -125,7 +235,7 @@ static void accept_all(struct egress_run *r)
 		if (!j || (*j = (struct job){ r, fd }, pthread_create(&t, &attr, serve_thread, j))) {
 			free(j);
 			close(fd);
-			atomic_fetch_sub(&r->conns, 1);
+			release(r);
 			egress_run_put(r);
 		}
 	}
@@ -140,24 +250,50 @@ static int slot_of(uint64_t run_id)
 	return -1;
 }
 
+/* The uid's share, or a free slot made its own; NULL when every slot
+ * is some other user's.  The main thread's only. */
+static struct egress_share *share_of(uid_t uid)
+{
+	struct egress_share *free_slot = NULL;
+
+	for (int i = 0; i < RUNS_MAX; i++) {
+		struct egress_share *s = &shares[i];
+		bool used = s->runs > 0 || atomic_load(&s->conns) > 0;
+
+		if (used && s->uid == uid)
+			return s;
+		if (!used && !free_slot)
+			free_slot = s;
+	}
+	if (free_slot)
+		free_slot->uid = uid;
+	return free_slot;
+}
+
 static void attach(int ep, const struct egress_req *q, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
+	struct egress_share *share = share_of(q->uid);
 	struct egress_run *r;
 	int i, acc = 0;
 	socklen_t al = sizeof(acc);
 
 	for (i = 0; i < RUNS_MAX && runs[i]; i++)
 		;
-	/* The broker's own, but checked: a listening socket, one per run. */
-	if (i == RUNS_MAX || slot_of(q->run_id) >= 0 ||
+	/* The broker's own, but checked: a listening socket, one per run,
+	 * and a rule this proxy knows. */
+	if (i == RUNS_MAX || !share || slot_of(q->run_id) >= 0 ||
+	    (q->rule != EGRESS_RULE_UNATTENDED && q->rule != EGRESS_RULE_APPROVED) ||
 	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 || !acc ||
 	    !(r = calloc(1, sizeof(*r)))) {
 		egress_log(NULL, "run=%llu: listener not taken", (unsigned long long)q->run_id);
 		close(fd);
 		return;
 	}
-	*r = (struct egress_run){ .run_id = q->run_id, .uid = q->uid, .fd = fd };
+	*r = (struct egress_run){ .run_id = q->run_id, .uid = q->uid, .fd = fd,
+				  .policy = q->rule == EGRESS_RULE_APPROVED ? &egress_policy_approved
+									    : &egress_policy,
+				  .share = share };
 	atomic_init(&r->refs, 1);
 	atomic_init(&r->conns, 0);
 	ev.data.ptr = r;
@@ -165,6 +301,7 @@ static void attach(int ep, const struct egress_req *q, int fd)
 		egress_run_put(r);
 		return;
 	}
+	share->runs++;
 	runs[i] = r;
 }
 
@@ -176,6 +313,7 @@ static void detach(int ep, uint64_t run_id)
 		return;
 	epoll_ctl(ep, EPOLL_CTL_DEL, runs[i]->fd, NULL);
 	shutdown(runs[i]->fd, SHUT_RDWR);
+	runs[i]->share->runs--;
 	egress_run_put(runs[i]);
 	runs[i] = NULL;
 }
@@ -230,6 +368,16 @@ static void add_host(struct egress_hosts *h, const char *entry, const char *opt)
 		    EGRESS_HOSTS_MAX);
 }
 
+static int cap_arg(const char *s, const char *opt)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (*s < '0' || *s > '9' || *end || v < 1 || v > 16384)
+		die("%s %s: not a whole number from 1 to 16384", opt, s);
+	return (int)v;
+}
+
 static void parse_args(int argc, char **argv, const char **upstream_ca)
 {
 	static const struct option opts[] = {
@@ -237,6 +385,8 @@ static void parse_args(int argc, char **argv, const char **upstream_ca)
 		{ "allow", required_argument, NULL, 'a' },
 		{ "deny", required_argument, NULL, 'd' },
 		{ "upstream-ca", required_argument, NULL, 'u' },
+		{ "connections", required_argument, NULL, 'c' },
+		{ "connections-per-user", required_argument, NULL, 'p' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c, m;
@@ -251,8 +401,10 @@ static void parse_args(int argc, char **argv, const char **upstream_ca)
 		case 'a': add_host(&egress_policy.allow, optarg, "--allow"); break;
 		case 'd': add_host(&egress_policy.deny, optarg, "--deny"); break;
 		case 'u': *upstream_ca = optarg; break;
+		case 'c': conns_max = cap_arg(optarg, "--connections"); break;
+		case 'p': conns_per_uid_max = cap_arg(optarg, "--connections-per-user"); break;
 		default: die("usage: kotoba-egress [--mode M] [--allow H]... [--deny H]... "
-			     "[--upstream-ca FILE]");
+			     "[--upstream-ca FILE] [--connections N] [--connections-per-user N]");
 		}
 	}
 }
@@ -402,12 +554,24 @@ static void serve_in_child(void)
 int main(int argc, char **argv)
 {
 	const char *upstream_ca = NULL;
+	struct rlimit nofile;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL }, got[64];
 	char err[512];
 	int ep;
 
 	signal(SIGPIPE, SIG_IGN);
 	parse_args(argc, argv, &upstream_ca);
+	/* Two descriptors a connection and one a run's listener: as many
+	 * as the hard limit allows. */
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
+	/* Runs a person approved: any method, the same host lists (their
+	 * entries are shared, never freed while the proxy runs). */
+	egress_policy_approved = (struct egress_policy){ .mode = EGRESS_ANY,
+							 .allow = egress_policy.allow,
+							 .deny = egress_policy.deny };
 	if (egress_tls_init(EGRESS_FD_BUNDLE, upstream_ca, err, sizeof(err)) < 0)
 		die("%s", err);
 	confine();
@@ -417,9 +581,10 @@ int main(int argc, char **argv)
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, EGRESS_FD_LINK, &ev) < 0)
 		die("epoll: %s", strerror(errno));
-	egress_log(NULL, "serving: [egress] unattended = %s, %zu allowed, %zu denied hosts",
+	egress_log(NULL, "serving: [egress] unattended = %s, %zu allowed, %zu denied hosts, "
+			 "at most %d connections, %d per user, %d per run",
 		   egress_mode_name(egress_policy.mode), egress_policy.allow.n,
-		   egress_policy.deny.n);
+		   egress_policy.deny.n, conns_max, conns_per_uid_max, EGRESS_CONNS_PER_RUN);
 	for (;;) {
 		int n = epoll_wait(ep, got, 64, -1);
 

@@ -15,7 +15,10 @@
 #include "broker/egress/policy.h"
 
 /* Connections one run may have open at once: past it, the next is
- * answered 503 and closed, and no run can take every thread. */
+ * answered 503 and closed, and no run can take every thread.  All the
+ * runs of one user, and all runs together, have caps of their own
+ * ([egress] connections_per_user, connections), so no user can take
+ * every thread either. */
 #define EGRESS_CONNS_PER_RUN 32
 /* The request line and headers together; past it 431. */
 #define EGRESS_HEAD_MAX 16384
@@ -26,18 +29,33 @@
 #define EGRESS_CONNECT_TIMEOUT_S 10
 #define EGRESS_IDLE_TIMEOUT_S 60
 
+/* One user's share of the proxy (egress.c). */
+struct egress_share;
+
 /* One run's listening socket and what accepted from it holds. */
 struct egress_run {
 	uint64_t run_id;
 	uid_t uid;
 	int fd;
+	/* The rule its connections are served under (wire.h, ATTACH):
+	 * egress_policy, or egress_policy_approved for a run a person
+	 * approved. */
+	const struct egress_policy *policy;
+	struct egress_share *share; /* its user's, which counts all their runs' connections */
 	atomic_int conns; /* connections being served */
 	atomic_int refs;  /* the table's, and one per connection */
 };
 
 void egress_run_put(struct egress_run *r);
 
-extern struct egress_policy egress_policy;
+/* [egress] unattended's mode with allow_hosts and deny_hosts; and for
+ * runs a person approved (approved = proxy), the same lists with any
+ * method (the `any` mode). */
+extern struct egress_policy egress_policy, egress_policy_approved;
+
+/* What the run's rule is called in the log: "unattended = get",
+ * "approved = proxy". */
+const char *egress_rule_name(const struct egress_run *r, char *buf, size_t len);
 
 /* http.c: serves one accepted connection to its end (a thread's body). */
 void egress_serve(struct egress_run *r, int fd);
@@ -66,6 +84,9 @@ void egress_serve_request(struct egress_run *r, struct egress_io *client, const 
 /* The answer to a refused request: status, a reason phrase, and a body
  * of one line that says why. */
 void egress_refuse(struct egress_io *client, int status, const char *body);
+/* The same on a plain socket without waiting for anything: sent if the
+ * socket takes it at once, for a refusal that may not hold a thread. */
+void egress_refuse_now(int fd, int status, const char *body);
 
 /* CONNECT in the `get` mode: TLS with the run on fd (a leaf for host
  * signed by the CA), each request inside checked as plain HTTP's, and a

@@ -5,8 +5,10 @@
  * relayed back.  In the `get` mode a request goes out only as GET or HEAD
  * without a body: no Content-Length above 0 and no Transfer-Encoding at
  * all (so no chunked body and no smuggling through both), and nothing the
- * client sends after the head is forwarded.  In `allowlist` and `any`
- * the connection is relayed both ways once the head has gone.
+ * client sends after the head is forwarded.  In `allowlist` and `any`,
+ * and for a run a person approved (approved = proxy, served as `any`:
+ * wire.h), the connection is relayed both ways once the head has gone,
+ * and CONNECT is tunnelled as is.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,9 +51,12 @@ static const char *status_text(int status)
 #define LINGER_BYTES (1 << 20)
 #define LINGER_S 2
 
+static double now_s(void);
+
 static void linger(struct egress_io *c)
 {
 	struct timeval tv = { LINGER_S, 0 };
+	double deadline = now_s() + LINGER_S;
 	char buf[4096];
 	size_t total = 0;
 	ssize_t n;
@@ -61,7 +66,10 @@ static void linger(struct egress_io *c)
 	else
 		shutdown(c->fd, SHUT_WR);
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	while (total < LINGER_BYTES && (n = egress_io_read(c, buf, sizeof(buf))) > 0)
+	/* The deadline is the whole wait's: a client that trickles a byte
+	 * at a time does not keep the thread. */
+	while (total < LINGER_BYTES && now_s() < deadline &&
+	       (n = egress_io_read(c, buf, sizeof(buf))) > 0)
 		total += (size_t)n;
 }
 
@@ -77,6 +85,20 @@ void egress_refuse(struct egress_io *client, int status, const char *body)
 	    egress_io_write(client, body, strlen(body)) == 0 &&
 	    egress_io_write(client, "\n", 1) == 0)
 		linger(client);
+}
+
+void egress_refuse_now(int fd, int status, const char *body)
+{
+	char out[1024];
+	int n = snprintf(out, sizeof(out),
+			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\nX-Kotoba-Egress: refused\r\n"
+			 "\r\n%s\n",
+			 status, status_text(status), strlen(body) + 1, body);
+
+	if (n > 0 && (size_t)n < sizeof(out) &&
+	    send(fd, out, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+		shutdown(fd, SHUT_WR);
 }
 
 static double now_s(void)
@@ -157,8 +179,8 @@ static int connect_within(const struct addrinfo *ai)
 /* Resolved here, in the proxy, and each address checked as it is the
  * one connected to: a name that resolves to 127.0.0.1 (DNS rebinding
  * included) is refused unless allow_hosts lists it. */
-static int open_upstream(const char *host, const char *port, int *status, char *why,
-			 size_t len)
+static int open_upstream(const struct egress_policy *p, const char *host, const char *port,
+			 int *status, char *why, size_t len)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG }, *res;
 	const char *refused = NULL;
@@ -171,7 +193,7 @@ static int open_upstream(const char *host, const char *port, int *status, char *
 		return -1;
 	}
 	for (const struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-		const char *r = egress_addr_refusal(&egress_policy, host, ai->ai_addr);
+		const char *r = egress_addr_refusal(p, host, ai->ai_addr);
 
 		if (r) {
 			refused = r;
@@ -261,9 +283,9 @@ static void refuse_logged(struct egress_run *r, struct egress_io *c, int status,
 
 static void tunnel(struct egress_run *r, struct egress_io *c, struct egress_request *q)
 {
-	char why[256], what[600];
+	char why[256], what[600], rule[64];
 	int status;
-	int fd = open_upstream(q->host, q->port, &status, why, sizeof(why));
+	int fd = open_upstream(r->policy, q->host, q->port, &status, why, sizeof(why));
 	struct egress_io up = { fd, NULL };
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
@@ -272,8 +294,8 @@ static void tunnel(struct egress_run *r, struct egress_io *c, struct egress_requ
 		refuse_logged(r, c, status, what, why);
 		return;
 	}
-	egress_log(r, "%s tunnelled ([egress] unattended = %s)", what,
-		   egress_mode_name(egress_policy.mode));
+	egress_log(r, "%s tunnelled ([egress] %s)", what,
+		   egress_rule_name(r, rule, sizeof(rule)));
 	if (egress_io_write(c, ok, sizeof(ok) - 1) == 0)
 		egress_log(r, "%s: %llu bytes down", what, (unsigned long long)relay(c, &up, true));
 	close(fd);
@@ -320,27 +342,27 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 		goto out;
 	}
 	if (!host && !strcasecmp(q.method, "CONNECT")) {
-		refusal = egress_host_refusal(&egress_policy, q.host);
+		refusal = egress_host_refusal(r->policy, q.host);
 		snprintf(what, sizeof(what), "CONNECT %s:%s", q.host, q.port);
 		if (refusal)
 			refuse_logged(r, c, 403, what, refusal);
-		else if (egress_policy.mode == EGRESS_GET)
+		else if (r->policy->mode == EGRESS_GET)
 			egress_serve_tls(r, c->fd, q.host, q.port);
 		else
 			tunnel(r, c, &q);
 		goto out;
 	}
 	describe(what, sizeof(what), &q, host != NULL);
-	refusal = egress_host_refusal(&egress_policy, q.host);
+	refusal = egress_host_refusal(r->policy, q.host);
 	if (refusal) {
 		refuse_logged(r, c, 403, what, refusal);
 		goto out;
 	}
-	if (egress_policy.mode == EGRESS_GET && (refusal = egress_get_rule(&q))) {
+	if (r->policy->mode == EGRESS_GET && (refusal = egress_get_rule(&q))) {
 		refuse_logged(r, c, 405, what, refusal);
 		goto out;
 	}
-	fd = open_upstream(q.host, q.port, &status, why, sizeof(why));
+	fd = open_upstream(r->policy, q.host, q.port, &status, why, sizeof(why));
 	if (fd < 0) {
 		refuse_logged(r, c, status, what, why);
 		goto out;
@@ -350,14 +372,14 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 		refuse_logged(r, c, 502, what, why);
 		goto close_up;
 	}
-	if (send_head(&up, &q, egress_policy.mode != EGRESS_GET) < 0)
+	if (send_head(&up, &q, r->policy->mode != EGRESS_GET) < 0)
 		goto close_up;
 	/* Bytes of the body that came with the head (allowlist, any). */
-	if (egress_policy.mode != EGRESS_GET && got > head_len &&
+	if (r->policy->mode != EGRESS_GET && got > head_len &&
 	    egress_io_write(&up, buf + head_len, got - head_len) < 0)
 		goto close_up;
 	egress_log(r, "%s: %llu bytes down", what,
-		   (unsigned long long)relay(c, &up, egress_policy.mode != EGRESS_GET));
+		   (unsigned long long)relay(c, &up, r->policy->mode != EGRESS_GET));
 close_up:
 	egress_tls_close(&up);
 	close(fd);

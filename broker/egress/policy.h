@@ -23,7 +23,14 @@ enum egress_mode { EGRESS_MODES(EGRESS_ENUM) EGRESS_MODE_COUNT };
 extern const char *const egress_mode_names[EGRESS_MODE_COUNT + 1];
 /* [egress] approved: runs a person read keep the host's network, or
  * go through the proxy too (any method, recorded). */
-#define EGRESS_APPROVED_NAMES { "direct", "proxy", NULL }
+#define EGRESS_APPROVED(X)                                                                       \
+	X(EGRESS_APPROVED_DIRECT, "direct")                                                        \
+	X(EGRESS_APPROVED_PROXY, "proxy")
+#define EGRESS_ENUM(e, s) e,
+enum egress_approved { EGRESS_APPROVED(EGRESS_ENUM) };
+#undef EGRESS_ENUM
+#define EGRESS_STRING(e, s) s,
+#define EGRESS_APPROVED_NAMES { EGRESS_APPROVED(EGRESS_STRING) NULL }
 
 /* What is wrong with one allow_hosts or deny_hosts entry (n bytes at
  * s): NULL when it is a name, a "*.name" pattern or an address. */

@@ -2,7 +2,8 @@
  * The broker's link to the egress proxy (kotoba-egress): a SOCK_SEQPACKET
  * socketpair at EGRESS_FD_LINK, one fixed-size request per message, no
  * answers.  ATTACH carries the run's listening socket (worker/netns.c) as
- * SCM_RIGHTS: every connection accepted on it is that run's.  DETACH
+ * SCM_RIGHTS: every connection accepted on it is that run's, served
+ * under the rule ATTACH names.  DETACH
  * closes it when the run has ended.
  */
 #ifndef KOTOBA_EGRESS_WIRE_H
@@ -20,10 +21,22 @@ enum egress_op {
 	EGRESS_DETACH = 2,
 };
 
+/* Which rule the run's connections are served under, decided by the
+ * broker from the run's profile (never from anything the run sends):
+ * [egress] unattended's mode for a run nobody read, or any method
+ * (approved = proxy) for one a person approved.  Both still refuse
+ * deny_hosts and, unless allow_hosts lists them, internal addresses. */
+enum egress_rule {
+	EGRESS_RULE_UNATTENDED = 1,
+	EGRESS_RULE_APPROVED = 2,
+};
+
 struct egress_req {
 	uint32_t op;
 	uint32_t uid;
 	uint64_t run_id;
+	uint32_t rule;   /* ATTACH: enum egress_rule; DETACH: 0 */
+	uint32_t unused; /* 0 */
 };
 
 #endif

@@ -86,7 +86,8 @@ def start_proxy(build, tmp, upstream_ca):
     lst.bind(("127.0.0.1", 0))
     lst.listen(64)
     lst.setblocking(False)
-    link.sendmsg([struct.pack("=IIQ", 1, os.getuid(), 1)],
+    # ATTACH (broker/egress/wire.h): op, uid, run id, rule (unattended), 0
+    link.sendmsg([struct.pack("=IIQII", 1, os.getuid(), 1, 1, 0)],
                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", lst.fileno()))])
     return pid, link, lst, bundle, startup
 

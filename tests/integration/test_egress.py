@@ -2,6 +2,9 @@
 broker reach HTTP and HTTPS servers this test starts on the host's
 loopback only through kotoba-egress, whose allow_hosts lists 127.0.0.1
 for them.  Nothing else is contacted."""
+import base64
+import functools
+import hashlib
 import http.server
 import os
 import signal
@@ -10,10 +13,12 @@ import socket
 import ssl
 import subprocess
 import threading
+import zipfile
 
 import pytest
 
-from conftest import wait_for
+from conftest import ensure_user, wait_for
+from test_system import as_user
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
@@ -36,6 +41,10 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.seen.append(("GET", self.path, b""))
+        if self.path.startswith("/hold"):
+            # held until the test lets go (a backstop: the proxy's idle
+            # timeout is 60 s)
+            self.hold.wait(50)
         self._answer()
 
     def do_HEAD(self):
@@ -59,6 +68,7 @@ def serve(server):
 @pytest.fixture
 def http_server():
     Recorder.seen = []
+    Recorder.hold = threading.Event()
     s = serve(http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder))
     yield s
     s.shutdown()
@@ -251,6 +261,121 @@ def test_requests_get_and_head_over_https(make_broker, https_server):
     url = "https://127.0.0.1:%d/r" % https_server.server_address[1]
     assert run(b, REQUESTS % (url, url)) == "200 hello from /r 200 14\n"
     assert [m for m, _, _ in Recorder.seen] == ["GET", "HEAD"]
+
+
+HTTPX = """
+import httpx
+r = httpx.get('%s', timeout=30)
+h = httpx.head('%s', timeout=30)
+print(r.status_code, r.text.strip(), h.status_code, h.headers['Content-Length'])
+"""
+
+
+def python_has(module):
+    return subprocess.run(["/usr/bin/python3", "-I", "-c", "import " + module]).returncode == 0
+
+
+def test_httpx_get_and_head_over_https(make_broker, https_server):
+    """httpx reads HTTPS_PROXY and SSL_CERT_FILE: nothing to change."""
+    if not python_has("httpx"):
+        pytest.skip("httpx is not installed for /usr/bin/python3 (python3-httpx)")
+    b = egress_broker(make_broker, "upstream_ca_file = %s\n" % https_server.ca_file)
+    url = "https://127.0.0.1:%d/x" % https_server.server_address[1]
+    assert run(b, HTTPX % (url, url)) == "200 hello from /x 200 14\n"
+    assert [m for m, _, _ in Recorder.seen] == ["GET", "HEAD"]
+
+
+def record_line(name, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return "%s,sha256=%s,%d" % (name, digest, len(data))
+
+
+def make_index(root):
+    """A PEP 503 simple index in root with one package, tinypkg 0.1, as a
+    pure-Python wheel made here."""
+    files = {
+        "tinypkg/__init__.py": b"VALUE = 'tiny 0.1'\n",
+        "tinypkg-0.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 0.1\n",
+        "tinypkg-0.1.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: kotoba-test\n"
+                                       b"Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "\n".join([record_line(n, d) for n, d in files.items()] +
+                       ["tinypkg-0.1.dist-info/RECORD,,", ""])
+    pkg = os.path.join(root, "simple", "tinypkg")
+    os.makedirs(pkg)
+    whl = os.path.join(pkg, "tinypkg-0.1-py3-none-any.whl")
+    with zipfile.ZipFile(whl, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr("tinypkg-0.1.dist-info/RECORD", record)
+    with open(whl, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    with open(os.path.join(pkg, "index.html"), "w") as f:
+        f.write('<!DOCTYPE html><html><body><a href="tinypkg-0.1-py3-none-any.whl#sha256=%s">'
+                'tinypkg-0.1-py3-none-any.whl</a></body></html>\n' % sha)
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def pip_index(tmpdir_k):
+    if not shutil.which("openssl"):
+        pytest.skip("openssl(1) is needed to make the upstream's test certificate")
+    key, crt = make_ca(tmpdir_k)
+    root = os.path.join(tmpdir_k, "index")
+    make_index(root)
+    s = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                        functools.partial(Quiet, directory=root))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(crt, key)
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    serve(s)
+    s.ca_file = crt
+    yield s
+    s.shutdown()
+    s.server_close()
+
+
+# pip in the snippet's own interpreter (an unattended run execs nothing
+# more), installing into the run's scratch.
+PIP = """
+import os, sys
+if %r:
+    del os.environ['REQUESTS_CA_BUNDLE']
+from pip._internal.cli.main import main
+target = os.path.join(os.environ['TMPDIR'], 'site')
+rc = main(['install', '--no-cache-dir', '--disable-pip-version-check', '--no-compile',
+           '--quiet', '--retries', '0', '--target', target, '--index-url', '%s', 'tinypkg'])
+sys.path.insert(0, target)
+try:
+    import tinypkg
+    print(rc, tinypkg.VALUE)
+except ImportError:
+    print(rc, 'not installed')
+"""
+
+
+@pytest.mark.parametrize("bundle", ["REQUESTS_CA_BUNDLE", "without"])
+def test_pip_installs_from_an_https_index(make_broker, tmpdir_k, pip_index, bundle):
+    """Debian 12's pip (23.0) trusts REQUESTS_CA_BUNDLE (and PIP_CERT), not
+    SSL_CERT_FILE: the run's REQUESTS_CA_BUNDLE is what lets it through
+    the proxy's TLS unchanged; the control without it fails."""
+    if not python_has("pip"):
+        pytest.skip("pip is not installed for /usr/bin/python3 (python3-pip)")
+    b = egress_broker(make_broker, "upstream_ca_file = %s\n" % pip_index.ca_file)
+    url = "https://127.0.0.1:%d/simple/" % pip_index.server_address[1]
+    out = run_module(b, tmpdir_k, PIP % (bundle == "without", url))
+    log = b.read_log()
+    if bundle == "without":
+        assert out == "1 not installed\n", out
+        assert "the TLS handshake with the run failed" in log, log
+    else:
+        assert out == "0 tiny 0.1\n", out
+        assert "GET %stinypkg/: " % url in log, log
+        assert "GET %stinypkg/tinypkg-0.1-py3-none-any.whl: " % url in log, log
 
 
 # Requests by hand: each is sent on its own connection to the proxy, and
@@ -497,8 +622,179 @@ def test_the_proxy_holds_no_capability_under_no_new_privs_and_a_filter(make_brok
         assert st["NoNewPrivs"].strip() == "1" and st["Seccomp"].strip() == "2", st
 
 
-def test_approved_proxy_is_refused_at_start(make_broker):
-    b = make_broker(config="[egress]\napproved = proxy\n")
-    with pytest.raises(RuntimeError) as e:
-        b.start()
-    assert "[egress] approved = proxy is not supported by this version" in str(e.value)
+# A run a person approved (the card answered `once`): a POST with a body,
+# then raw TCP to the test server on the host's loopback.
+APPROVED = """
+import os, socket, urllib.request
+print(os.environ.get('HTTP_PROXY'))
+req = urllib.request.Request('%s', data=b'FROM-APPROVED', method='POST')
+with urllib.request.urlopen(req, timeout=30) as r:
+    print(r.status, r.read().decode().strip())
+try:
+    socket.create_connection(('127.0.0.1', %d), timeout=5).close()
+    print('tcp reached')
+except OSError as e:
+    print('tcp failed', type(e).__name__)
+"""
+
+
+def approved_run(b, code):
+    r = b.run_json(code, approve=True)
+    assert r["_status"] == 0, (r["stderr"], r)
+    clean_log(b)
+    return r["stdout"]
+
+
+@pytest.mark.parametrize("approved", ["direct", "proxy"])
+def test_approved_proxy_sends_any_method_and_closes_the_hosts_loopback(make_broker,
+                                                                      http_server, approved):
+    """approved = proxy: a run a person approved POSTs through the proxy
+    (recorded), and its raw TCP to a server on the host's loopback reaches
+    nothing; approved = direct is the control that reaches it."""
+    b = egress_broker(make_broker, "approved = %s\n" % approved)
+    port = http_server.server_address[1]
+    url = "http://127.0.0.1:%d/p" % port
+    out = approved_run(b, APPROVED % (url, port)).splitlines()
+    proxied = approved == "proxy"
+    assert out == ["http://127.0.0.1:3128" if proxied else "None",
+                   "200 hello from /p",
+                   "tcp failed ConnectionRefusedError" if proxied else "tcp reached"], out
+    assert Recorder.seen[0] == ("POST", "/p", b"FROM-APPROVED"), Recorder.seen
+    assert ("POST %s: " % url in b.read_log()) == proxied
+
+
+def test_approved_proxy_leaves_the_unattended_rule_as_it_is(make_broker, tmpdir_k,
+                                                            http_server):
+    b = egress_broker(make_broker, "approved = proxy\n")
+    url = "http://127.0.0.1:%d/u" % http_server.server_address[1]
+    out = run_module(b, tmpdir_k, send("POST", url))
+    assert out == "405 POST %s refused: a grant covers plain GET requests\n" % url
+    assert Recorder.seen == []
+    out = approved_run(b, SEND % (url, b"BODY", "POST"))
+    assert out == "sent\n", out
+    assert Recorder.seen == [("POST", "/u", b"BODY")]
+
+
+def test_approved_proxy_refuses_a_loopback_address_not_listed(make_broker, http_server):
+    b = egress_broker(make_broker, "approved = proxy\n", allow="example.invalid")
+    url = "http://127.0.0.1:%d/l" % http_server.server_address[1]
+    out = approved_run(b, SEND % (url, b"BODY", "POST"))
+    assert out.startswith("403 POST %s refused: the host resolves to a loopback" % url), out
+    assert Recorder.seen == []
+
+
+TUNNELLED = """
+import ssl, urllib.request
+ctx = ssl.create_default_context(cafile=%r)
+req = urllib.request.Request('%s', data=b'TLS-BODY', method='PUT')
+with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
+    print(r.status, r.read().decode().strip())
+"""
+
+
+def test_approved_proxy_tunnels_https_as_is(make_broker, tmpdir_k, https_server):
+    """CONNECT from an approved run is tunnelled: the run verifies the
+    upstream's own certificate (here the test CA it names itself), not a
+    leaf of the proxy's CA, and any method goes inside."""
+    os.chmod(https_server.ca_file, 0o644)
+    b = egress_broker(make_broker, "approved = proxy\n")
+    url = "https://127.0.0.1:%d/t" % https_server.server_address[1]
+    assert approved_run(b, TUNNELLED % (https_server.ca_file, url)) == "200 hello from /t\n"
+    assert Recorder.seen == [("PUT", "/t", b"TLS-BODY")]
+    assert "CONNECT 127.0.0.1:%d tunnelled ([egress] approved = proxy)" % \
+        https_server.server_address[1] in b.read_log()
+
+
+def test_approved_proxy_holds_on_a_spare(make_broker, http_server):
+    """A warm spare of the approved profile is made with the proxy's
+    network too: the run that takes it reaches nothing else."""
+    b = egress_broker(make_broker, "approved = proxy\n[sandbox]\nwarm = yes\n")
+    port = http_server.server_address[1]
+    url = "http://127.0.0.1:%d/w" % port
+    first = approved_run(b, APPROVED % (url, port))
+    wait_for(lambda: "waits for a snippet" in b.read_log(), "a spare of the approved profile")
+    second = approved_run(b, APPROVED % (url, port))
+    assert "took spare worker" in b.read_log()
+    assert first == second == "http://127.0.0.1:3128\n200 hello from /w\n" \
+        "tcp failed ConnectionRefusedError\n", (first, second)
+
+
+# Opens `held` connections to the proxy, each with a GET the test server
+# holds, then `extra` more, whose answers it prints; then the held ones'.
+HOLD = """
+import os, socket, urllib.parse
+p = urllib.parse.urlsplit(os.environ['HTTP_PROXY'])
+def conn():
+    return socket.create_connection((p.hostname, p.port), timeout=60)
+def answer(s):
+    got = b''
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    head, _, body = got.partition(b'\\r\\n\\r\\n')
+    return head.split(b'\\r\\n')[0].decode() + ' | ' + body.decode().strip()
+get = b'GET http://%(host)s%(path)s HTTP/1.1\\r\\nHost: %(host)s\\r\\n\\r\\n'
+held = [conn() for _ in range(%(held)d)]
+for s in held if %(early)s else []:
+    s.sendall(get)
+extra = [conn() for _ in range(%(extra)d)]
+for s in extra:
+    print(answer(s), flush=True)
+for s in held if not %(early)s else []:
+    s.sendall(get)
+for s in held:
+    print(answer(s))
+"""
+
+
+def hold(b, tmp, host, held, extra, path="/hold", early=True):
+    """early: the held connections' requests go before the extra ones
+    connect (the server holds /hold); else after (the proxy holds them
+    while it waits for a head)."""
+    return run_module(b, tmp, HOLD % {"host": host, "held": held, "extra": extra,
+                                      "path": path, "early": early})
+
+
+def held_requests():
+    return sum(1 for m, p, _ in Recorder.seen if p == "/hold")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: two real users on one broker")
+def test_the_proxys_caps_per_user_and_for_all(make_broker, tmpdir_k, http_server):
+    """[egress] connections_per_user and connections: one user's runs
+    holding their share leave the rest to another user, whose runs meet
+    the total cap only; each refusal is a 503 whose body names its cap."""
+    other = ensure_user("kotoba-ta")
+    b = egress_broker(make_broker, "connections = 4\nconnections_per_user = 2\n"
+                      "[broker]\nallow_users = kotoba-ta root\n")
+    host = "127.0.0.1:%d" % http_server.server_address[1]
+    work = os.path.join(tmpdir_k, "mine")
+    os.makedirs(work)
+    os.chmod(tmpdir_k, 0o755)
+    result = {}
+    first = threading.Thread(target=lambda: result.update(
+        out=hold(b, work, host, held=2, extra=1)))
+    first.start()
+    try:
+        wait_for(lambda: held_requests() == 2, "the first user's two held requests")
+        theirs = os.path.join(tmpdir_k, "theirs")
+        os.makedirs(theirs)
+        os.chmod(theirs, 0o777)
+        # the other user: two more fill the total, the next is refused
+        # by it (the broadest cap that is full)
+        out = as_user(other, hold, b, theirs, host, 2, 1, "/b", False)
+    finally:
+        Recorder.hold.set()
+        first.join(120)
+    per_user = ("HTTP/1.1 503 Service Unavailable | refused: this user's runs have 2 "
+                "connections open through the egress proxy, their most "
+                "([egress] connections_per_user)")
+    total = ("HTTP/1.1 503 Service Unavailable | refused: the egress proxy serves 4 "
+             "connections for all users already, its most ([egress] connections)")
+    ok = "HTTP/1.1 200 OK | hello from /hold"
+    assert result["out"].splitlines() == [per_user, ok, ok], result
+    assert out.splitlines() == [total] + ["HTTP/1.1 200 OK | hello from /b"] * 2, out
+    log = b.read_log()
+    assert "connections_per_user" in log and "([egress] connections)" in log, log

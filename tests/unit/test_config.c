@@ -622,6 +622,15 @@ static void test_validate(void **state UNUSED)
 	assert_int_equal(config_validate(&c, &err), -1);
 	assert_non_null(strstr(err.message, "[quota] connections = 33 is over half"));
 
+	/* The same for the egress proxy's connections. */
+	config_defaults(&c);
+	assert_int_equal(set1(&c, "egress", "connections", "8"), 0);
+	assert_int_equal(set1(&c, "egress", "connections_per_user", "4"), 0);
+	assert_int_equal(config_validate(&c, &err), 0);
+	assert_int_equal(set1(&c, "egress", "connections_per_user", "5"), 0);
+	assert_int_equal(config_validate(&c, &err), -1);
+	assert_non_null(strstr(err.message, "[egress] connections_per_user = 5 is over half"));
+
 	/* A struct built by hand gets the file's checks too. */
 	config_defaults(&c);
 	c.sandbox = (enum sandbox_mode)7;

@@ -527,6 +527,46 @@ static void test_engine_is_checked(void **state)
 	assert_int_equal(enc_job(&f, &m.u.job), -E2BIG);
 }
 
+/* `proxy` (the egress proxy as an approved run's network) is for the
+ * approved profile only: the encoder refuses it elsewhere, and so does
+ * the decoder, given the same job with its profile spelled "engine". */
+static void test_job_proxy_is_for_approved_only(void **state)
+{
+	static struct msg m, back;
+	static const uint8_t approved[] = { 0xa8, 'a', 'p', 'p', 'r', 'o', 'v', 'e', 'd' };
+	static const uint8_t engine[] = { 0xa6, 'e', 'n', 'g', 'i', 'n', 'e' };
+	struct proto_error err = { 0 };
+	struct frame f;
+	uint8_t *at, *buf;
+	size_t len;
+
+	vector_msg("job", &m);
+	m.u.job.profile = PROFILE_APPROVED;
+	m.u.job.proxy = true;
+	round_trip(&m, &back, &f);
+	assert_true(back.u.job.proxy);
+	frame_free(&f);
+	m.u.job.profile = PROFILE_UNATTENDED;
+	assert_int_equal(enc_job(&f, &m.u.job), -EINVAL);
+	m.u.job.profile = PROFILE_APPROVED;
+	assert_int_equal(enc_job(&f, &m.u.job), 0);
+	at = memmem(f.data + 4, f.len - 4, approved, sizeof(approved));
+	assert_non_null(at);
+	len = f.len - 4 - (sizeof(approved) - sizeof(engine));
+	buf = malloc(len);
+	assert_non_null(buf);
+	memcpy(buf, f.data + 4, (size_t)(at - f.data - 4));
+	memcpy(buf + (at - f.data - 4), engine, sizeof(engine));
+	memcpy(buf + (at - f.data - 4) + sizeof(engine), at + sizeof(approved),
+	       f.len - (size_t)(at - f.data) - sizeof(approved));
+	assert_int_equal(proto_decode(buf, len, PROTO_SNIPPET_MAX_DEFAULT, &back, &err),
+			 MSG_UNKNOWN);
+	assert_string_equal(err.code, PERR_BAD_FIELD);
+	assert_non_null(strstr(err.message, "'proxy'"));
+	free(buf);
+	frame_free(&f);
+}
+
 static void test_where_is_checked(void **state)
 {
 	static struct msg m, back;
@@ -709,6 +749,7 @@ int main(void)
 		cmocka_unit_test(test_datagram_header_is_the_datagram),
 		cmocka_unit_test(test_decoder_errors_name_the_field),
 		cmocka_unit_test(test_engine_is_checked),
+		cmocka_unit_test(test_job_proxy_is_for_approved_only),
 		cmocka_unit_test(test_where_is_checked),
 		cmocka_unit_test(test_exit_without_where_is_host),
 		cmocka_unit_test(test_card_settings_are_checked),
