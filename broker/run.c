@@ -25,6 +25,7 @@
 
 #include "broker/broker.h"
 #include "broker/container.h"
+#include "broker/egress/wire.h"
 #include "broker/egresslink.h"
 #include "broker/log.h"
 #include "broker/monlink.h"
@@ -46,6 +47,14 @@
 
 /* Other modules hold a run by pointer only, and read it through
  * run_describe(). */
+/* What went through the egress proxy to one host and port. */
+#define RUN_NET_PEERS 16
+struct net_peer {
+	char where[EGRESS_EVENT_TEXT]; /* "host:port" */
+	char methods[64];              /* each method once, in the order first used */
+	uint64_t requests, conns, bytes_out, bytes_in;
+};
+
 struct run {
 	TAILQ_ENTRY(run) slink;   /* in s->runs while the client waits */
 	TAILQ_ENTRY(run) blink;   /* in broker->runs until the worker is reaped */
@@ -86,6 +95,10 @@ struct run {
 	bool engine_only;         /* an engine command (stop a container): no client */
 	struct cgroup_run cg;     /* its memory and process limits, all processes together */
 	bool egress;              /* the proxy holds its listening socket (egresslink) */
+	struct receipt net;       /* the proxy's refusals, added to `blocked` at the end */
+	struct net_peer peers[RUN_NET_PEERS]; /* the proxy's traffic, per host:port */
+	size_t n_peers;
+	struct net_peer other;    /* the traffic of peers past RUN_NET_PEERS */
 	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
 	const struct run_ops *ops;
 	void *ctx;
@@ -1099,6 +1112,89 @@ static void account_cgroup(struct run *r)
 		r->result.limit = "memory";
 }
 
+static bool method_listed(const char *list, const char *m)
+{
+	size_t len = strlen(m);
+
+	while (*list) {
+		size_t n = strcspn(list, ",");
+
+		if (n == len && !strncmp(list, m, len))
+			return true;
+		list += n + (list[n] == ',');
+	}
+	return false;
+}
+
+static void net_count(struct net_peer *p, const struct egress_event *ev)
+{
+	size_t have = strlen(p->methods), len = strlen(ev->method);
+
+	if (!method_listed(p->methods, ev->method) && have + len + 2 <= sizeof(p->methods))
+		snprintf(p->methods + have, sizeof(p->methods) - have, "%s%s", have ? "," : "",
+			 ev->method);
+	p->conns++;
+	p->requests += ev->requests;
+	p->bytes_out += ev->bytes_out;
+	p->bytes_in += ev->bytes_in;
+}
+
+/* A connection's traffic, under its host and port; past RUN_NET_PEERS
+ * distinct ones, under `other`: a run's table never grows. */
+static void net_traffic(struct run *r, const struct egress_event *ev)
+{
+	struct net_peer *p = NULL;
+
+	for (size_t i = 0; i < r->n_peers && !p; i++)
+		if (!strcmp(r->peers[i].where, ev->text))
+			p = &r->peers[i];
+	if (!p && r->n_peers < RUN_NET_PEERS) {
+		p = &r->peers[r->n_peers++];
+		snprintf(p->where, sizeof(p->where), "%s", ev->text);
+	}
+	net_count(p ? p : &r->other, ev);
+}
+
+bool run_take_egress_event(struct broker *b, const struct egress_event *ev)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &b->runs, blink) {
+		if (r->run_id != ev->run_id || !r->egress || r->done)
+			continue;
+		if (ev->kind == EGRESS_EV_REFUSED)
+			receipt_add(&r->net, BLOCK_REQUEST, ev->text, BY_EGRESS_PROXY,
+				    SEEN_BY_PROXY, false);
+		else
+			net_traffic(r, ev);
+		return true;
+	}
+	return false;
+}
+
+/* The proxy's refusals after the worker's entries; its traffic in the
+ * log, one line per host and port. */
+static void net_conclude(struct run *r)
+{
+	if (r->end == END_FINISHED && r->net.total)
+		receipt_merge(&r->blocked, &r->net);
+	for (size_t i = 0; i <= r->n_peers; i++) {
+		const struct net_peer *p = i < r->n_peers ? &r->peers[i] : &r->other;
+
+		if (!p->conns)
+			continue;
+		log_info("uid=%u run=%" PRIu64 " network: %s %s, %" PRIu64 " request%s, %" PRIu64
+			 " connection%s, %" PRIu64 " bytes out, %" PRIu64 " bytes in",
+			 (unsigned)r->uid, r->run_id, i < r->n_peers ? p->where : "other hosts",
+			 p->methods, p->requests, p->requests == 1 ? "" : "s", p->conns,
+			 p->conns == 1 ? "" : "s", p->bytes_out, p->bytes_in);
+	}
+	if (r->net.total)
+		log_info("uid=%u run=%" PRIu64 " network: %" PRIu64 " request%s refused by the "
+			 "egress proxy", (unsigned)r->uid, r->run_id, r->net.total,
+			 r->net.total == 1 ? "" : "s");
+}
+
 /* Called whenever a source closes; the run is over once all three are. */
 static void maybe_complete(struct run *r)
 {
@@ -1106,10 +1202,15 @@ static void maybe_complete(struct run *r)
 
 	if (r->done || r->sock.fd >= 0 || r->out[0].fd >= 0 || r->out[1].fd >= 0)
 		return;
-	r->done = true;
 	account_cgroup(r);
-	if (r->egress)
+	if (r->egress) {
+		/* What the proxy refused before the snippet ended is queued
+		 * here already (it sends before it answers): on the receipt. */
+		egresslink_drain(r->b);
 		egresslink_detach(r->run_id);
+		net_conclude(r);
+	}
+	r->done = true;
 	if (r->s)
 		report_end(r);
 	sent = now_us();

@@ -276,11 +276,14 @@ struct kotoba_card_limit {
 #define KOTOBA_BLOCKED_MAX 16
 struct kotoba_blocked {
 	char kind[16];        /* "write", "create", "delete", "rename", "exec", "secret-read",
-			       * "connect-unix", "bind", "listen", "signal", "syscall" */
-	char target[256];     /* a path, a program, an address, a pid, a call's name */
+			       * "connect-unix", "bind", "listen", "signal", "syscall",
+			       * "request" (a network request the egress proxy refused) */
+	char target[256];     /* a path, a program, an address, a pid, a call's name;
+			       * a request's: the proxy's sentence ("POST URL refused: WHY") */
 	uint64_t count;       /* how many times, >= 1 */
-	char by[16];          /* "landlock", "seccomp", "exec gate", "mount mask" */
-	char seen_by[16];     /* "worker" (a fact), "python" (the snippet's own report) */
+	char by[16];          /* "landlock", "seccomp", "exec gate", "mount mask", "egress proxy" */
+	char seen_by[16];     /* "worker" (a fact), "proxy" (the broker's egress proxy: a
+			       * fact), "python" (the snippet's own report) */
 	bool inferred;        /* `by` follows from the profile, not the kernel's word */
 };
 

@@ -848,6 +848,18 @@ int enc_error_simple(struct frame *f, bool has_id, uint64_t id, const char *code
 		     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 static inline struct pstr pstr_c(const char *s);
+/* receipt.c: one refusal into a receipt (target cut to
+ * PROTO_BLOCKED_TARGET_MAX bytes of whole UTF-8 characters, any other byte
+ * '?'), counted with an entry of the same kind, target, layer and witness;
+ * past PROTO_BLOCKED_MAX entries counted in the total only. */
+void receipt_add(struct receipt *b, enum proto_block_kind kind, const char *target,
+		 enum proto_blocker by, enum proto_witness seen_by, bool inferred);
+/* The same with a whole entry (its count ignored) counted count times. */
+void receipt_add_n(struct receipt *b, const struct blocked_op *what, uint64_t count);
+/* At most PROTO_BLOCKED_TARGET_MAX bytes of s[0..len) into out, as above. */
+void receipt_copy_target(char *out, const char *s, size_t len);
+/* Every entry and refusal of from, after into's own. */
+void receipt_merge(struct receipt *into, const struct receipt *from);
 /* True when s is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 bool utf8_valid(const uint8_t *s, size_t len);
 /* pstr equals a C string */

@@ -42,6 +42,14 @@ struct egress_policy egress_policy;
 
 static struct egress_run *runs[RUNS_MAX];
 
+/* Control characters never leave as they are, in a log line or an event. */
+static void tame(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < ' ' || *s == 127)
+			*s = '?';
+}
+
 void egress_log(const struct egress_run *r, const char *fmt, ...)
 {
 	char line[2048];
@@ -54,14 +62,49 @@ void egress_log(const struct egress_run *r, const char *fmt, ...)
 	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);
 	/* One write per line: threads' lines never interleave. */
-	for (char *c = line; *c; c++)
-		if ((unsigned char)*c < ' ' || *c == 127)
-			*c = '?';
+	tame(line);
 	n = (int)strlen(line);
 	line[n] = '\n';
 	if (write(STDERR_FILENO, line, (size_t)n + 1) < 0) {
 		/* Nowhere left to say it. */
 	}
+}
+
+/* Blocking, bounded by the link's send timeout (main): a refusal's event
+ * is queued at the broker before the refusal reaches the run. */
+static void send_event(struct egress_event *ev)
+{
+	tame(ev->method);
+	tame(ev->text);
+	if (send(EGRESS_FD_LINK, ev, sizeof(*ev), MSG_NOSIGNAL) != (ssize_t)sizeof(*ev))
+		egress_log(NULL, "run=%llu: an event did not reach the broker: %s",
+			   (unsigned long long)ev->run_id, strerror(errno));
+}
+
+/* The request's part is cut so the reason always fits. */
+#define EVENT_WHAT_MAX 160
+
+void egress_report_refusal(const struct egress_run *r, const char *what, const char *why)
+{
+	struct egress_event ev = { .version = EGRESS_EVENT_VERSION, .kind = EGRESS_EV_REFUSED,
+				   .run_id = r->run_id };
+	size_t n = strlen(what);
+
+	snprintf(ev.text, sizeof(ev.text), "%.*s%s refused: %s", EVENT_WHAT_MAX, what,
+		 n > EVENT_WHAT_MAX ? "..." : "", why);
+	send_event(&ev);
+}
+
+void egress_report_traffic(const struct egress_run *r, const char *host, const char *port,
+			   const char *method, uint64_t requests, uint64_t out, uint64_t in)
+{
+	struct egress_event ev = { .version = EGRESS_EVENT_VERSION, .kind = EGRESS_EV_TRAFFIC,
+				   .run_id = r->run_id, .requests = requests, .bytes_out = out,
+				   .bytes_in = in };
+
+	snprintf(ev.method, sizeof(ev.method), "%s", method);
+	snprintf(ev.text, sizeof(ev.text), strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
+	send_event(&ev);
 }
 
 void egress_run_put(struct egress_run *r)
@@ -95,6 +138,8 @@ static void *serve_thread(void *arg)
 	return NULL;
 }
 
+#define TOO_MANY "this run has too many connections open through the egress proxy"
+
 static void accept_all(struct egress_run *r)
 {
 	pthread_attr_t attr;
@@ -115,8 +160,8 @@ static void accept_all(struct egress_run *r)
 			atomic_fetch_sub(&r->conns, 1);
 			egress_log(r, "connection refused: the run has %d open already",
 				   EGRESS_CONNS_PER_RUN);
-			egress_refuse(&c, 503, "refused: this run has too many connections open "
-					       "through the egress proxy");
+			egress_report_refusal(r, "a connection", TOO_MANY);
+			egress_refuse(&c, 503, "a connection refused: " TOO_MANY);
 			close(fd);
 			continue;
 		}
@@ -407,6 +452,9 @@ int main(int argc, char **argv)
 	int ep;
 
 	signal(SIGPIPE, SIG_IGN);
+	/* A broker that stops reading holds a refusal this long at most. */
+	setsockopt(EGRESS_FD_LINK, SOL_SOCKET, SO_SNDTIMEO, &(struct timeval){ 5, 0 },
+		   sizeof(struct timeval));
 	parse_args(argc, argv, &upstream_ca);
 	if (egress_tls_init(EGRESS_FD_BUNDLE, upstream_ca, err, sizeof(err)) < 0)
 		die("%s", err);

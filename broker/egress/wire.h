@@ -26,4 +26,29 @@ struct egress_req {
 	uint64_t run_id;
 };
 
+/* The other way, kotoba-egress to the broker: one event per message, of
+ * exactly this size.  A refusal's is sent before the refusal is written
+ * to the run, so it is queued at the broker before the run can end; a
+ * connection's traffic when it ends.  The broker trusts none of it: the
+ * version, the kind, the run and every string are checked there
+ * (broker/egresslink.c). */
+#define EGRESS_EVENT_VERSION 1
+#define EGRESS_EVENT_TEXT 256
+
+enum egress_event_kind {
+	EGRESS_EV_REFUSED = 1, /* text: the sentence the refusal's body has */
+	EGRESS_EV_TRAFFIC = 2, /* text: "host:port"; method; the counts */
+};
+
+struct egress_event {
+	uint32_t version;
+	uint32_t kind;
+	uint64_t run_id;
+	uint64_t requests;  /* TRAFFIC: requests sent upstream (1; 0: a tunnel) */
+	uint64_t bytes_out; /* TRAFFIC: bytes sent upstream */
+	uint64_t bytes_in;  /* TRAFFIC: bytes relayed back to the run */
+	char method[16];    /* TRAFFIC: the request's, "CONNECT" for a tunnel; NUL-ended */
+	char text[EGRESS_EVENT_TEXT]; /* NUL-ended, no control character */
+};
+
 #endif

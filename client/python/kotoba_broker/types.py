@@ -29,11 +29,14 @@ class Blocked:
     """One operation the sandbox refused in a run (PROTOCOL.md, "exit").
 
     `kind` is "write", "create", "delete", "rename", "exec", "secret-read",
-    "connect-unix", "bind", "listen", "signal" or "syscall"; `target` the
-    path, program, address, pid or call (the snippet's choice: show it with
-    render.show()); `by` "landlock", "seccomp", "exec gate" or "mount mask".
-    `seen_by` is "worker" (the exec gate, a fact) or "python" (the snippet's
-    own interpreter reported it: the snippet can forge or hide such entries),
+    "connect-unix", "bind", "listen", "signal", "syscall" or "request" (a
+    network request the egress proxy refused); `target` the path, program,
+    address, pid or call, a request's the proxy's sentence ("POST URL
+    refused: WHY") (the snippet's choice: show it with render.show()); `by`
+    "landlock", "seccomp", "exec gate", "mount mask" or "egress proxy".
+    `seen_by` is "worker" (the exec gate, a fact), "proxy" (the broker's
+    egress proxy, a fact) or "python" (the snippet's own interpreter
+    reported it: the snippet can forge or hide such entries),
     and `inferred` says that `by` follows from the profile rather than from
     the kernel's word."""
     kind: str

@@ -1,0 +1,115 @@
+"""Every decision of the egress proxy on the run's receipt, for real: a
+real broker and kotoba-egress, unattended runs, and HTTP and HTTPS servers
+this test starts on the host's loopback (allow_hosts lists 127.0.0.1 for
+them).  Nothing else is contacted.  The proxy sends each refusal's event
+to the broker before it answers the run, and the broker takes what is
+queued before it reports the run's end: no test waits for anything but the
+run's own end."""
+import os
+
+from test_egress import (Recorder, clean_log, egress_broker, http_server,  # noqa: F401
+                         https_server, send)
+
+PROXY = {"by": "egress proxy", "seen_by": "proxy", "inferred": False}
+POST_REFUSED = "POST %s refused: a grant covers plain GET requests"
+# The pre-screen refuses a snippet that plainly sends a body; the code in a
+# module of the working directory walks past it, as an attacker's could.
+IMPORT = "import sys\nsys.path.insert(0, '.')\nimport payload\n"
+
+
+def workdir(tmp, code):
+    work = os.path.join(tmp, "work")
+    os.makedirs(work, exist_ok=True)
+    os.chmod(work, 0o755)
+    with open(os.path.join(work, "payload.py"), "w") as f:
+        f.write(code)
+    os.chmod(os.path.join(work, "payload.py"), 0o644)
+    return work
+
+
+def run_json(b, tmp, code):
+    r = b.run_json(IMPORT, "--cwd", workdir(tmp, code))
+    clean_log(b)
+    return r
+
+
+def requests_of(r):
+    return [e for e in r["blocked"] if e["kind"] == "request"]
+
+
+def test_a_refused_post_over_http_is_on_the_receipt(make_broker, tmpdir_k, http_server):
+    b = egress_broker(make_broker)
+    url = "http://127.0.0.1:%d/upload" % http_server.server_address[1]
+    r = run_json(b, tmpdir_k, send("POST", url))
+    assert r["_status"] == 0 and r["stdout"] == "405 %s\n" % (POST_REFUSED % url), r
+    assert r["blocked"] == [dict(kind="request", target=POST_REFUSED % url, count=1, **PROXY)]
+    assert r["blocked_total"] == 1 and Recorder.seen == [], r
+    # `kotoba run` says it in plain words, on stderr.
+    p = b.kotoba("run", "-c", IMPORT, "--no-channel", "--cwd", workdir(tmpdir_k, send("POST", url)))
+    assert p.returncode == 0, p.stderr
+    assert ("kotoba: note: the run succeeded; the sandbox refused 1 operation, which the "
+            "program handled: %s (egress proxy)\n" % (POST_REFUSED % url)).encode() in p.stderr
+    assert Recorder.seen == []
+
+
+def test_a_refused_post_inside_https_is_on_the_receipt(make_broker, tmpdir_k, https_server):
+    b = egress_broker(make_broker, "upstream_ca_file = %s\n" % https_server.ca_file)
+    url = "https://127.0.0.1:%d/upload" % https_server.server_address[1]
+    r = run_json(b, tmpdir_k, send("POST", url) + "raise SystemExit(4)\n")
+    assert r["_status"] == 4 and r["exit"] == 4, r
+    assert r["blocked"] == [dict(kind="request", target=POST_REFUSED % url, count=1, **PROXY)]
+    assert Recorder.seen == []
+
+
+def test_the_exit_frame_carries_the_entry(make_broker, tmpdir_k, http_server):
+    b = egress_broker(make_broker)
+    url = "http://127.0.0.1:%d/upload" % http_server.server_address[1]
+    c = b.client()
+    c.exec(IMPORT, cwd=workdir(tmpdir_k, send("PUT", url)))
+    end = c.until_end()["end"]
+    c.close()
+    assert end["type"] == "exit" and end["profile"] == "unattended", end
+    assert end["blocked"] == [dict(kind="request", count=1, **PROXY,
+                                   target="PUT %s refused: a grant covers plain GET requests"
+                                   % url)], end
+    assert end["blocked_total"] == 1, end
+
+
+def test_a_private_address_refused_is_on_the_receipt(make_broker, tmpdir_k, http_server):
+    b = egress_broker(make_broker, allow="example.invalid")
+    url = "http://127.0.0.1:%d/" % http_server.server_address[1]
+    r = run_json(b, tmpdir_k, send("GET", url))
+    [e] = requests_of(r)
+    assert e["target"].startswith("GET %s refused: the host resolves to a loopback" % url), e
+    assert r["stdout"] == "403 %s\n" % e["target"], r
+    assert Recorder.seen == []
+
+
+FLOOD = """
+import urllib.request, urllib.error
+for i in range(40):
+    req = urllib.request.Request('%s/%%d' %% i, data=b'x', method='POST')
+    try:
+        urllib.request.urlopen(req, timeout=30)
+    except urllib.error.HTTPError as e:
+        e.read()
+print('done')
+"""
+
+
+def test_a_flood_of_refusals_is_capped_and_counted(make_broker, tmpdir_k, http_server):
+    b = egress_broker(make_broker)
+    url = "http://127.0.0.1:%d" % http_server.server_address[1]
+    r = run_json(b, tmpdir_k, FLOOD % url)
+    assert r["stdout"] == "done\n", r
+    assert [e["target"] for e in r["blocked"]] == \
+        [POST_REFUSED % ("%s/%d" % (url, i)) for i in range(16)], r
+    assert r["blocked_total"] == 40 and Recorder.seen == [], r
+
+
+def test_an_allowed_get_is_not_on_the_receipt(make_broker, tmpdir_k, http_server):
+    b = egress_broker(make_broker)
+    url = "http://127.0.0.1:%d/ok" % http_server.server_address[1]
+    r = run_json(b, tmpdir_k, send("GET", url))
+    assert r["stdout"] == "sent\n" and r["blocked"] == [] and r["blocked_total"] == 0, r
+    assert Recorder.seen == [("GET", "/ok", b"")]
