@@ -113,3 +113,66 @@ def test_an_allowed_get_is_not_on_the_receipt(make_broker, tmpdir_k, http_server
     r = run_json(b, tmpdir_k, send("GET", url))
     assert r["stdout"] == "sent\n" and r["blocked"] == [] and r["blocked_total"] == 0, r
     assert Recorder.seen == [("GET", "/ok", b"")]
+
+
+# ---- the escalation card -------------------------------------------------
+
+POST_OR_FAIL = """
+import urllib.request, urllib.error
+req = urllib.request.Request('%s', data=b'SECRET-BODY', method='POST')
+try:
+    urllib.request.urlopen(req, timeout=30).read()
+    print('sent')
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+    raise SystemExit(4)
+"""
+
+
+def test_a_failed_run_with_a_refused_request_brings_the_card(make_broker, tmpdir_k,
+                                                             http_server):
+    """A grant run that failed after the proxy refused its POST: the
+    escalation card on a real pty; `r` runs it again approved, with the
+    host's network, and only then does the server see the POST."""
+    from test_card_tty import assert_shown_in_order, drive, grant
+
+    b = egress_broker(make_broker)
+    url = "http://127.0.0.1:%d/upload" % http_server.server_address[1]
+    work = workdir(tmpdir_k, POST_OR_FAIL % url)
+    os.chmod(work, 0o777)
+    grant(b, work)
+    path = os.path.join(tmpdir_k, "snippet.py")
+    with open(path, "w") as f:
+        f.write(IMPORT)
+    snaps, status, raw = drive(b, path, work, None, again="r")
+    text = raw.decode(errors="replace")
+    assert status == 0, text
+    assert_shown_in_order(snaps, [
+        "== The sandbox stopped this snippet: run it again? ==",
+        "  [r] Run it again with your permissions (the approved profile)"])
+    shown = "\n".join(r for s in snaps for r in s)
+    assert "Stopped:     POST %s refused: a grant covers" % url in shown, shown
+    assert "kotoba: the sandbox stopped 1 operation: %s (egress proxy)" % (POST_REFUSED % url) \
+        in text, text
+    assert "405 %s" % (POST_REFUSED % url) in text and "sent" in text, text
+    assert Recorder.seen == [("POST", "/upload", b"SECRET-BODY")]
+    clean_log(b)
+
+
+def test_a_refused_request_in_a_run_that_succeeded_brings_no_card(make_broker, tmpdir_k,
+                                                                  http_server):
+    from test_card_tty import drive, grant
+
+    b = egress_broker(make_broker)
+    url = "http://127.0.0.1:%d/upload" % http_server.server_address[1]
+    work = workdir(tmpdir_k, send("POST", url))
+    os.chmod(work, 0o777)
+    grant(b, work)
+    path = os.path.join(tmpdir_k, "snippet.py")
+    with open(path, "w") as f:
+        f.write(IMPORT)
+    snaps, status, raw = drive(b, path, work, None, again=None)
+    text = raw.decode(errors="replace")
+    assert status == 0 and not snaps, text
+    assert "kotoba: note: the run succeeded; the sandbox refused 1 operation" in text, text
+    assert Recorder.seen == []
