@@ -49,6 +49,7 @@ struct run_info {
 	bool cancelled;
 	struct run_result result;
 	const struct receipt *blocked; /* what the sandbox refused (finished) */
+	const struct network *network; /* what went through the egress proxy */
 	const char *setup_step, *setup_msg;
 	int64_t after_seq;   /* a re-run's link: run_request's */
 	/* When it ended: the client still waiting for its frames (NULL: gone),

@@ -202,17 +202,21 @@ static int audit_grant_expired(struct client_link *cl, const struct msg_exec *e)
 }
 
 /* The run's receipt for its exit row (AUDIT.md, `blocked`): the map
- * without the frame's header.  None when nothing was refused; a receipt
+ * without the frame's header.  None when nothing was refused and nothing
+ * went through the egress proxy; a receipt
  * that cannot be encoded (out of memory) is logged, and the row goes
  * without it rather than not at all. */
 static void audit_receipt(const struct run_info *ri, struct frame *f, struct audit_row *row)
 {
-	if (!ri->blocked || !ri->blocked->total)
+	static const struct receipt none;
+	const struct receipt *b = ri->blocked ? ri->blocked : &none;
+
+	if (!b->total && (!ri->network || !ri->network->n))
 		return;
-	if (enc_receipt(f, ri->blocked) < 0) {
+	if (enc_receipt(f, b, ri->network) < 0) {
 		log_err("uid=%u run=%" PRIu64 " the receipt of %" PRIu64 " refusals is not in "
 			"the audit trail: out of memory", (unsigned)ri->uid, ri->run_id,
-			ri->blocked->total);
+			b->total);
 		return;
 	}
 	row->blocked = f->data + PROTO_HEADER_LEN;
@@ -1517,7 +1521,7 @@ static void take_receipt(const struct audit_row *row, struct audit_info *a, stru
 	static struct receipt b;
 
 	if (!row->blocked_len || !row->has_exit ||
-	    dec_receipt_map(row->blocked, row->blocked_len, &b) < 0)
+	    dec_receipt_map(row->blocked, row->blocked_len, &b, NULL) < 0)
 		return;
 	a->blocked_total = b.total;
 	if (t->list && !t->out->blocked.total) {

@@ -47,14 +47,6 @@
 
 /* Other modules hold a run by pointer only, and read it through
  * run_describe(). */
-/* What went through the egress proxy to one host and port. */
-#define RUN_NET_PEERS 16
-struct net_peer {
-	char where[EGRESS_EVENT_TEXT]; /* "host:port" */
-	char methods[64];              /* each method once, in the order first used */
-	uint64_t requests, conns, bytes_out, bytes_in;
-};
-
 struct run {
 	TAILQ_ENTRY(run) slink;   /* in s->runs while the client waits */
 	TAILQ_ENTRY(run) blink;   /* in broker->runs until the worker is reaped */
@@ -96,9 +88,7 @@ struct run {
 	struct cgroup_run cg;     /* its memory and process limits, all processes together */
 	bool egress;              /* the proxy holds its listening socket (egresslink) */
 	struct receipt net;       /* the proxy's refusals, added to `blocked` at the end */
-	struct net_peer peers[RUN_NET_PEERS]; /* the proxy's traffic, per host:port */
-	size_t n_peers;
-	struct net_peer other;    /* the traffic of peers past RUN_NET_PEERS */
+	struct network net_use;   /* the proxy's traffic, per host:port (its exit row) */
 	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
 	const struct run_ops *ops;
 	void *ctx;
@@ -132,7 +122,7 @@ void run_describe(const struct run *r, struct run_info *out)
 				  .approver = r->approver, .n_labels = r->n_labels,
 				  .labels = r->labels, .sha256 = r->sha256, .end = r->end,
 				  .cancelled = r->cancelled, .result = r->result,
-				  .blocked = &r->blocked, .setup_step = r->setup_step, .setup_msg = r->setup_msg,
+				  .blocked = &r->blocked, .network = &r->net_use, .setup_step = r->setup_step, .setup_msg = r->setup_msg,
 				  .after_seq = r->after_seq, .cl = r->s, .escalating = r->escalating };
 }
 
@@ -1126,33 +1116,36 @@ static bool method_listed(const char *list, const char *m)
 	return false;
 }
 
-static void net_count(struct net_peer *p, const struct egress_event *ev)
+static void net_count(struct net_use *u, const struct egress_event *ev)
 {
-	size_t have = strlen(p->methods), len = strlen(ev->method);
+	size_t have = strlen(u->methods), len = strlen(ev->method);
 
-	if (!method_listed(p->methods, ev->method) && have + len + 2 <= sizeof(p->methods))
-		snprintf(p->methods + have, sizeof(p->methods) - have, "%s%s", have ? "," : "",
+	if (!method_listed(u->methods, ev->method) && have + len + 2 <= sizeof(u->methods))
+		snprintf(u->methods + have, sizeof(u->methods) - have, "%s%s", have ? "," : "",
 			 ev->method);
-	p->conns++;
-	p->requests += ev->requests;
-	p->bytes_out += ev->bytes_out;
-	p->bytes_in += ev->bytes_in;
+	u->requests += ev->requests;
+	u->bytes_out += ev->bytes_out;
+	u->bytes_in += ev->bytes_in;
 }
 
-/* A connection's traffic, under its host and port; past RUN_NET_PEERS
- * distinct ones, under `other`: a run's table never grows. */
+/* A connection's traffic, under its host and port; past
+ * PROTO_NETWORK_MAX - 1 of them, under the last entry, `*`: a run's table
+ * never grows. */
 static void net_traffic(struct run *r, const struct egress_event *ev)
 {
-	struct net_peer *p = NULL;
+	struct network *net = &r->net_use;
+	struct net_use *u = NULL;
 
-	for (size_t i = 0; i < r->n_peers && !p; i++)
-		if (!strcmp(r->peers[i].where, ev->text))
-			p = &r->peers[i];
-	if (!p && r->n_peers < RUN_NET_PEERS) {
-		p = &r->peers[r->n_peers++];
-		snprintf(p->where, sizeof(p->where), "%s", ev->text);
+	for (size_t i = 0; i < net->n && !u; i++)
+		if (!strcmp(net->use[i].host, ev->text))
+			u = &net->use[i];
+	if (!u && net->n < PROTO_NETWORK_MAX) {
+		u = &net->use[net->n++];
+		receipt_copy_target(u->host, ev->text, strlen(ev->text));
+		if (net->n == PROTO_NETWORK_MAX)
+			snprintf(u->host, sizeof(u->host), "*");
 	}
-	net_count(p ? p : &r->other, ev);
+	net_count(u ? u : &net->use[PROTO_NETWORK_MAX - 1], ev);
 }
 
 bool run_take_egress_event(struct broker *b, const struct egress_event *ev)
@@ -1173,21 +1166,18 @@ bool run_take_egress_event(struct broker *b, const struct egress_event *ev)
 }
 
 /* The proxy's refusals after the worker's entries; its traffic in the
- * log, one line per host and port. */
+ * log, one line per host and port (and in the exit row: gate.c). */
 static void net_conclude(struct run *r)
 {
 	if (r->end == END_FINISHED && r->net.total)
 		receipt_merge(&r->blocked, &r->net);
-	for (size_t i = 0; i <= r->n_peers; i++) {
-		const struct net_peer *p = i < r->n_peers ? &r->peers[i] : &r->other;
+	for (size_t i = 0; i < r->net_use.n; i++) {
+		const struct net_use *u = &r->net_use.use[i];
 
-		if (!p->conns)
-			continue;
 		log_info("uid=%u run=%" PRIu64 " network: %s %s, %" PRIu64 " request%s, %" PRIu64
-			 " connection%s, %" PRIu64 " bytes out, %" PRIu64 " bytes in",
-			 (unsigned)r->uid, r->run_id, i < r->n_peers ? p->where : "other hosts",
-			 p->methods, p->requests, p->requests == 1 ? "" : "s", p->conns,
-			 p->conns == 1 ? "" : "s", p->bytes_out, p->bytes_in);
+			 " bytes out, %" PRIu64 " bytes in", (unsigned)r->uid, r->run_id, u->host,
+			 u->methods, u->requests, u->requests == 1 ? "" : "s", u->bytes_out,
+			 u->bytes_in);
 	}
 	if (r->net.total)
 		log_info("uid=%u run=%" PRIu64 " network: %" PRIu64 " request%s refused by the "

@@ -1120,18 +1120,83 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 
 /* ---- the receipt alone (the audit trail's `blocked` column) --------------- */
 
-int enc_receipt(struct frame *f, const struct receipt *b)
+#define NET_USE_FIELDS 5
+
+static void put_network(struct enc *e, const struct network *net)
 {
+	put_key(e, "network");
+	raw_array(e, net->n);
+	for (size_t i = 0; i < net->n; i++) {
+		const struct net_use *u = &net->use[i];
+
+		raw_map(e, NET_USE_FIELDS);
+		raw_str(e, "host", 4);
+		raw_str(e, u->host, strnlen(u->host, PROTO_BLOCKED_TARGET_MAX));
+		raw_str(e, "methods", 7);
+		raw_str(e, u->methods, strnlen(u->methods, PROTO_NETWORK_METHODS_MAX));
+		raw_str(e, "requests", 8);
+		raw_uint(e, u->requests);
+		raw_str(e, "bytes_out", 9);
+		raw_uint(e, u->bytes_out);
+		raw_str(e, "bytes_in", 8);
+		raw_uint(e, u->bytes_in);
+	}
+}
+
+int enc_receipt(struct frame *f, const struct receipt *b, const struct network *net)
+{
+	bool has_net = net && net->n;
 	struct enc e;
 
-	if (b->n > PROTO_BLOCKED_MAX)
+	if (b->n > PROTO_BLOCKED_MAX || (net && net->n > PROTO_NETWORK_MAX))
 		return -E2BIG;
-	enc_begin(&e, "receipt", RECEIPT_FIELDS(b));
+	enc_begin(&e, "receipt", RECEIPT_FIELDS(b) + has_net);
 	put_receipt(&e, b);
+	if (has_net)
+		put_network(&e, net);
 	return enc_end(&e, f);
 }
 
-int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out)
+static int dec_net_use(struct dec *d, const msgpack_object *o, struct net_use *u)
+{
+	struct dec sub = { .err = d->err, .type = "network" };
+	struct pstr host, methods;
+	int rc;
+
+	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
+	    (rc = dec_str(&sub, "host", true, PROTO_BLOCKED_TARGET_MAX, &host)) < 0 ||
+	    (rc = dec_str(&sub, "methods", true, PROTO_NETWORK_METHODS_MAX, &methods)) < 0 ||
+	    (rc = dec_uint(&sub, "requests", true, &u->requests)) < 0 ||
+	    (rc = dec_uint(&sub, "bytes_out", true, &u->bytes_out)) < 0 ||
+	    (rc = dec_uint(&sub, "bytes_in", true, &u->bytes_in)) < 0)
+		return rc;
+	if (!host.len)
+		return dec_fail(d, PERR_BAD_FIELD, "a 'network' entry names a host");
+	memcpy(u->host, host.ptr, host.len);
+	u->host[host.len] = '\0';
+	memcpy(u->methods, methods.ptr, methods.len);
+	u->methods[methods.len] = '\0';
+	return 0;
+}
+
+/* Optional: absent, nothing went through the egress proxy. */
+static int dec_network(struct dec *d, struct network *net)
+{
+	const msgpack_object_array *a = NULL;
+	int rc;
+
+	net->n = 0;
+	if (!dec_find(d, "network"))
+		return 0;
+	if ((rc = dec_array(d, "network", PROTO_NETWORK_MAX, &a)) < 0)
+		return rc;
+	for (uint32_t i = 0; i < a->size; i++, net->n++)
+		if ((rc = dec_net_use(d, &a->ptr[i], &net->use[i])) < 0)
+			return rc;
+	return 0;
+}
+
+int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out, struct network *net)
 {
 	struct proto_error err = { 0 };
 	struct dec d = { .err = &err, .type = "receipt" };
@@ -1139,8 +1204,13 @@ int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out)
 	size_t off = 0;
 	int rc = -EPROTO;
 
+	struct network none;
+
 	out->total = 0;
 	out->n = 0;
+	if (!net)
+		net = &none;
+	net->n = 0;
 	if (!p || !len || len > PROTO_FRAME_MAX_DEFAULT)
 		return len ? -EMSGSIZE : 0;
 	/* Depth and UTF-8 first, as for any frame. */
@@ -1148,7 +1218,8 @@ int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out)
 		return -EPROTO;
 	msgpack_unpacked_init(&up);
 	if (msgpack_unpack_next(&up, (const char *)p, len, &off) == MSGPACK_UNPACK_SUCCESS &&
-	    off == len && dec_map(&d, &up.data, MAP_FIELDS_MAX) == 0 && dec_receipt(&d, out) == 0)
+	    off == len && dec_map(&d, &up.data, MAP_FIELDS_MAX) == 0 && dec_receipt(&d, out) == 0 &&
+	    dec_network(&d, net) == 0)
 		rc = 0;
 	msgpack_unpacked_destroy(&up);
 	return rc;

@@ -287,6 +287,23 @@ struct receipt {
 	struct blocked_op op[PROTO_BLOCKED_MAX];
 };
 
+/* What a run sent through the egress proxy, per host and port (the
+ * audit trail's exit row; AUDIT.md, `blocked`): at most PROTO_NETWORK_MAX
+ * entries, the last `*` for every host past the others. */
+#define PROTO_NETWORK_MAX 16
+#define PROTO_NETWORK_METHODS_MAX 63
+struct net_use {
+	char host[PROTO_BLOCKED_TARGET_MAX + 1];       /* "host:port", "[v6]:port", "*" */
+	char methods[PROTO_NETWORK_METHODS_MAX + 1];  /* "GET,HEAD": each once */
+	uint64_t requests;  /* requests sent upstream (a tunnel's: not seen, 0) */
+	uint64_t bytes_out; /* to the host */
+	uint64_t bytes_in;  /* from it, to the run */
+};
+struct network {
+	size_t n;
+	struct net_use use[PROTO_NETWORK_MAX];
+};
+
 struct msg_exit {
 	uint64_t id;
 	struct run_result r;
@@ -838,10 +855,11 @@ int proto_encode(struct frame *f, const struct msg *m);
 int enc_warm(struct frame *f, const struct msg_warm *m);
 int enc_finished(struct frame *f, const struct msg_finished *m);
 /* A receipt alone, as the audit trail keeps it: one msgpack map
- * {type: "receipt", blocked, blocked_total} (the frame's payload, after
- * its 4-byte header), and back; len 0 is the empty receipt. */
-int enc_receipt(struct frame *f, const struct receipt *b);
-int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out);
+ * {type: "receipt", blocked, blocked_total, network} (the frame's payload,
+ * after its 4-byte header), and back; len 0 is the empty receipt.  net
+ * may be NULL (none). */
+int enc_receipt(struct frame *f, const struct receipt *b, const struct network *net);
+int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out, struct network *net);
 
 /* Convenience for the many places that answer with an error frame. */
 int enc_error_simple(struct frame *f, bool has_id, uint64_t id, const char *code,

@@ -279,6 +279,8 @@ static void tunnel(struct egress_run *r, struct egress_io *c, struct egress_requ
 	}
 	egress_log(r, "%s tunnelled ([egress] unattended = %s)", what,
 		   egress_mode_name(egress_policy.mode));
+	/* The host on the run's record before the run hears it may send. */
+	egress_report_traffic(r, q->host, q->port, "CONNECT", 0, 0, 0);
 	if (egress_io_write(c, ok, sizeof(ok) - 1) == 0) {
 		uint64_t sent = 0, down = relay(c, &up, true, &sent);
 
@@ -364,7 +366,10 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 	}
 	if ((head = send_head(&up, &q, egress_policy.mode != EGRESS_GET)) < 0)
 		goto close_up;
-	sent = (uint64_t)head;
+	/* The request on the run's record before any answer reaches the run;
+	 * what follows, when the connection ends, before the run's side of
+	 * it is closed. */
+	egress_report_traffic(r, q.host, q.port, q.method, 1, (uint64_t)head, 0);
 	/* Bytes of the body that came with the head (allowlist, any). */
 	if (egress_policy.mode != EGRESS_GET && got > head_len) {
 		if (egress_io_write(&up, buf + head_len, got - head_len) < 0)
@@ -372,9 +377,9 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 		sent += got - head_len;
 	}
 	down = relay(c, &up, egress_policy.mode != EGRESS_GET, &sent);
-	egress_log(r, "%s: %llu bytes up, %llu down", what, (unsigned long long)sent,
-		   (unsigned long long)down);
-	egress_report_traffic(r, q.host, q.port, q.method, 1, sent, down);
+	egress_log(r, "%s: %llu bytes up, %llu down", what,
+		   (unsigned long long)(sent + (uint64_t)head), (unsigned long long)down);
+	egress_report_traffic(r, q.host, q.port, q.method, 0, sent, down);
 close_up:
 	egress_tls_close(&up);
 	close(fd);

@@ -28,10 +28,12 @@ struct egress_req {
 
 /* The other way, kotoba-egress to the broker: one event per message, of
  * exactly this size.  A refusal's is sent before the refusal is written
- * to the run, so it is queued at the broker before the run can end; a
- * connection's traffic when it ends.  The broker trusts none of it: the
- * version, the kind, the run and every string are checked there
- * (broker/egresslink.c). */
+ * to the run, so it is queued at the broker before the run can end.
+ * Traffic comes in two: a request's (requests 1, its head's bytes out)
+ * before it goes upstream, and the rest (requests 0) when the connection
+ * ends, before the run's side of it is closed; the broker adds them up.
+ * The broker trusts none of it: the version, the kind, the run and every
+ * string are checked there (broker/egresslink.c). */
 #define EGRESS_EVENT_VERSION 1
 #define EGRESS_EVENT_TEXT 256
 
@@ -44,7 +46,7 @@ struct egress_event {
 	uint32_t version;
 	uint32_t kind;
 	uint64_t run_id;
-	uint64_t requests;  /* TRAFFIC: requests sent upstream (1; 0: a tunnel) */
+	uint64_t requests;  /* TRAFFIC: requests sent upstream (1 or 0) */
 	uint64_t bytes_out; /* TRAFFIC: bytes sent upstream */
 	uint64_t bytes_in;  /* TRAFFIC: bytes relayed back to the run */
 	char method[16];    /* TRAFFIC: the request's, "CONNECT" for a tunnel; NUL-ended */

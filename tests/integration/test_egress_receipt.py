@@ -6,8 +6,12 @@ to the broker before it answers the run, and the broker takes what is
 queued before it reports the run's end: no test waits for anything but the
 run's own end."""
 import os
+import sqlite3
 
-from test_egress import (Recorder, clean_log, egress_broker, http_server,  # noqa: F401
+import msgpack
+
+from test_audit import copy_of, verify
+from test_egress import (GET, Recorder, clean_log, egress_broker, http_server,  # noqa: F401
                          https_server, send)
 
 PROXY = {"by": "egress proxy", "seen_by": "proxy", "inferred": False}
@@ -176,3 +180,67 @@ def test_a_refused_request_in_a_run_that_succeeded_brings_no_card(make_broker, t
     assert status == 0 and not snaps, text
     assert "kotoba: note: the run succeeded; the sandbox refused 1 operation" in text, text
     assert Recorder.seen == []
+
+
+# ---- the audit trail -----------------------------------------------------
+
+# A GET through the proxy read to the end of the connection: the proxy
+# sends the connection's traffic before it closes the run's side, so the
+# byte count is the broker's by the time the snippet has read it all.
+GET_TO_EOF = """
+import os, socket
+host, port = os.environ['http_proxy'].split('//')[1].rstrip('/').rsplit(':', 1)
+s = socket.create_connection((host, int(port)), timeout=30)
+s.sendall(b'GET %s HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\n\\r\\n')
+got = b''
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+print(len(got), got.split(b'\\r\\n')[0].decode())
+"""
+
+
+def exit_rows(b, tmp):
+    """The exit rows of the audit trail, each with its `blocked` column
+    decoded (AUDIT.md): read from a copy as an auditor takes it."""
+    db = sqlite3.connect(copy_of(b, tmp, "net.db"))
+    rows = db.execute("SELECT seq, blocked FROM audit WHERE event = 'exit' ORDER BY seq")
+    out = [(seq, msgpack.unpackb(blob) if blob else {}) for seq, blob in rows]
+    db.close()
+    return out
+
+
+def test_the_exit_row_names_hosts_methods_bytes_and_refusals(make_broker, tmpdir_k,
+                                                             http_server):
+    b = egress_broker(make_broker)
+    port = http_server.server_address[1]
+    url = "http://127.0.0.1:%d/upload" % port
+    code = send("POST", url) + GET_TO_EOF % ("http://127.0.0.1:%d/x" % port, port)
+    r = run_json(b, tmpdir_k, code)
+    out = r["stdout"].split("\n")
+    assert out[0] == "405 %s" % (POST_REFUSED % url) and out[1].endswith(" HTTP/1.1 200 OK"), r
+    got = int(out[1].split()[0])
+    [(_, row)] = exit_rows(b, tmpdir_k)
+    assert row["type"] == "receipt" and row["blocked_total"] == 1, row
+    assert row["blocked"] == [dict(kind="request", target=POST_REFUSED % url, count=1, **PROXY)]
+    [use] = row["network"]
+    assert use["host"] == "127.0.0.1:%d" % port and use["methods"] == "GET", use
+    assert use["requests"] == 1 and use["bytes_in"] == got and use["bytes_out"] > 0, use
+    assert Recorder.seen == [("GET", "/x", b"")]
+    # Hash-chained like every row: both verifiers pass the trail as it is.
+    status, problems, _ = verify(copy_of(b, tmpdir_k, "verify.db"))
+    assert status == 0 and not problems, problems
+
+
+def test_a_get_over_https_is_on_the_exit_row(make_broker, tmpdir_k, https_server):
+    b = egress_broker(make_broker, "upstream_ca_file = %s\n" % https_server.ca_file)
+    port = https_server.server_address[1]
+    r = run_json(b, tmpdir_k, GET % ("https://127.0.0.1:%d/secure" % port))
+    assert r["stdout"] == "200 hello from /secure\n" and r["blocked"] == [], r
+    [(_, row)] = exit_rows(b, tmpdir_k)
+    assert "blocked" not in row, row
+    [use] = row["network"]
+    assert use["host"] == "127.0.0.1:%d" % port and use["methods"] == "GET", use
+    assert use["requests"] == 1 and use["bytes_out"] > 0, use
