@@ -609,6 +609,43 @@ static void test_receipt_is_checked(void **state)
 	frame_free(&f);
 }
 
+/* A request the egress proxy refused, and an exit row's traffic. */
+static void test_request_and_network_in_the_receipt(void **state)
+{
+	static struct msg m, back;
+	static struct receipt r;
+	static struct network net, got;
+	struct frame f;
+
+	vector_msg("exit (request)", &m);
+	assert_int_equal(m.u.exit.blocked.n, 1);
+	assert_int_equal(m.u.exit.blocked.op[0].kind, BLOCK_REQUEST);
+	assert_int_equal(m.u.exit.blocked.op[0].by, BY_EGRESS_PROXY);
+	assert_int_equal(m.u.exit.blocked.op[0].seen_by, SEEN_BY_PROXY);
+	round_trip(&m, &back, &f);
+	frame_free(&f);
+	net.n = 2;
+	net.use[0] = (struct net_use){ "api.example.org:443", "GET,HEAD", 3, 700, 1048576 };
+	net.use[1] = (struct net_use){ "*", "CONNECT", 0, 10, 20 };
+	assert_int_equal(enc_receipt(&f, &m.u.exit.blocked, &net), 0);
+	assert_int_equal(dec_receipt_map(f.data + 4, f.len - 4, &r, &got), 0);
+	assert_int_equal(r.total, 1);
+	assert_int_equal(got.n, 2);
+	assert_string_equal(got.use[0].host, "api.example.org:443");
+	assert_string_equal(got.use[0].methods, "GET,HEAD");
+	assert_true(got.use[0].requests == 3 && got.use[0].bytes_in == 1048576);
+	assert_string_equal(got.use[1].host, "*");
+	frame_free(&f);
+	/* traffic alone, nothing refused */
+	m.u.exit.blocked = (struct receipt){ 0 };
+	assert_int_equal(enc_receipt(&f, &m.u.exit.blocked, &net), 0);
+	assert_int_equal(dec_receipt_map(f.data + 4, f.len - 4, &r, &got), 0);
+	assert_true(r.total == 0 && got.n == 2);
+	frame_free(&f);
+	net.n = PROTO_NETWORK_MAX + 1;
+	assert_int_equal(enc_receipt(&f, &m.u.exit.blocked, &net), -E2BIG);
+}
+
 static void test_card_settings_are_checked(void **state)
 {
 	static const uint8_t cwd_key[] = { 0xa3, 'c', 'w', 'd' };
@@ -714,6 +751,7 @@ int main(void)
 		cmocka_unit_test(test_card_settings_are_checked),
 		cmocka_unit_test(test_a_datagram_hands_over_one_descriptor_and_closes_more),
 		cmocka_unit_test(test_receipt_is_checked),
+		cmocka_unit_test(test_request_and_network_in_the_receipt),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
