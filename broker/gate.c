@@ -1513,20 +1513,30 @@ static int named(const struct proto_names *t, const char *word, int dflt)
 	return v < 0 ? dflt : v;
 }
 
-/* An exit row's receipt: its count for every row, its list for the one
- * row `show` asked for.  A receipt the broker cannot read back (a
+/* An exit row's receipt and traffic: counts for every row, lists for the
+ * one row `show` asked for.  A receipt the broker cannot read back (a
  * database someone edited: verify says so) counts as none. */
 static void take_receipt(const struct audit_row *row, struct audit_info *a, struct tail_ctx *t)
 {
 	static struct receipt b;
+	static struct network net;
 
 	if (!row->blocked_len || !row->has_exit ||
-	    dec_receipt_map(row->blocked, row->blocked_len, &b, NULL) < 0)
+	    dec_receipt_map(row->blocked, row->blocked_len, &b, &net) < 0)
 		return;
 	a->blocked_total = b.total;
-	if (t->list && !t->out->blocked.total) {
+	if (t->list && b.total && !t->out->blocked.total) {
 		t->out->blocked = b;
 		a->has_blocked = true;
+	}
+	a->net_hosts = net.n;
+	for (size_t i = 0; i < net.n; i++) {
+		a->net_bytes_out += net.use[i].bytes_out;
+		a->net_bytes_in += net.use[i].bytes_in;
+	}
+	if (t->list && net.n && !t->out->network.n) {
+		t->out->network = net;
+		a->has_network = true;
 	}
 }
 

@@ -684,11 +684,17 @@ int enc_audit(struct frame *f, const struct msg_audit *m)
 }
 
 #define AUDIT_ROW_FIELDS 12
-static void put_audit_row(struct enc *e, const struct audit_info *a, const struct receipt *b)
-{
-	bool total = a->has_exit && a->blocked_total, list = total && a->has_blocked && b->total;
+static void put_net_list(struct enc *e, const struct network *net);
 
-	raw_map(e, AUDIT_ROW_FIELDS + (a->has_exit ? 4 : 0) + total + list + (a->after > 0));
+static void put_audit_row(struct enc *e, const struct audit_info *a,
+			  const struct msg_audit_rows *m)
+{
+	const struct receipt *b = &m->blocked;
+	bool total = a->has_exit && a->blocked_total, list = total && a->has_blocked && b->total;
+	bool net = a->has_exit && a->net_hosts, net_list = net && a->has_network && m->network.n;
+
+	raw_map(e, AUDIT_ROW_FIELDS + (a->has_exit ? 4 : 0) + total + list + (a->after > 0) +
+			   3 * net + net_list);
 	raw_str(e, "seq", 3);
 	raw_uint(e, a->seq);
 	raw_str(e, "time_ms", 7);
@@ -732,20 +738,33 @@ static void put_audit_row(struct enc *e, const struct audit_info *a, const struc
 		raw_str(e, "after", 5);
 		raw_uint(e, a->after);
 	}
+	if (net) {
+		raw_str(e, "net_hosts", 9);
+		raw_uint(e, a->net_hosts);
+		raw_str(e, "net_bytes_out", 13);
+		raw_uint(e, a->net_bytes_out);
+		raw_str(e, "net_bytes_in", 12);
+		raw_uint(e, a->net_bytes_in);
+	}
+	if (net_list) {
+		raw_str(e, "network", 7);
+		put_net_list(e, &m->network);
+	}
 }
 
 int enc_audit_rows(struct frame *f, const struct msg_audit_rows *m)
 {
 	struct enc e;
 
-	if (m->n > PROTO_ROWS_MAX || m->blocked.n > PROTO_BLOCKED_MAX)
+	if (m->n > PROTO_ROWS_MAX || m->blocked.n > PROTO_BLOCKED_MAX ||
+	    m->network.n > PROTO_NETWORK_MAX)
 		return -E2BIG;
 	enc_begin(&e, "audit_rows", 2);
 	put_uint(&e, "id", m->id);
 	put_key(&e, "rows");
 	raw_array(&e, m->n);
 	for (size_t i = 0; i < m->n; i++)
-		put_audit_row(&e, &m->rows[i], &m->blocked);
+		put_audit_row(&e, &m->rows[i], m);
 	return enc_end(&e, f);
 }
 
@@ -1122,9 +1141,8 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 
 #define NET_USE_FIELDS 5
 
-static void put_network(struct enc *e, const struct network *net)
+static void put_net_list(struct enc *e, const struct network *net)
 {
-	put_key(e, "network");
 	raw_array(e, net->n);
 	for (size_t i = 0; i < net->n; i++) {
 		const struct net_use *u = &net->use[i];
@@ -1152,8 +1170,10 @@ int enc_receipt(struct frame *f, const struct receipt *b, const struct network *
 		return -E2BIG;
 	enc_begin(&e, "receipt", RECEIPT_FIELDS(b) + has_net);
 	put_receipt(&e, b);
-	if (has_net)
-		put_network(&e, net);
+	if (has_net) {
+		put_key(&e, "network");
+		put_net_list(&e, net);
+	}
 	return enc_end(&e, f);
 }
 
@@ -1785,6 +1805,34 @@ static int dec_audit_receipt(struct dec *sub, struct audit_info *a, struct msg_a
 	return 0;
 }
 
+/* An exit row's traffic: its sums on every row, its list on one at most. */
+static int dec_audit_network(struct dec *sub, struct audit_info *a, struct msg_audit_rows *m)
+{
+	static struct network none;
+	int rc;
+
+	a->net_hosts = a->net_bytes_out = a->net_bytes_in = 0;
+	a->has_network = dec_find(sub, "network") != NULL;
+	if ((rc = dec_uint(sub, "net_hosts", false, &a->net_hosts)) < 0 ||
+	    (rc = dec_uint(sub, "net_bytes_out", a->net_hosts > 0, &a->net_bytes_out)) < 0 ||
+	    (rc = dec_uint(sub, "net_bytes_in", a->net_hosts > 0, &a->net_bytes_in)) < 0)
+		return rc;
+	if ((a->net_hosts || a->has_network) && !a->has_exit)
+		return dec_fail(sub, PERR_BAD_FIELD, "field 'net_hosts' is for exit rows only");
+	if (!a->has_network)
+		return 0;
+	if (m->network.n || !a->net_hosts)
+		return dec_fail(sub, PERR_BAD_FIELD,
+				"field 'network' is for one exit row with 'net_hosts' only");
+	if ((rc = dec_network(sub, &m->network)) < 0)
+		return rc;
+	if (!m->network.n) {
+		m->network = none;
+		return dec_fail(sub, PERR_BAD_FIELD, "field 'network' lists a host at least");
+	}
+	return 0;
+}
+
 static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_info *a,
 			 struct msg_audit_rows *m)
 {
@@ -1813,7 +1861,9 @@ static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_in
 	if ((rc = dec_audit_exit(&sub, a)) < 0 ||
 	    (rc = dec_uint(&sub, "after", false, &a->after)) < 0)
 		return rc;
-	return dec_audit_receipt(&sub, a, m);
+	if ((rc = dec_audit_receipt(&sub, a, m)) < 0)
+		return rc;
+	return dec_audit_network(&sub, a, m);
 }
 
 static int dec_audit_rows(struct dec *d, struct msg_audit_rows *m)
@@ -1823,6 +1873,7 @@ static int dec_audit_rows(struct dec *d, struct msg_audit_rows *m)
 
 	m->blocked.total = 0;
 	m->blocked.n = 0;
+	m->network.n = 0;
 	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
 	    (rc = dec_array(d, "rows", PROTO_ROWS_MAX, &a)) < 0)
 		return rc;

@@ -469,6 +469,10 @@ struct audit_info {
 	bool timed_out;
 	uint64_t blocked_total;  /* an exit row's receipt: refusals in all; 0: none */
 	bool has_blocked;        /* this row carries the list: msg_audit_rows.blocked */
+	/* An exit row's traffic through the egress proxy: hosts (0: none),
+	 * and the bytes out and in over all of them. */
+	uint64_t net_hosts, net_bytes_out, net_bytes_in;
+	bool has_network;        /* this row carries the list: msg_audit_rows.network */
 	uint64_t after;          /* an escalation's row: the first run's exit row; 0: none */
 };
 
@@ -478,6 +482,8 @@ struct msg_audit_rows {
 	struct audit_info rows[PROTO_ROWS_MAX];
 	/* The receipt's list, on at most one row (the answer to `show`). */
 	struct receipt blocked;
+	/* The same row's traffic, host by host. */
+	struct network network;
 };
 
 struct msg_ok {

@@ -7,11 +7,15 @@ queued before it reports the run's end: no test waits for anything but the
 run's own end."""
 import os
 import sqlite3
+import sys
 
 import msgpack
 
-from test_audit import copy_of, verify
-from test_egress import (GET, Recorder, clean_log, egress_broker, http_server,  # noqa: F401
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
+import kotoba_broker as kb  # noqa: E402
+from conftest import wait_for  # noqa: E402
+from test_audit import copy_of, verify  # noqa: E402
+from test_egress import (GET, Recorder, clean_log, egress_broker, http_server,  # noqa: F401,E402
                          https_server, send)
 
 PROXY = {"by": "egress proxy", "seen_by": "proxy", "inferred": False}
@@ -202,13 +206,21 @@ print(len(got), got.split(b'\\r\\n')[0].decode())
 """
 
 
-def exit_rows(b, tmp):
+def exit_rows(b, tmp, n=1):
     """The exit rows of the audit trail, each with its `blocked` column
-    decoded (AUDIT.md): read from a copy as an auditor takes it."""
-    db = sqlite3.connect(copy_of(b, tmp, "net.db"))
-    rows = db.execute("SELECT seq, blocked FROM audit WHERE event = 'exit' ORDER BY seq")
-    out = [(seq, msgpack.unpackb(blob) if blob else {}) for seq, blob in rows]
-    db.close()
+    decoded (AUDIT.md): read from a copy as an auditor takes it, once the
+    broker has written n of them (it writes a run's row after its exit
+    frame)."""
+    out = []
+
+    def written():
+        db = sqlite3.connect(copy_of(b, tmp, "net.db"))
+        rows = db.execute("SELECT seq, blocked FROM audit WHERE event = 'exit' ORDER BY seq")
+        out[:] = [(seq, msgpack.unpackb(blob) if blob else {}) for seq, blob in rows]
+        db.close()
+        return len(out) >= n
+
+    wait_for(written, "%d exit rows in the audit trail" % n)
     return out
 
 
@@ -229,6 +241,20 @@ def test_the_exit_row_names_hosts_methods_bytes_and_refusals(make_broker, tmpdir
     assert use["host"] == "127.0.0.1:%d" % port and use["methods"] == "GET", use
     assert use["requests"] == 1 and use["bytes_in"] == got and use["bytes_out"] > 0, use
     assert Recorder.seen == [("GET", "/x", b"")]
+    # kotoba audit tail sums it on the row, audit show lists it.
+    [(seq, _)] = exit_rows(b, tmpdir_k)
+    tail = b.kotoba("audit", "tail").stdout.decode()
+    assert "blocked 1 network 1 host %d B out %d B in" % (use["bytes_out"], got) in tail, tail
+    shown = b.kotoba("audit", "show", str(seq)).stdout.decode().split("\n")
+    assert "  request      %s  x1  by egress proxy, seen by proxy" % (POST_REFUSED % url) \
+        in shown, shown
+    assert "  network      127.0.0.1:%d GET  1 request, %d bytes out, %d bytes in" \
+        % (port, use["bytes_out"], got) in shown, shown
+    # ... and the Python package gives the same.
+    with kb.Broker(socket_path=b.socket) as c:
+        row = c.audit_show(seq)
+    assert (row.net_hosts, row.net_bytes_out, row.net_bytes_in) == (1, use["bytes_out"], got)
+    assert row.network == (kb.NetUse("127.0.0.1:%d" % port, "GET", 1, use["bytes_out"], got),)
     # Hash-chained like every row: both verifiers pass the trail as it is.
     status, problems, _ = verify(copy_of(b, tmpdir_k, "verify.db"))
     assert status == 0 and not problems, problems

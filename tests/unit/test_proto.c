@@ -644,6 +644,17 @@ static void test_request_and_network_in_the_receipt(void **state)
 	frame_free(&f);
 	net.n = PROTO_NETWORK_MAX + 1;
 	assert_int_equal(enc_receipt(&f, &m.u.exit.blocked, &net), -E2BIG);
+	/* audit_rows: the sums on the row, the list on show's row only */
+	vector_msg("audit_rows (network)", &m);
+	assert_int_equal(m.u.audit_rows.rows[0].net_hosts, 1);
+	assert_int_equal(m.u.audit_rows.rows[0].net_bytes_in, 1048998);
+	assert_true(m.u.audit_rows.rows[0].has_network);
+	assert_string_equal(m.u.audit_rows.network.use[0].methods, "GET,HEAD");
+	assert_int_equal(m.u.audit_rows.blocked.op[0].kind, BLOCK_REQUEST);
+	round_trip(&m, &back, &f);
+	frame_free(&f);
+	m.u.audit_rows.network.n = PROTO_NETWORK_MAX + 1;
+	assert_int_equal(enc_audit_rows(&f, &m.u.audit_rows), -E2BIG);
 }
 
 static void test_card_settings_are_checked(void **state)
