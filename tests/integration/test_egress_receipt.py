@@ -6,6 +6,7 @@ to the broker before it answers the run, and the broker takes what is
 queued before it reports the run's end: no test waits for anything but the
 run's own end."""
 import os
+import re
 import sqlite3
 import sys
 
@@ -270,3 +271,93 @@ def test_a_get_over_https_is_on_the_exit_row(make_broker, tmpdir_k, https_server
     [use] = row["network"]
     assert use["host"] == "127.0.0.1:%d" % port and use["methods"] == "GET", use
     assert use["requests"] == 1 and use["bytes_out"] > 0, use
+
+
+# ---- a proxy that lies -----------------------------------------------------
+
+# In place of kotoba-egress, beside a copy of the broker (which starts the
+# program of that name beside itself): a proxy that says it serves, and on
+# each run's listener sends the broker every kind of bad event, two valid
+# refusals with bytes no receipt may carry raw, and a flood of traffic to
+# 300 hosts; then it answers the run's one connection, so the run ends
+# after all of it was sent.
+LIAR = r'''#!/usr/bin/python3
+import os, socket, struct
+EV = "=IIQQQQ16s256s"
+link = socket.socket(fileno=3)
+os.close(4)
+link.send(b"S")
+
+def ev(run, kind=1, text=b"x", method=b"GET", version=1, n=(0, 0, 0)):
+    return struct.pack(EV, version, kind, run, *n, method, text)
+
+while True:
+    msg, anc, _, _ = link.recvmsg(64, socket.CMSG_SPACE(4))
+    if not msg:
+        break
+    fds = [int.from_bytes(d[:4], "little") for _, _, d in anc]
+    op, uid, run = struct.unpack("=IIQ", msg[:16])
+    if op != 1 or not fds:
+        continue
+    for bad in (b"x", ev(run)[:-1], ev(run) + b"y", ev(run, version=2), ev(run, kind=9),
+                ev(run + 1000), ev(run, text=b"A" * 256), ev(run, text=b""),
+                ev(run, kind=2, method=b"M" * 16, text=b"h:1")):
+        link.send(bad)
+    link.send(ev(run, text=b"GET http://x/\x1b[2J refused: a test"))
+    link.send(ev(run, text=b"GET http://x/\xff\xfe refused: a test"))
+    for i in range(300):
+        link.send(ev(run, kind=2, text=b"h%d:80" % i, n=(1, 10, 20)))
+    listener = socket.socket(fileno=fds[0])
+    listener.setblocking(True)
+    c, _ = listener.accept()
+    c.sendall(b"done")
+    c.close()
+'''
+
+TALK = """
+import os, socket
+host, port = os.environ['http_proxy'].split('//')[1].rstrip('/').rsplit(':', 1)
+s = socket.create_connection((host, int(port)), timeout=30)
+print(s.recv(16).decode())
+"""
+
+
+def test_the_broker_checks_every_event_of_a_lying_proxy(make_broker, tmpdir_k):
+    import shutil
+    from conftest import BUILD
+
+    bin_dir = os.path.join(tmpdir_k, "bin")
+    os.mkdir(bin_dir)
+    os.chmod(bin_dir, 0o755)
+    for program in ("kotoba-brokerd", "kotoba-monitor"):
+        shutil.copy(os.path.join(BUILD, program), bin_dir)
+    with open(os.path.join(bin_dir, "kotoba-egress"), "w") as f:
+        f.write(LIAR)
+    os.chmod(os.path.join(bin_dir, "kotoba-egress"), 0o755)
+    b = make_broker(config="[broker]\nworker = %s\n" % os.path.join(BUILD, "kotoba-worker"))
+    b.args[0] = os.path.join(bin_dir, "kotoba-brokerd")
+    b.start()
+    r = run_json(b, tmpdir_k, TALK)
+    assert r["_status"] == 0 and r["stdout"] == "done\n", r["stderr"]
+    assert [e["target"] for e in r["blocked"]] == [
+        "GET http://x/?[2J refused: a test", "GET http://x/?? refused: a test"], r
+    assert r["blocked_total"] == 2 and all(e["seen_by"] == "proxy" for e in r["blocked"])
+    [(_, row)] = exit_rows(b, tmpdir_k)
+    hosts = row["network"]
+    assert [u["host"] for u in hosts] == ["h%d:80" % i for i in range(15)] + ["*"], hosts
+    assert sum(u["requests"] for u in hosts) == 300 and hosts[-1]["bytes_in"] == 285 * 20
+    # Nine bad events, each dropped; a flood of them is a few log lines.
+    log = b.read_log()
+    run_id = int(re.search(r"run=(\d+) network: h0:80 GET", log).group(1))
+    dropped = [line.split(": ", 1)[1] for line in log.split("\n")
+               if "an event from the egress proxy dropped" in line]
+    assert dropped == [
+        "an event from the egress proxy dropped (1 so far): not an event's size (run=0)",
+        "an event from the egress proxy dropped (2 so far): not an event's size (run=0)",
+        "an event from the egress proxy dropped (4 so far): not this broker's version of the "
+        "events (run=%d)" % run_id,
+        "an event from the egress proxy dropped (8 so far): its text is not a string (run=%d)"
+        % run_id], dropped
+    assert b.alive()
+    # and it serves the next run as before
+    assert b.run_json("print(6 * 7)")["stdout"] == "42\n"
