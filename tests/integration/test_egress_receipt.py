@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client",
 import kotoba_broker as kb  # noqa: E402
 from conftest import wait_for  # noqa: E402
 from test_audit import copy_of, verify  # noqa: E402
-from test_egress import (GET, Recorder, clean_log, egress_broker, http_server,  # noqa: F401,E402
+from test_egress import (CAP, GET, Recorder, clean_log, egress_broker, http_server,  # noqa: F401,E402
                          https_server, send)
 
 PROXY = {"by": "egress proxy", "seen_by": "proxy", "inferred": False}
@@ -92,6 +92,15 @@ def test_a_private_address_refused_is_on_the_receipt(make_broker, tmpdir_k, http
     assert e["target"].startswith("GET %s refused: the host resolves to a loopback" % url), e
     assert r["stdout"] == "403 %s\n" % e["target"], r
     assert Recorder.seen == []
+
+
+def test_the_connection_cap_is_on_the_receipt(make_broker, tmpdir_k):
+    b = egress_broker(make_broker)
+    r = run_json(b, tmpdir_k, CAP)
+    assert r["stdout"] == "HTTP/1.1 503 Service Unavailable\n", r
+    assert requests_of(r) == [dict(kind="request", count=1, **PROXY, target="a connection "
+                                   "refused: this run has too many connections open through "
+                                   "the egress proxy")], r
 
 
 FLOOD = """
