@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -261,6 +262,14 @@ static const char *event_invalid(struct egress_event *ev)
 	return NULL;
 }
 
+/* An empty message reads as 0 as the end does: only a hang-up is one. */
+static bool peer_closed(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+
+	return poll(&p, 1, 0) < 0 || (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL));
+}
+
 /* One message from fd: 1 taken (valid or not), 0 none waits, -1 the
  * proxy's end is closed. */
 static int take_event(struct broker *b, int fd)
@@ -274,7 +283,7 @@ static int take_event(struct broker *b, int fd)
 
 	if (n < 0)
 		return errno == EINTR ? 1 : errno == EAGAIN ? 0 : -1;
-	if (n == 0)
+	if (n == 0 && peer_closed(fd))
 		return -1;
 	if (n != (ssize_t)sizeof(ev) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
 		drop_event("not an event's size", 0);
