@@ -290,7 +290,8 @@ static int take_event(struct broker *b, int fd)
 	else if ((bad = event_invalid(&ev)))
 		drop_event(bad, ev.run_id);
 	else if (!run_take_egress_event(b, &ev))
-		drop_event("no such run, or it has ended", ev.run_id);
+		drop_event("no run of that id is going (one that ended: the rest of its "
+			   "traffic is in the proxy's log lines)", ev.run_id);
 	return 1;
 }
 

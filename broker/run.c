@@ -87,7 +87,7 @@ struct run {
 	bool engine_only;         /* an engine command (stop a container): no client */
 	struct cgroup_run cg;     /* its memory and process limits, all processes together */
 	bool egress;              /* the proxy holds its listening socket (egresslink) */
-	struct receipt net;       /* the proxy's refusals, added to `blocked` at the end */
+	struct receipt net_refused; /* the proxy's refusals, added to `blocked` at the end */
 	struct network net_use;   /* the proxy's traffic, per host:port (its exit row) */
 	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
 	const struct run_ops *ops;
@@ -122,7 +122,8 @@ void run_describe(const struct run *r, struct run_info *out)
 				  .approver = r->approver, .n_labels = r->n_labels,
 				  .labels = r->labels, .sha256 = r->sha256, .end = r->end,
 				  .cancelled = r->cancelled, .result = r->result,
-				  .blocked = &r->blocked, .network = &r->net_use, .setup_step = r->setup_step, .setup_msg = r->setup_msg,
+				  .blocked = &r->blocked, .network = &r->net_use,
+				  .setup_step = r->setup_step, .setup_msg = r->setup_msg,
 				  .after_seq = r->after_seq, .cl = r->s, .escalating = r->escalating };
 }
 
@@ -1156,7 +1157,7 @@ bool run_take_egress_event(struct broker *b, const struct egress_event *ev)
 		if (r->run_id != ev->run_id || !r->egress || r->done)
 			continue;
 		if (ev->kind == EGRESS_EV_REFUSED)
-			receipt_add(&r->net, BLOCK_REQUEST, ev->text, BY_EGRESS_PROXY,
+			receipt_add(&r->net_refused, BLOCK_REQUEST, ev->text, BY_EGRESS_PROXY,
 				    SEEN_BY_PROXY, false);
 		else
 			net_traffic(r, ev);
@@ -1169,8 +1170,8 @@ bool run_take_egress_event(struct broker *b, const struct egress_event *ev)
  * log, one line per host and port (and in the exit row: gate.c). */
 static void net_conclude(struct run *r)
 {
-	if (r->end == END_FINISHED && r->net.total)
-		receipt_merge(&r->blocked, &r->net);
+	if (r->end == END_FINISHED && r->net_refused.total)
+		receipt_merge(&r->blocked, &r->net_refused);
 	for (size_t i = 0; i < r->net_use.n; i++) {
 		const struct net_use *u = &r->net_use.use[i];
 
@@ -1179,10 +1180,10 @@ static void net_conclude(struct run *r)
 			 u->methods, u->requests, u->requests == 1 ? "" : "s", u->bytes_out,
 			 u->bytes_in);
 	}
-	if (r->net.total)
+	if (r->net_refused.total)
 		log_info("uid=%u run=%" PRIu64 " network: %" PRIu64 " request%s refused by the "
-			 "egress proxy", (unsigned)r->uid, r->run_id, r->net.total,
-			 r->net.total == 1 ? "" : "s");
+			 "egress proxy", (unsigned)r->uid, r->run_id, r->net_refused.total,
+			 r->net_refused.total == 1 ? "" : "s");
 }
 
 /* Called whenever a source closes; the run is over once all three are. */
