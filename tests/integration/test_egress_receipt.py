@@ -103,6 +103,25 @@ def test_the_connection_cap_is_on_the_receipt(make_broker, tmpdir_k):
                                    "the egress proxy")], r
 
 
+TUNNEL = """
+import urllib.request
+try:
+    urllib.request.urlopen('%s', timeout=30)
+except OSError as e:
+    print('failed', e)
+"""
+
+
+def test_a_refused_connect_is_on_the_receipt(make_broker, tmpdir_k, https_server):
+    b = egress_broker(make_broker, "deny_hosts = 127.0.0.1\n", allow="example.invalid")
+    port = https_server.server_address[1]
+    r = run_json(b, tmpdir_k, TUNNEL % ("https://127.0.0.1:%d/" % port))
+    assert r["stdout"].startswith("failed") and "403" in r["stdout"], r
+    [e] = requests_of(r)
+    assert e["target"].startswith("CONNECT 127.0.0.1:%d refused: " % port), e
+    assert Recorder.seen == []
+
+
 FLOOD = """
 import urllib.request, urllib.error
 for i in range(40):
