@@ -49,6 +49,7 @@ struct run_info {
 	bool cancelled;
 	struct run_result result;
 	const struct receipt *blocked; /* what the sandbox refused (finished) */
+	const struct network *network; /* what went through the egress proxy */
 	const char *setup_step, *setup_msg;
 	int64_t after_seq;   /* a re-run's link: run_request's */
 	/* When it ended: the client still waiting for its frames (NULL: gone),
@@ -99,6 +100,7 @@ struct broker {
 	struct watch listen;
 	struct watch attach;      /* the monitor's connections (system mode) */
 	struct watch sig;
+	struct watch egress;      /* the egress proxy's events (egresslink) */
 	bool stopping;
 	bool failed;              /* stopping for a fault (the monitor ended) */
 	uint64_t next_sid, next_run_id;
@@ -150,6 +152,10 @@ struct run *run_of_worker(struct broker *b, pid_t pid);
 /* Counts a connection from inside r that peer.c refused; returns how many
  * were refused before it. */
 unsigned run_note_refusal(struct run *r);
+/* An event of the egress proxy's, checked (egresslink.c), to the run it
+ * names; false when no run that is still going has that id. */
+struct egress_event;
+bool run_take_egress_event(struct broker *b, const struct egress_event *ev);
 /* The run of cl with the client's id, or NULL. */
 struct run *run_of_client(struct client_link *cl, uint64_t id);
 void runs_detach(struct client_link *cl); /* the client went away: its runs are cancelled */

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,9 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "broker/broker.h"
 #include "broker/egress/wire.h"
 #include "broker/egresslink.h"
 #include "broker/log.h"
+#include "broker/loop.h"
 
 /* The proxy says it serves within this, or the broker does not start. */
 #define START_TIMEOUT_S 10
@@ -218,4 +221,109 @@ void egresslink_attach(uint64_t run_id, uid_t uid, bool approved, int fd)
 void egresslink_detach(uint64_t run_id)
 {
 	send_req(EGRESS_DETACH, run_id, 0, 0, -1);
+}
+
+/* ---- events from the proxy ------------------------------------------------ */
+
+/* Messages taken per wake-up of the loop, and when a run ends: a proxy
+ * that floods the link cannot hold the broker in one call. */
+#define EVENTS_PER_WAKE 64
+#define EVENTS_AT_END 4096
+
+/* A flood of bad events is a few log lines (1st, 2nd, 4th, 8th...). */
+static void drop_event(const char *why, uint64_t run_id)
+{
+	static uint64_t dropped;
+
+	dropped++;
+	if (dropped & (dropped - 1))
+		return;
+	log_warn("an event from the egress proxy dropped (%" PRIu64 " so far): %s (run=%" PRIu64
+		 ")", dropped, why, run_id);
+}
+
+/* A string of the proxy's: NUL-ended within its field, control
+ * characters made '?'; the receipt checks its UTF-8 (receipt_add). */
+static bool event_str_ok(char *s, size_t cap)
+{
+	char *end = memchr(s, '\0', cap);
+
+	if (!end || end == s)
+		return false;
+	for (; s < end; s++)
+		if ((unsigned char)*s < ' ' || *s == 127)
+			*s = '?';
+	return true;
+}
+
+static const char *event_invalid(struct egress_event *ev)
+{
+	if (ev->version != EGRESS_EVENT_VERSION)
+		return "not this broker's version of the events";
+	if (ev->kind != EGRESS_EV_REFUSED && ev->kind != EGRESS_EV_TRAFFIC)
+		return "an unknown kind";
+	if (!event_str_ok(ev->text, sizeof(ev->text)))
+		return "its text is not a string";
+	if (ev->kind == EGRESS_EV_TRAFFIC && !event_str_ok(ev->method, sizeof(ev->method)))
+		return "its method is not a string";
+	return NULL;
+}
+
+/* An empty message reads as 0 as the end does: only a hang-up is one. */
+static bool peer_closed(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+
+	return poll(&p, 1, 0) < 0 || (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL));
+}
+
+/* One message from fd: 1 taken (valid or not), 0 none waits, -1 the
+ * proxy's end is closed. */
+static int take_event(struct broker *b, int fd)
+{
+	struct egress_event ev;
+	struct iovec iov = { &ev, sizeof(ev) };
+	/* No room for descriptors: any the proxy sent are closed unread. */
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	const char *bad;
+
+	if (n < 0)
+		return errno == EINTR ? 1 : errno == EAGAIN ? 0 : -1;
+	if (n == 0 && peer_closed(fd))
+		return -1;
+	if (n != (ssize_t)sizeof(ev) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+		drop_event("not an event's size", 0);
+	else if ((bad = event_invalid(&ev)))
+		drop_event(bad, ev.run_id);
+	else if (!run_take_egress_event(b, &ev))
+		drop_event("no run of that id is going (one that ended: the rest of its "
+			   "traffic is in the proxy's log lines)", ev.run_id);
+	return 1;
+}
+
+static int drain(struct broker *b, int fd, unsigned max)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < max && (rc = take_event(b, fd)) > 0; i++)
+		;
+	return rc;
+}
+
+int egresslink_events_fd(void)
+{
+	return link_fd >= 0 ? fcntl(link_fd, F_DUPFD_CLOEXEC, 0) : -1;
+}
+
+void egresslink_on_events(struct watch *w, uint32_t events)
+{
+	if (drain(w->ctx, w->fd, EVENTS_PER_WAKE) < 0)
+		loop_close(w);
+}
+
+void egresslink_drain(struct broker *b)
+{
+	if (link_fd >= 0)
+		drain(b, link_fd, EVENTS_AT_END);
 }

@@ -31,4 +31,13 @@ const char *egresslink_bundle(void);
 void egresslink_attach(uint64_t run_id, uid_t uid, bool approved, int fd);
 /* The run has ended: the proxy closes its socket. */
 void egresslink_detach(uint64_t run_id);
+/* Events from the proxy (wire.h): a copy of the link's fd for the loop,
+ * whose watch takes them as they come (closed when the proxy's end is);
+ * and what waits, taken before a run's end is reported, so a refusal the
+ * run saw is on its receipt. */
+struct broker;
+struct watch;
+int egresslink_events_fd(void);
+void egresslink_on_events(struct watch *w, uint32_t events);
+void egresslink_drain(struct broker *b);
 #endif

@@ -202,17 +202,21 @@ static int audit_grant_expired(struct client_link *cl, const struct msg_exec *e)
 }
 
 /* The run's receipt for its exit row (AUDIT.md, `blocked`): the map
- * without the frame's header.  None when nothing was refused; a receipt
+ * without the frame's header.  None when nothing was refused and nothing
+ * went through the egress proxy; a receipt
  * that cannot be encoded (out of memory) is logged, and the row goes
  * without it rather than not at all. */
 static void audit_receipt(const struct run_info *ri, struct frame *f, struct audit_row *row)
 {
-	if (!ri->blocked || !ri->blocked->total)
+	static const struct receipt none;
+	const struct receipt *b = ri->blocked ? ri->blocked : &none;
+
+	if (!b->total && (!ri->network || !ri->network->n))
 		return;
-	if (enc_receipt(f, ri->blocked) < 0) {
+	if (enc_receipt(f, b, ri->network) < 0) {
 		log_err("uid=%u run=%" PRIu64 " the receipt of %" PRIu64 " refusals is not in "
 			"the audit trail: out of memory", (unsigned)ri->uid, ri->run_id,
-			ri->blocked->total);
+			b->total);
 		return;
 	}
 	row->blocked = f->data + PROTO_HEADER_LEN;
@@ -1509,20 +1513,30 @@ static int named(const struct proto_names *t, const char *word, int dflt)
 	return v < 0 ? dflt : v;
 }
 
-/* An exit row's receipt: its count for every row, its list for the one
- * row `show` asked for.  A receipt the broker cannot read back (a
+/* An exit row's receipt and traffic: counts for every row, lists for the
+ * one row `show` asked for.  A receipt the broker cannot read back (a
  * database someone edited: verify says so) counts as none. */
 static void take_receipt(const struct audit_row *row, struct audit_info *a, struct tail_ctx *t)
 {
 	static struct receipt b;
+	static struct network net;
 
 	if (!row->blocked_len || !row->has_exit ||
-	    dec_receipt_map(row->blocked, row->blocked_len, &b) < 0)
+	    dec_receipt_map(row->blocked, row->blocked_len, &b, &net) < 0)
 		return;
 	a->blocked_total = b.total;
-	if (t->list && !t->out->blocked.total) {
+	if (t->list && b.total && !t->out->blocked.total) {
 		t->out->blocked = b;
 		a->has_blocked = true;
+	}
+	a->net_hosts = net.n;
+	for (size_t i = 0; i < net.n; i++) {
+		a->net_bytes_out += net.use[i].bytes_out;
+		a->net_bytes_in += net.use[i].bytes_in;
+	}
+	if (t->list && net.n && !t->out->network.n) {
+		t->out->network = net;
+		a->has_network = true;
 	}
 }
 

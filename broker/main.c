@@ -570,7 +570,7 @@ static int start_egress(struct broker *b)
 		log_err("%s", err);
 		return -1;
 	}
-	return 0;
+	return loop_add(&b->egress, egresslink_events_fd(), EPOLLIN, egresslink_on_events, b);
 }
 
 /* A system broker gives up exec, the set*id calls, namespaces, network

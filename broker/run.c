@@ -25,6 +25,7 @@
 
 #include "broker/broker.h"
 #include "broker/container.h"
+#include "broker/egress/wire.h"
 #include "broker/egresslink.h"
 #include "broker/log.h"
 #include "broker/monlink.h"
@@ -87,6 +88,8 @@ struct run {
 	struct cgroup_run cg;     /* its memory and process limits, all processes together */
 	bool egress;              /* the proxy holds its listening socket (egresslink) */
 	bool proxied;             /* approved, its network the proxy ([egress] approved = proxy) */
+	struct receipt net_refused; /* the proxy's refusals, added to `blocked` at the end */
+	struct network net_use;   /* the proxy's traffic, per host:port (its exit row) */
 	unsigned peer_refusals;   /* connections from inside this run refused (peer.c) */
 	const struct run_ops *ops;
 	void *ctx;
@@ -120,7 +123,8 @@ void run_describe(const struct run *r, struct run_info *out)
 				  .approver = r->approver, .n_labels = r->n_labels,
 				  .labels = r->labels, .sha256 = r->sha256, .end = r->end,
 				  .cancelled = r->cancelled, .result = r->result,
-				  .blocked = &r->blocked, .setup_step = r->setup_step, .setup_msg = r->setup_msg,
+				  .blocked = &r->blocked, .network = &r->net_use,
+				  .setup_step = r->setup_step, .setup_msg = r->setup_msg,
 				  .after_seq = r->after_seq, .cl = r->s, .escalating = r->escalating };
 }
 
@@ -1108,6 +1112,89 @@ static void account_cgroup(struct run *r)
 		r->result.limit = "memory";
 }
 
+static bool method_listed(const char *list, const char *m)
+{
+	size_t len = strlen(m);
+
+	while (*list) {
+		size_t n = strcspn(list, ",");
+
+		if (n == len && !strncmp(list, m, len))
+			return true;
+		list += n + (list[n] == ',');
+	}
+	return false;
+}
+
+static void net_count(struct net_use *u, const struct egress_event *ev)
+{
+	size_t have = strlen(u->methods), len = strlen(ev->method);
+
+	if (!method_listed(u->methods, ev->method) && have + len + 2 <= sizeof(u->methods))
+		snprintf(u->methods + have, sizeof(u->methods) - have, "%s%s", have ? "," : "",
+			 ev->method);
+	u->requests += ev->requests;
+	u->bytes_out += ev->bytes_out;
+	u->bytes_in += ev->bytes_in;
+}
+
+/* A connection's traffic, under its host and port; past
+ * PROTO_NETWORK_MAX - 1 of them, under the last entry, `*`: a run's table
+ * never grows. */
+static void net_traffic(struct run *r, const struct egress_event *ev)
+{
+	struct network *net = &r->net_use;
+	struct net_use *u = NULL;
+
+	for (size_t i = 0; i < net->n && !u; i++)
+		if (!strcmp(net->use[i].host, ev->text))
+			u = &net->use[i];
+	if (!u && net->n < PROTO_NETWORK_MAX) {
+		u = &net->use[net->n++];
+		receipt_copy_target(u->host, ev->text, strlen(ev->text));
+		if (net->n == PROTO_NETWORK_MAX)
+			snprintf(u->host, sizeof(u->host), "*");
+	}
+	net_count(u ? u : &net->use[PROTO_NETWORK_MAX - 1], ev);
+}
+
+bool run_take_egress_event(struct broker *b, const struct egress_event *ev)
+{
+	struct run *r;
+
+	TAILQ_FOREACH(r, &b->runs, blink) {
+		if (r->run_id != ev->run_id || !r->egress || r->done)
+			continue;
+		if (ev->kind == EGRESS_EV_REFUSED)
+			receipt_add(&r->net_refused, BLOCK_REQUEST, ev->text, BY_EGRESS_PROXY,
+				    SEEN_BY_PROXY, false);
+		else
+			net_traffic(r, ev);
+		return true;
+	}
+	return false;
+}
+
+/* The proxy's refusals after the worker's entries; its traffic in the
+ * log, one line per host and port (and in the exit row: gate.c). */
+static void net_conclude(struct run *r)
+{
+	if (r->end == END_FINISHED && r->net_refused.total)
+		receipt_merge(&r->blocked, &r->net_refused);
+	for (size_t i = 0; i < r->net_use.n; i++) {
+		const struct net_use *u = &r->net_use.use[i];
+
+		log_info("uid=%u run=%" PRIu64 " network: %s %s, %" PRIu64 " request%s, %" PRIu64
+			 " bytes out, %" PRIu64 " bytes in", (unsigned)r->uid, r->run_id, u->host,
+			 u->methods, u->requests, u->requests == 1 ? "" : "s", u->bytes_out,
+			 u->bytes_in);
+	}
+	if (r->net_refused.total)
+		log_info("uid=%u run=%" PRIu64 " network: %" PRIu64 " request%s refused by the "
+			 "egress proxy", (unsigned)r->uid, r->run_id, r->net_refused.total,
+			 r->net_refused.total == 1 ? "" : "s");
+}
+
 /* Called whenever a source closes; the run is over once all three are. */
 static void maybe_complete(struct run *r)
 {
@@ -1115,10 +1202,15 @@ static void maybe_complete(struct run *r)
 
 	if (r->done || r->sock.fd >= 0 || r->out[0].fd >= 0 || r->out[1].fd >= 0)
 		return;
-	r->done = true;
 	account_cgroup(r);
-	if (r->egress)
+	if (r->egress) {
+		/* What the proxy refused before the snippet ended is queued
+		 * here already (it sends before it answers): on the receipt. */
+		egresslink_drain(r->b);
 		egresslink_detach(r->run_id);
+		net_conclude(r);
+	}
+	r->done = true;
 	if (r->s)
 		report_end(r);
 	sent = now_us();

@@ -183,6 +183,10 @@ static void print_row(const struct kotoba_audit_row *a)
 		printf(" %" PRId64 " ms%s", a->duration_ms, a->timed_out ? " timed out" : "");
 		if (a->blocked_total)
 			printf(" blocked %" PRIu64, a->blocked_total);
+		if (a->net_hosts)
+			printf(" network %" PRIu64 " host%s %" PRIu64 " B out %" PRIu64 " B in",
+			       a->net_hosts, a->net_hosts == 1 ? "" : "s", a->net_bytes_out,
+			       a->net_bytes_in);
 	}
 	if (a->after)
 		printf(" after #%" PRIu64, a->after);
@@ -210,6 +214,29 @@ static int audit_tail(struct kotoba_client *c, uint64_t max)
 		print_row(&rows[i]);
 	free(rows);
 	return rc;
+}
+
+/* An exit row's traffic through the egress proxy: one line per host. */
+static int show_network(struct kotoba_client *c, uint64_t seq)
+{
+	struct kotoba_net_use use[KOTOBA_NETWORK_MAX];
+	struct kotoba_error err = KOTOBA_ERROR_INIT;
+	bool found;
+	size_t n;
+
+	if (kotoba_audit_network(c, seq, use, KOTOBA_NETWORK_MAX, &n, &found, &err))
+		return failed(&err);
+	for (size_t i = 0; i < n; i++) {
+		printf("  %-12s ", "network");
+		kotoba_show(stdout, use[i].host, strnlen(use[i].host, sizeof(use[i].host)), 0);
+		putchar(' ');
+		kotoba_show(stdout, use[i].methods, strnlen(use[i].methods, sizeof(use[i].methods)),
+			    0);
+		printf("  %" PRIu64 " request%s, %" PRIu64 " bytes out, %" PRIu64 " bytes in\n",
+		       use[i].requests, use[i].requests == 1 ? "" : "s", use[i].bytes_out,
+		       use[i].bytes_in);
+	}
+	return 0;
 }
 
 /* One row and, for a run's exit, what the sandbox refused in it: one line
@@ -247,7 +274,7 @@ static int audit_show(struct kotoba_client *c, const char *word)
 	if (listed < row.blocked_total)
 		printf("  and %" PRIu64 " more refusals past the receipt's %d entries\n",
 		       row.blocked_total - listed, KOTOBA_BLOCKED_MAX);
-	return 0;
+	return row.net_hosts ? show_network(c, seq) : 0;
 }
 
 static int audit_verify(struct kotoba_client *c)

@@ -276,11 +276,14 @@ struct kotoba_card_limit {
 #define KOTOBA_BLOCKED_MAX 16
 struct kotoba_blocked {
 	char kind[16];        /* "write", "create", "delete", "rename", "exec", "secret-read",
-			       * "connect-unix", "bind", "listen", "signal", "syscall" */
-	char target[256];     /* a path, a program, an address, a pid, a call's name */
+			       * "connect-unix", "bind", "listen", "signal", "syscall",
+			       * "request" (a network request the egress proxy refused) */
+	char target[256];     /* a path, a program, an address, a pid, a call's name;
+			       * a request's: the proxy's sentence ("POST URL refused: WHY") */
 	uint64_t count;       /* how many times, >= 1 */
-	char by[16];          /* "landlock", "seccomp", "exec gate", "mount mask" */
-	char seen_by[16];     /* "worker" (a fact), "python" (the snippet's own report) */
+	char by[16];          /* "landlock", "seccomp", "exec gate", "mount mask", "egress proxy" */
+	char seen_by[16];     /* "worker" (a fact), "proxy" (the broker's egress proxy: a
+			       * fact), "python" (the snippet's own report) */
 	bool inferred;        /* `by` follows from the profile, not the kernel's word */
 };
 
@@ -688,6 +691,10 @@ struct kotoba_audit_row {
 	 * how it ended, the re-run's exit), the seq of the first run's exit
 	 * row; 0: none. */
 	uint64_t after;
+	/* Added after after: an exit row's traffic through the egress proxy,
+	 * how many hosts and ports (0: none) and the bytes out and in over
+	 * all of them; kotoba_audit_network() gives each host's. */
+	uint64_t net_hosts, net_bytes_out, net_bytes_in;
 };
 
 /*
@@ -712,6 +719,29 @@ enum kotoba_code kotoba_audit_show(struct kotoba_client *c, uint64_t seq,
 				   struct kotoba_audit_row *row, bool *found,
 				   struct kotoba_blocked *blocked, size_t max, size_t *n,
 				   struct kotoba_error *err);
+
+/* One host and port an unattended run reached through the egress proxy
+ * (AUDIT.md, `network`).  The host is the snippet's choice: show it with
+ * kotoba_show(). */
+#define KOTOBA_NETWORK_MAX 16
+struct kotoba_net_use {
+	char host[256];       /* "host:port", "[v6]:port"; "*": every host past the first 15 */
+	char methods[64];     /* "GET,HEAD": each once; "CONNECT" for a tunnel */
+	uint64_t requests;    /* requests sent upstream */
+	uint64_t bytes_out;   /* to the host */
+	uint64_t bytes_in;    /* from it, to the run */
+};
+
+/*
+ * kotoba_audit_network: the traffic of the caller's exit row @seq through
+ * the egress proxy, host by host.
+ * @found: false when there is no such row of the caller's.
+ * @use, @max: room for the entries (at most KOTOBA_NETWORK_MAX); @n
+ *	receives how many were written (0: the run sent nothing through it).
+ */
+enum kotoba_code kotoba_audit_network(struct kotoba_client *c, uint64_t seq,
+				      struct kotoba_net_use *use, size_t max, size_t *n,
+				      bool *found, struct kotoba_error *err);
 
 /*
  * kotoba_audit_verify: walks the whole hash chain of the audit trail.

@@ -688,11 +688,17 @@ int enc_audit(struct frame *f, const struct msg_audit *m)
 }
 
 #define AUDIT_ROW_FIELDS 12
-static void put_audit_row(struct enc *e, const struct audit_info *a, const struct receipt *b)
-{
-	bool total = a->has_exit && a->blocked_total, list = total && a->has_blocked && b->total;
+static void put_net_list(struct enc *e, const struct network *net);
 
-	raw_map(e, AUDIT_ROW_FIELDS + (a->has_exit ? 4 : 0) + total + list + (a->after > 0));
+static void put_audit_row(struct enc *e, const struct audit_info *a,
+			  const struct msg_audit_rows *m)
+{
+	const struct receipt *b = &m->blocked;
+	bool total = a->has_exit && a->blocked_total, list = total && a->has_blocked && b->total;
+	bool net = a->has_exit && a->net_hosts, net_list = net && a->has_network && m->network.n;
+
+	raw_map(e, AUDIT_ROW_FIELDS + (a->has_exit ? 4 : 0) + total + list + (a->after > 0) +
+			   3 * net + net_list);
 	raw_str(e, "seq", 3);
 	raw_uint(e, a->seq);
 	raw_str(e, "time_ms", 7);
@@ -736,20 +742,33 @@ static void put_audit_row(struct enc *e, const struct audit_info *a, const struc
 		raw_str(e, "after", 5);
 		raw_uint(e, a->after);
 	}
+	if (net) {
+		raw_str(e, "net_hosts", 9);
+		raw_uint(e, a->net_hosts);
+		raw_str(e, "net_bytes_out", 13);
+		raw_uint(e, a->net_bytes_out);
+		raw_str(e, "net_bytes_in", 12);
+		raw_uint(e, a->net_bytes_in);
+	}
+	if (net_list) {
+		raw_str(e, "network", 7);
+		put_net_list(e, &m->network);
+	}
 }
 
 int enc_audit_rows(struct frame *f, const struct msg_audit_rows *m)
 {
 	struct enc e;
 
-	if (m->n > PROTO_ROWS_MAX || m->blocked.n > PROTO_BLOCKED_MAX)
+	if (m->n > PROTO_ROWS_MAX || m->blocked.n > PROTO_BLOCKED_MAX ||
+	    m->network.n > PROTO_NETWORK_MAX)
 		return -E2BIG;
 	enc_begin(&e, "audit_rows", 2);
 	put_uint(&e, "id", m->id);
 	put_key(&e, "rows");
 	raw_array(&e, m->n);
 	for (size_t i = 0; i < m->n; i++)
-		put_audit_row(&e, &m->rows[i], &m->blocked);
+		put_audit_row(&e, &m->rows[i], m);
 	return enc_end(&e, f);
 }
 
@@ -1124,18 +1143,84 @@ static int dec_exit(struct dec *d, struct msg_exit *m)
 
 /* ---- the receipt alone (the audit trail's `blocked` column) --------------- */
 
-int enc_receipt(struct frame *f, const struct receipt *b)
+#define NET_USE_FIELDS 5
+
+static void put_net_list(struct enc *e, const struct network *net)
 {
+	raw_array(e, net->n);
+	for (size_t i = 0; i < net->n; i++) {
+		const struct net_use *u = &net->use[i];
+
+		raw_map(e, NET_USE_FIELDS);
+		raw_str(e, "host", 4);
+		raw_str(e, u->host, strnlen(u->host, PROTO_BLOCKED_TARGET_MAX));
+		raw_str(e, "methods", 7);
+		raw_str(e, u->methods, strnlen(u->methods, PROTO_NETWORK_METHODS_MAX));
+		raw_str(e, "requests", 8);
+		raw_uint(e, u->requests);
+		raw_str(e, "bytes_out", 9);
+		raw_uint(e, u->bytes_out);
+		raw_str(e, "bytes_in", 8);
+		raw_uint(e, u->bytes_in);
+	}
+}
+
+int enc_receipt(struct frame *f, const struct receipt *b, const struct network *net)
+{
+	bool has_net = net && net->n;
 	struct enc e;
 
-	if (b->n > PROTO_BLOCKED_MAX)
+	if (b->n > PROTO_BLOCKED_MAX || (net && net->n > PROTO_NETWORK_MAX))
 		return -E2BIG;
-	enc_begin(&e, "receipt", RECEIPT_FIELDS(b));
+	enc_begin(&e, "receipt", RECEIPT_FIELDS(b) + has_net);
 	put_receipt(&e, b);
+	if (has_net) {
+		put_key(&e, "network");
+		put_net_list(&e, net);
+	}
 	return enc_end(&e, f);
 }
 
-int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out)
+static int dec_net_use(struct dec *d, const msgpack_object *o, struct net_use *u)
+{
+	struct dec sub = { .err = d->err, .type = "network" };
+	struct pstr host, methods;
+	int rc;
+
+	if ((rc = dec_map(&sub, o, MAP_FIELDS_MAX)) < 0 ||
+	    (rc = dec_str(&sub, "host", true, PROTO_BLOCKED_TARGET_MAX, &host)) < 0 ||
+	    (rc = dec_str(&sub, "methods", true, PROTO_NETWORK_METHODS_MAX, &methods)) < 0 ||
+	    (rc = dec_uint(&sub, "requests", true, &u->requests)) < 0 ||
+	    (rc = dec_uint(&sub, "bytes_out", true, &u->bytes_out)) < 0 ||
+	    (rc = dec_uint(&sub, "bytes_in", true, &u->bytes_in)) < 0)
+		return rc;
+	if (!host.len)
+		return dec_fail(d, PERR_BAD_FIELD, "a 'network' entry names a host");
+	memcpy(u->host, host.ptr, host.len);
+	u->host[host.len] = '\0';
+	memcpy(u->methods, methods.ptr, methods.len);
+	u->methods[methods.len] = '\0';
+	return 0;
+}
+
+/* Optional: absent, nothing went through the egress proxy. */
+static int dec_network(struct dec *d, struct network *net)
+{
+	const msgpack_object_array *a = NULL;
+	int rc;
+
+	net->n = 0;
+	if (!dec_find(d, "network"))
+		return 0;
+	if ((rc = dec_array(d, "network", PROTO_NETWORK_MAX, &a)) < 0)
+		return rc;
+	for (uint32_t i = 0; i < a->size; i++, net->n++)
+		if ((rc = dec_net_use(d, &a->ptr[i], &net->use[i])) < 0)
+			return rc;
+	return 0;
+}
+
+int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out, struct network *net)
 {
 	struct proto_error err = { 0 };
 	struct dec d = { .err = &err, .type = "receipt" };
@@ -1143,8 +1228,13 @@ int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out)
 	size_t off = 0;
 	int rc = -EPROTO;
 
+	struct network none;
+
 	out->total = 0;
 	out->n = 0;
+	if (!net)
+		net = &none;
+	net->n = 0;
 	if (!p || !len || len > PROTO_FRAME_MAX_DEFAULT)
 		return len ? -EMSGSIZE : 0;
 	/* Depth and UTF-8 first, as for any frame. */
@@ -1152,7 +1242,8 @@ int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out)
 		return -EPROTO;
 	msgpack_unpacked_init(&up);
 	if (msgpack_unpack_next(&up, (const char *)p, len, &off) == MSGPACK_UNPACK_SUCCESS &&
-	    off == len && dec_map(&d, &up.data, MAP_FIELDS_MAX) == 0 && dec_receipt(&d, out) == 0)
+	    off == len && dec_map(&d, &up.data, MAP_FIELDS_MAX) == 0 && dec_receipt(&d, out) == 0 &&
+	    dec_network(&d, net) == 0)
 		rc = 0;
 	msgpack_unpacked_destroy(&up);
 	return rc;
@@ -1721,6 +1812,34 @@ static int dec_audit_receipt(struct dec *sub, struct audit_info *a, struct msg_a
 	return 0;
 }
 
+/* An exit row's traffic: its sums on every row, its list on one at most. */
+static int dec_audit_network(struct dec *sub, struct audit_info *a, struct msg_audit_rows *m)
+{
+	static struct network none;
+	int rc;
+
+	a->net_hosts = a->net_bytes_out = a->net_bytes_in = 0;
+	a->has_network = dec_find(sub, "network") != NULL;
+	if ((rc = dec_uint(sub, "net_hosts", false, &a->net_hosts)) < 0 ||
+	    (rc = dec_uint(sub, "net_bytes_out", a->net_hosts > 0, &a->net_bytes_out)) < 0 ||
+	    (rc = dec_uint(sub, "net_bytes_in", a->net_hosts > 0, &a->net_bytes_in)) < 0)
+		return rc;
+	if ((a->net_hosts || a->has_network) && !a->has_exit)
+		return dec_fail(sub, PERR_BAD_FIELD, "field 'net_hosts' is for exit rows only");
+	if (!a->has_network)
+		return 0;
+	if (m->network.n || !a->net_hosts)
+		return dec_fail(sub, PERR_BAD_FIELD,
+				"field 'network' is for one exit row with 'net_hosts' only");
+	if ((rc = dec_network(sub, &m->network)) < 0)
+		return rc;
+	if (!m->network.n) {
+		m->network = none;
+		return dec_fail(sub, PERR_BAD_FIELD, "field 'network' lists a host at least");
+	}
+	return 0;
+}
+
 static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_info *a,
 			 struct msg_audit_rows *m)
 {
@@ -1749,7 +1868,9 @@ static int dec_audit_row(struct dec *d, const msgpack_object *o, struct audit_in
 	if ((rc = dec_audit_exit(&sub, a)) < 0 ||
 	    (rc = dec_uint(&sub, "after", false, &a->after)) < 0)
 		return rc;
-	return dec_audit_receipt(&sub, a, m);
+	if ((rc = dec_audit_receipt(&sub, a, m)) < 0)
+		return rc;
+	return dec_audit_network(&sub, a, m);
 }
 
 static int dec_audit_rows(struct dec *d, struct msg_audit_rows *m)
@@ -1759,6 +1880,7 @@ static int dec_audit_rows(struct dec *d, struct msg_audit_rows *m)
 
 	m->blocked.total = 0;
 	m->blocked.n = 0;
+	m->network.n = 0;
 	if ((rc = dec_uint(d, "id", true, &m->id)) < 0 ||
 	    (rc = dec_array(d, "rows", PROTO_ROWS_MAX, &a)) < 0)
 		return rc;

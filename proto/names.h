@@ -48,8 +48,9 @@
 
 /* A receipt's entries (PROTOCOL.md, "exit", `blocked`): what kind of
  * operation the sandbox refused, which layer refused it, and who saw it
- * refused: the worker itself (the exec gate it answers), or the snippet's
- * own interpreter (a report the snippet can forge or suppress). */
+ * refused: the worker itself (the exec gate it answers), the snippet's
+ * own interpreter (a report the snippet can forge or suppress), or the
+ * broker's egress proxy (a network request it refused). */
 #define PROTO_BLOCK_KINDS(X)                                                                       \
 	X(BLOCK_WRITE, "write")                                                                    \
 	X(BLOCK_CREATE, "create")                                                                  \
@@ -61,17 +62,20 @@
 	X(BLOCK_BIND, "bind")                                                                      \
 	X(BLOCK_LISTEN, "listen")                                                                  \
 	X(BLOCK_SIGNAL, "signal")                                                                  \
-	X(BLOCK_SYSCALL, "syscall")
+	X(BLOCK_SYSCALL, "syscall")                                                                \
+	X(BLOCK_REQUEST, "request")
 
 #define PROTO_BLOCKERS(X)                                                                          \
 	X(BY_LANDLOCK, "landlock")                                                                 \
 	X(BY_SECCOMP, "seccomp")                                                                   \
 	X(BY_EXEC_GATE, "exec gate")                                                               \
-	X(BY_MOUNT_MASK, "mount mask")
+	X(BY_MOUNT_MASK, "mount mask")                                                             \
+	X(BY_EGRESS_PROXY, "egress proxy")
 
 #define PROTO_WITNESSES(X)                                                                         \
 	X(SEEN_BY_WORKER, "worker")                                                                \
-	X(SEEN_BY_PYTHON, "python")
+	X(SEEN_BY_PYTHON, "python")                                                                \
+	X(SEEN_BY_PROXY, "proxy")
 
 /* The setup steps a `setup_error` names (PROTOCOL.md, "setup_error"): the
  * broker's fork, the worker's and the snippet's steps in the order they

@@ -287,6 +287,23 @@ struct receipt {
 	struct blocked_op op[PROTO_BLOCKED_MAX];
 };
 
+/* What a run sent through the egress proxy, per host and port (the
+ * audit trail's exit row; AUDIT.md, `blocked`): at most PROTO_NETWORK_MAX
+ * entries, the last `*` for every host past the others. */
+#define PROTO_NETWORK_MAX 16
+#define PROTO_NETWORK_METHODS_MAX 63
+struct net_use {
+	char host[PROTO_BLOCKED_TARGET_MAX + 1];       /* "host:port", "[v6]:port", "*" */
+	char methods[PROTO_NETWORK_METHODS_MAX + 1];  /* "GET,HEAD": each once */
+	uint64_t requests;  /* requests sent upstream (a tunnel's: not seen, 0) */
+	uint64_t bytes_out; /* to the host */
+	uint64_t bytes_in;  /* from it, to the run */
+};
+struct network {
+	size_t n;
+	struct net_use use[PROTO_NETWORK_MAX];
+};
+
 struct msg_exit {
 	uint64_t id;
 	struct run_result r;
@@ -452,6 +469,10 @@ struct audit_info {
 	bool timed_out;
 	uint64_t blocked_total;  /* an exit row's receipt: refusals in all; 0: none */
 	bool has_blocked;        /* this row carries the list: msg_audit_rows.blocked */
+	/* An exit row's traffic through the egress proxy: hosts (0: none),
+	 * and the bytes out and in over all of them. */
+	uint64_t net_hosts, net_bytes_out, net_bytes_in;
+	bool has_network;        /* this row carries the list: msg_audit_rows.network */
 	uint64_t after;          /* an escalation's row: the first run's exit row; 0: none */
 };
 
@@ -461,6 +482,8 @@ struct msg_audit_rows {
 	struct audit_info rows[PROTO_ROWS_MAX];
 	/* The receipt's list, on at most one row (the answer to `show`). */
 	struct receipt blocked;
+	/* The same row's traffic, host by host. */
+	struct network network;
 };
 
 struct msg_ok {
@@ -842,16 +865,29 @@ int proto_encode(struct frame *f, const struct msg *m);
 int enc_warm(struct frame *f, const struct msg_warm *m);
 int enc_finished(struct frame *f, const struct msg_finished *m);
 /* A receipt alone, as the audit trail keeps it: one msgpack map
- * {type: "receipt", blocked, blocked_total} (the frame's payload, after
- * its 4-byte header), and back; len 0 is the empty receipt. */
-int enc_receipt(struct frame *f, const struct receipt *b);
-int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out);
+ * {type: "receipt", blocked, blocked_total, network} (the frame's payload,
+ * after its 4-byte header), and back; len 0 is the empty receipt.  net
+ * may be NULL (none). */
+int enc_receipt(struct frame *f, const struct receipt *b, const struct network *net);
+int dec_receipt_map(const uint8_t *p, size_t len, struct receipt *out, struct network *net);
 
 /* Convenience for the many places that answer with an error frame. */
 int enc_error_simple(struct frame *f, bool has_id, uint64_t id, const char *code,
 		     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 static inline struct pstr pstr_c(const char *s);
+/* receipt.c: one refusal into a receipt (target cut to
+ * PROTO_BLOCKED_TARGET_MAX bytes of whole UTF-8 characters, any other byte
+ * '?'), counted with an entry of the same kind, target, layer and witness;
+ * past PROTO_BLOCKED_MAX entries counted in the total only. */
+void receipt_add(struct receipt *b, enum proto_block_kind kind, const char *target,
+		 enum proto_blocker by, enum proto_witness seen_by, bool inferred);
+/* The same with a whole entry (its count ignored) counted count times. */
+void receipt_add_n(struct receipt *b, const struct blocked_op *what, uint64_t count);
+/* At most PROTO_BLOCKED_TARGET_MAX bytes of s[0..len) into out, as above. */
+void receipt_copy_target(char *out, const char *s, size_t len);
+/* Every entry and refusal of from, after into's own. */
+void receipt_merge(struct receipt *into, const struct receipt *from);
 /* True when s is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 bool utf8_valid(const uint8_t *s, size_t len);
 /* pstr equals a C string */

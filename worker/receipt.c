@@ -32,63 +32,6 @@
 
 #include "worker/worker.h"
 
-/* Copies at most PROTO_BLOCKED_TARGET_MAX bytes of s, whole UTF-8
- * characters only; a NUL or a byte that starts no valid character
- * becomes '?', so the target is always a str the decoder takes. */
-static void copy_target(char *out, const char *s, size_t len)
-{
-	size_t o = 0;
-
-	for (size_t i = 0; i < len;) {
-		size_t k = 1;
-
-		while (k < 4 && i + k <= len && !utf8_valid((const uint8_t *)s + i, k))
-			k++;
-		if (i + k > len || !utf8_valid((const uint8_t *)s + i, k) || s[i] == '\0') {
-			if (o + 1 > PROTO_BLOCKED_TARGET_MAX)
-				break;
-			out[o++] = '?';
-			i++;
-			continue;
-		}
-		if (o + k > PROTO_BLOCKED_TARGET_MAX)
-			break;
-		memcpy(out + o, s + i, k);
-		o += k;
-		i += k;
-	}
-	out[o] = '\0';
-}
-
-static void add_n(struct receipt *b, const struct blocked_op *what, uint64_t count)
-{
-	struct blocked_op *o;
-
-	b->total += count;
-	for (size_t i = 0; i < b->n; i++) {
-		o = &b->op[i];
-		if (o->kind == what->kind && o->by == what->by && o->seen_by == what->seen_by &&
-		    !strcmp(o->target, what->target)) {
-			o->count += count;
-			return;
-		}
-	}
-	if (b->n == PROTO_BLOCKED_MAX)
-		return; /* counted in the total only */
-	o = &b->op[b->n++];
-	*o = *what;
-	o->count = count;
-}
-
-void receipt_add(struct receipt *b, enum proto_block_kind kind, const char *target,
-		 enum proto_blocker by, enum proto_witness seen_by, bool inferred)
-{
-	struct blocked_op o = { .kind = kind, .by = by, .seen_by = seen_by, .inferred = inferred };
-
-	copy_target(o.target, target, strlen(target));
-	add_n(b, &o, 1);
-}
-
 /* ---- the interpreter's reports ------------------------------------------ */
 
 /* PYTHON_RECEIPT_FILE in the worker's own directory, where the build and
@@ -142,7 +85,7 @@ static void note_report(struct receipt_log *l, const char *kind, const char *tar
 		return;
 	r = &l->reports[l->n_reports++];
 	memcpy(r->kind, kind, len + 1);
-	copy_target(r->target, target, strlen(target));
+	receipt_copy_target(r->target, target, strlen(target));
 	r->count = 1;
 }
 
@@ -351,6 +294,7 @@ static bool judge(const struct plan *p, const struct receipt_report *r,
 		return true;
 	case BLOCK_EXEC:        /* the gate's own entries say that */
 	case BLOCK_SECRET_READ: /* reported as "read" */
+	case BLOCK_REQUEST:     /* the egress proxy's word only */
 	case BLOCK_KIND_COUNT:
 	default:
 		return false;
@@ -395,6 +339,6 @@ void receipt_conclude(struct receipt_log *l, const struct plan *p)
 			continue;
 		memcpy(o.target, r->target, sizeof(o.target));
 		if (!witness_saw(&l->blocked, &o))
-			add_n(&l->blocked, &o, r->count);
+			receipt_add_n(&l->blocked, &o, r->count);
 	}
 }

@@ -279,8 +279,6 @@ bool write_witness_answer(const struct exec_gate *g, const struct seccomp_notif 
 void exec_gate_close(struct exec_gate *g);
 
 /* receipt.c: what the sandbox refused in this run. */
-void receipt_add(struct receipt *b, enum proto_block_kind kind, const char *target,
-		 enum proto_blocker by, enum proto_witness seen_by, bool inferred);
 bool receipt_find_program(char *path, size_t len);
 int receipt_open_pipe(struct receipt_log *l, int *write_end);
 void receipt_read(struct receipt_log *l);

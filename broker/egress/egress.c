@@ -76,6 +76,14 @@ static struct egress_share shares[RUNS_MAX];
 #define REFUSALS_MAX 64
 static atomic_int refusals;
 
+/* Control characters never leave as they are, in a log line or an event. */
+static void tame(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < ' ' || *s == 127)
+			*s = '?';
+}
+
 void egress_log(const struct egress_run *r, const char *fmt, ...)
 {
 	char line[2048];
@@ -88,14 +96,49 @@ void egress_log(const struct egress_run *r, const char *fmt, ...)
 	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);
 	/* One write per line: threads' lines never interleave. */
-	for (char *c = line; *c; c++)
-		if ((unsigned char)*c < ' ' || *c == 127)
-			*c = '?';
+	tame(line);
 	n = (int)strlen(line);
 	line[n] = '\n';
 	if (write(STDERR_FILENO, line, (size_t)n + 1) < 0) {
 		/* Nowhere left to say it. */
 	}
+}
+
+/* Blocking, bounded by the link's send timeout (main): a refusal's event
+ * is queued at the broker before the refusal reaches the run. */
+static void send_event(struct egress_event *ev)
+{
+	tame(ev->method);
+	tame(ev->text);
+	if (send(EGRESS_FD_LINK, ev, sizeof(*ev), MSG_NOSIGNAL) != (ssize_t)sizeof(*ev))
+		egress_log(NULL, "run=%llu: an event did not reach the broker: %s",
+			   (unsigned long long)ev->run_id, strerror(errno));
+}
+
+/* The request's part is cut so the reason always fits. */
+#define EVENT_WHAT_MAX 160
+
+void egress_report_refusal(const struct egress_run *r, const char *what, const char *why)
+{
+	struct egress_event ev = { .version = EGRESS_EVENT_VERSION, .kind = EGRESS_EV_REFUSED,
+				   .run_id = r->run_id };
+	size_t n = strlen(what);
+
+	snprintf(ev.text, sizeof(ev.text), "%.*s%s refused: %s", EVENT_WHAT_MAX, what,
+		 n > EVENT_WHAT_MAX ? "..." : "", why);
+	send_event(&ev);
+}
+
+void egress_report_traffic(const struct egress_run *r, const char *host, const char *port,
+			   const char *method, uint64_t requests, uint64_t out, uint64_t in)
+{
+	struct egress_event ev = { .version = EGRESS_EVENT_VERSION, .kind = EGRESS_EV_TRAFFIC,
+				   .run_id = r->run_id, .requests = requests, .bytes_out = out,
+				   .bytes_in = in };
+
+	snprintf(ev.method, sizeof(ev.method), "%s", method);
+	snprintf(ev.text, sizeof(ev.text), strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
+	send_event(&ev);
 }
 
 void egress_run_put(struct egress_run *r)
@@ -126,28 +169,28 @@ static void release(struct egress_run *r)
 
 /* A place for one more connection in everyone's cap, its user's and
  * the run's, in that order (the broadest that is full is the one named);
- * NULL, or the refused answer's body, which names the cap (the log line
- * says it too).  Only the accepting thread adds: a count over a cap is
+ * NULL, or why it is refused, naming the cap, for the answer's body and
+ * the run's receipt (the log line says it too).  Only the accepting thread adds: a count over a cap is
  * never seen by another admit(). */
-static const char *admit(struct egress_run *r, char *body, size_t len)
+static const char *admit(struct egress_run *r, char *why, size_t len)
 {
 	if (atomic_fetch_add(&conns_total, 1) >= conns_max) {
 		atomic_fetch_sub(&conns_total, 1);
 		egress_log(r, "connection refused: %d open already for all users "
 			      "([egress] connections)", conns_max);
-		snprintf(body, len, "refused: the egress proxy serves %d connections for all "
+		snprintf(why, len, "the egress proxy serves %d connections for all "
 				    "users already, its most ([egress] connections)", conns_max);
-		return body;
+		return why;
 	}
 	if (atomic_fetch_add(&r->share->conns, 1) >= conns_per_uid_max) {
 		atomic_fetch_sub(&r->share->conns, 1);
 		atomic_fetch_sub(&conns_total, 1);
 		egress_log(r, "connection refused: the user's runs have %d open already "
 			      "([egress] connections_per_user)", conns_per_uid_max);
-		snprintf(body, len, "refused: this user's runs have %d connections open through "
+		snprintf(why, len, "this user's runs have %d connections open through "
 				    "the egress proxy, their most ([egress] connections_per_user)",
 			 conns_per_uid_max);
-		return body;
+		return why;
 	}
 	if (atomic_fetch_add(&r->conns, 1) >= EGRESS_CONNS_PER_RUN) {
 		atomic_fetch_sub(&r->conns, 1);
@@ -155,9 +198,9 @@ static const char *admit(struct egress_run *r, char *body, size_t len)
 		atomic_fetch_sub(&conns_total, 1);
 		egress_log(r, "connection refused: the run has %d open already",
 			   EGRESS_CONNS_PER_RUN);
-		snprintf(body, len, "refused: this run has too many connections open through "
+		snprintf(why, len, "this run has too many connections open through "
 				    "the egress proxy (%d)", EGRESS_CONNS_PER_RUN);
-		return body;
+		return why;
 	}
 	return NULL;
 }
@@ -220,13 +263,15 @@ static void accept_all(struct egress_run *r)
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	for (;;) {
 		int fd = accept4(r->fd, NULL, NULL, SOCK_CLOEXEC);
-		char body[256];
+		char why[160], body[200];
 		struct job *j;
 		pthread_t t;
 
 		if (fd < 0)
 			break;
-		if (admit(r, body, sizeof(body))) {
+		if (admit(r, why, sizeof(why))) {
+			egress_report_refusal(r, "a connection", why);
+			snprintf(body, sizeof(body), "a connection refused: %s", why);
 			refuse(fd, body, &attr);
 			continue;
 		}
@@ -560,6 +605,9 @@ int main(int argc, char **argv)
 	int ep;
 
 	signal(SIGPIPE, SIG_IGN);
+	/* A broker that stops reading holds a refusal this long at most. */
+	setsockopt(EGRESS_FD_LINK, SOL_SOCKET, SO_SNDTIMEO, &(struct timeval){ 5, 0 },
+		   sizeof(struct timeval));
 	parse_args(argc, argv, &upstream_ca);
 	/* Two descriptors a connection and one a run's listener: as many
 	 * as the hard limit allows. */

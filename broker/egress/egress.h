@@ -100,6 +100,13 @@ void egress_tls_close(struct egress_io *io);
 /* close_notify: nothing more will be written. */
 void egress_tls_shut_wr(struct egress_io *io);
 
+/* Events to the broker (wire.h): a refusal ("WHAT refused: WHY", the
+ * sentence the refusal's body has), sent before the refusal is written;
+ * a connection's traffic when it ends. */
+void egress_report_refusal(const struct egress_run *r, const char *what, const char *why);
+void egress_report_traffic(const struct egress_run *r, const char *host, const char *port,
+			   const char *method, uint64_t requests, uint64_t out, uint64_t in);
+
 /* A line in the broker's log (stderr). */
 __attribute__((format(printf, 2, 3))) void egress_log(const struct egress_run *r,
 						      const char *fmt, ...);

@@ -211,11 +211,12 @@ static int open_upstream(const struct egress_policy *p, const char *host, const 
 	return -1;
 }
 
-static int send_head(struct egress_io *up, const struct egress_request *q, bool passthrough)
+/* The bytes sent, or -errno. */
+static ssize_t send_head(struct egress_io *up, const struct egress_request *q, bool passthrough)
 {
 	char *buf = malloc(EGRESS_HEAD_MAX + 512);
 	size_t n = 0;
-	int rc;
+	ssize_t rc;
 
 	if (!buf)
 		return -ENOMEM;
@@ -229,12 +230,13 @@ static int send_head(struct egress_io *up, const struct egress_request *q, bool 
 	n += (size_t)snprintf(buf + n, EGRESS_HEAD_MAX + 512 - n, "Connection: close\r\n\r\n");
 	rc = egress_io_write(up, buf, n);
 	free(buf);
-	return rc;
+	return rc < 0 ? rc : (ssize_t)n;
 }
 
 /* Copies what comes from one side to the other until EOF or silence;
- * both ways when `both`, else the answer only.  Returns bytes down. */
-static uint64_t relay(struct egress_io *client, struct egress_io *up, bool both)
+ * both ways when `both`, else the answer only.  Returns bytes down, and
+ * adds the bytes sent up to *sent. */
+static uint64_t relay(struct egress_io *client, struct egress_io *up, bool both, uint64_t *sent)
 {
 	static _Thread_local char buf[65536];
 	uint64_t down = 0;
@@ -257,6 +259,7 @@ static uint64_t relay(struct egress_io *client, struct egress_io *up, bool both)
 			n = egress_io_read(client, buf, sizeof(buf));
 			if (n <= 0 || egress_io_write(up, buf, (size_t)n) < 0)
 				return down;
+			*sent += (uint64_t)n;
 		}
 	}
 }
@@ -278,6 +281,8 @@ static void refuse_logged(struct egress_run *r, struct egress_io *c, int status,
 
 	snprintf(body, sizeof(body), "%s refused: %s", what, why);
 	egress_log(r, "%s (%d)", body, status);
+	/* Queued at the broker before the run can read the refusal. */
+	egress_report_refusal(r, what, why);
 	egress_refuse(c, status, body);
 }
 
@@ -296,8 +301,15 @@ static void tunnel(struct egress_run *r, struct egress_io *c, struct egress_requ
 	}
 	egress_log(r, "%s tunnelled ([egress] %s)", what,
 		   egress_rule_name(r, rule, sizeof(rule)));
-	if (egress_io_write(c, ok, sizeof(ok) - 1) == 0)
-		egress_log(r, "%s: %llu bytes down", what, (unsigned long long)relay(c, &up, true));
+	/* The host on the run's record before the run hears it may send. */
+	egress_report_traffic(r, q->host, q->port, "CONNECT", 0, 0, 0);
+	if (egress_io_write(c, ok, sizeof(ok) - 1) == 0) {
+		uint64_t sent = 0, down = relay(c, &up, true, &sent);
+
+		egress_log(r, "%s: %llu bytes up, %llu down", what, (unsigned long long)sent,
+			   (unsigned long long)down);
+		egress_report_traffic(r, q->host, q->port, "CONNECT", 0, sent, down);
+	}
 	close(fd);
 }
 
@@ -310,6 +322,8 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 	const char *bad, *refusal;
 	int status, fd;
 	struct egress_io up = { -1, NULL };
+	uint64_t sent = 0, down;
+	ssize_t head;
 
 	if (!buf) {
 		egress_refuse(c, 503, "the egress proxy is out of memory");
@@ -372,14 +386,22 @@ void egress_serve_request(struct egress_run *r, struct egress_io *c, const char 
 		refuse_logged(r, c, 502, what, why);
 		goto close_up;
 	}
-	if (send_head(&up, &q, r->policy->mode != EGRESS_GET) < 0)
+	if ((head = send_head(&up, &q, r->policy->mode != EGRESS_GET)) < 0)
 		goto close_up;
+	/* The request on the run's record before any answer reaches the run;
+	 * what follows, when the connection ends, before the run's side of
+	 * it is closed. */
+	egress_report_traffic(r, q.host, q.port, q.method, 1, (uint64_t)head, 0);
 	/* Bytes of the body that came with the head (allowlist, any). */
-	if (r->policy->mode != EGRESS_GET && got > head_len &&
-	    egress_io_write(&up, buf + head_len, got - head_len) < 0)
-		goto close_up;
-	egress_log(r, "%s: %llu bytes down", what,
-		   (unsigned long long)relay(c, &up, r->policy->mode != EGRESS_GET));
+	if (r->policy->mode != EGRESS_GET && got > head_len) {
+		if (egress_io_write(&up, buf + head_len, got - head_len) < 0)
+			goto close_up;
+		sent += got - head_len;
+	}
+	down = relay(c, &up, r->policy->mode != EGRESS_GET, &sent);
+	egress_log(r, "%s: %llu bytes up, %llu down", what,
+		   (unsigned long long)(sent + (uint64_t)head), (unsigned long long)down);
+	egress_report_traffic(r, q.host, q.port, q.method, 0, sent, down);
 close_up:
 	egress_tls_close(&up);
 	close(fd);

@@ -279,13 +279,17 @@ void egress_serve_tls(struct egress_run *r, int fd, const char *host, const char
 	gnutls_x509_crt_t chain[2] = { NULL, ca_crt };
 	struct egress_io c = { fd, NULL };
 	gnutls_session_t s = NULL;
+	char what[600], why[300];
 	int rc;
 
+	snprintf(what, sizeof(what), "CONNECT %s:%s", host, port);
 	if ((rc = make_leaf(host, &chain[0])) < 0 ||
 	    (rc = gnutls_certificate_allocate_credentials(&cred)) < 0 ||
 	    (rc = gnutls_certificate_set_x509_key(cred, chain, 2, leaf_key)) < 0) {
 		egress_log(r, "CONNECT %s:%s: cannot make its certificate: %s", host, port,
 			   gnutls_strerror(rc));
+		egress_report_refusal(r, what, "the egress proxy cannot make a certificate for "
+					       "this host");
 		egress_refuse(&c, 502, "the egress proxy cannot make a certificate for this host");
 		goto out;
 	}
@@ -306,9 +310,11 @@ void egress_serve_tls(struct egress_run *r, int fd, const char *host, const char
 tls_failed:
 	/* A client that pins its certificates, or does not trust the
 	 * bundle (SSL_CERT_FILE), ends here: its own error says which. */
-	egress_log(r, "CONNECT %s:%s refused: the TLS handshake with the run failed: %s (a client "
-		      "that pins certificates, or does not use SSL_CERT_FILE, cannot go through "
-		      "the egress proxy)", host, port, gnutls_strerror(rc));
+	snprintf(why, sizeof(why), "the TLS handshake with the run failed: %s (a client that "
+		 "pins certificates, or does not use SSL_CERT_FILE, cannot go through the egress "
+		 "proxy)", gnutls_strerror(rc));
+	egress_log(r, "%s refused: %s", what, why);
+	egress_report_refusal(r, what, why);
 out:
 	if (s)
 		gnutls_deinit(s);

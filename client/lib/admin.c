@@ -126,6 +126,9 @@ static void take_row(void *out, const struct audit_info *a)
 	}
 	r->blocked_total = a->blocked_total;
 	r->after = a->after;
+	r->net_hosts = a->net_hosts;
+	r->net_bytes_out = a->net_bytes_out;
+	r->net_bytes_in = a->net_bytes_in;
 	kc_put_sized(out, r, sizeof(*r));
 }
 
@@ -212,5 +215,35 @@ enum kotoba_code kotoba_audit_show(struct kotoba_client *c, uint64_t seq,
 	take_row(row, &l->rows[0]);
 	for (size_t i = 0; l->rows[0].has_blocked && i < l->blocked.n && i < max; i++)
 		take_blocked(&blocked[(*n)++], &l->blocked.op[i]);
+	return KOTOBA_OK;
+}
+
+enum kotoba_code kotoba_audit_network(struct kotoba_client *c, uint64_t seq,
+				      struct kotoba_net_use *use, size_t max, size_t *n,
+				      bool *found, struct kotoba_error *err)
+{
+	const struct msg_audit_rows *l = &c->msg->u.audit_rows;
+	enum kotoba_code rc;
+
+	*found = false;
+	*n = 0;
+	if (!use)
+		max = 0;
+	if ((rc = audit_seq(c, "show", 1, seq, MSG_AUDIT_ROWS, err)))
+		return rc;
+	if (l->n != 1 || l->rows[0].seq != seq)
+		return KOTOBA_OK;
+	*found = true;
+	for (size_t i = 0; l->rows[0].has_network && i < l->network.n && i < max; i++) {
+		const struct net_use *u = &l->network.use[i];
+		struct kotoba_net_use *k = &use[(*n)++];
+
+		memset(k, 0, sizeof(*k));
+		COPY_STR(k->host, u->host);
+		COPY_STR(k->methods, u->methods);
+		k->requests = u->requests;
+		k->bytes_out = u->bytes_out;
+		k->bytes_in = u->bytes_in;
+	}
 	return KOTOBA_OK;
 }

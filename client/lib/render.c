@@ -388,18 +388,36 @@ static bool claimed(const struct kotoba_blocked *b)
 	return !strncmp(b->seen_by, "python", sizeof(b->seen_by));
 }
 
+/* The word an entry starts with: its kind, `read` for a masked secret's,
+ * none for a request the egress proxy refused (its target is the proxy's
+ * sentence, which starts with the method). */
+static const char *kind_word(const struct kotoba_blocked *b)
+{
+	if (!strcmp(b->kind, "secret-read"))
+		return "read";
+	return strcmp(b->kind, "request") ? b->kind : "";
+}
+
+static void pen_kind(struct pen *p, const struct kotoba_blocked *b)
+{
+	const char *kind = kind_word(b);
+
+	if (!*kind)
+		return;
+	pen_text(p, kind, strnlen(kind, sizeof(b->kind)), false);
+	pen_text(p, " ", 1, false);
+}
+
 /* How a receipt entry reads: `write /w/notes.md x2 (landlock)`, a read of
  * a masked secret as `read PATH (secret)`, and an entry the snippet's own
  * interpreter reported marked as such: the snippet could have forged it. */
 static void blocked_entry(struct pen *p, const struct kotoba_blocked *b)
 {
 	bool secret = !strcmp(b->kind, "secret-read");
-	const char *kind = secret ? "read" : b->kind;
 	const char *by = secret && !strcmp(b->by, "mount mask") ? "secret" : b->by;
 	char n[32];
 
-	pen_text(p, kind, strnlen(kind, sizeof(b->kind)), false);
-	pen_text(p, " ", 1, false);
+	pen_kind(p, b);
 	pen_text(p, b->target, strnlen(b->target, sizeof(b->target)), false);
 	if (b->count > 1) {
 		snprintf(n, sizeof(n), " x%" PRIu64, b->count);
@@ -609,7 +627,7 @@ void kotoba_duration_text(uint64_t ms, char *out, size_t len)
 static void show_blocked(FILE *out, const struct kotoba_blocked *b, unsigned flags)
 {
 	bool secret = !strcmp(b->kind, "secret-read");
-	const char *kind = secret ? "read" : b->kind;
+	const char *kind = kind_word(b);
 	const char *by = secret && !strcmp(b->by, "mount mask") ? "secret" : b->by;
 	char target[sizeof(b->target)];
 	const char *probe;
@@ -618,8 +636,10 @@ static void show_blocked(FILE *out, const struct kotoba_blocked *b, unsigned fla
 		 b->target);
 	probe = probe_name(b->kind, target);
 
-	kotoba_show(out, kind, strnlen(kind, sizeof(b->kind)), flags);
-	fputc(' ', out);
+	if (*kind) {
+		kotoba_show(out, kind, strnlen(kind, sizeof(b->kind)), flags);
+		fputc(' ', out);
+	}
 	kotoba_show(out, b->target, strnlen(b->target, sizeof(b->target)), flags);
 	if (b->count > 1)
 		fprintf(out, " x%" PRIu64, b->count);

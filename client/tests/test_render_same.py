@@ -175,10 +175,16 @@ RECEIPT = (
 )
 
 
+# A request the egress proxy refused: its sentence, with no kind word.
+REQUEST = Blocked("request", "POST https://api.example.org/upload?q=\x1b[2J refused: a grant "
+                  "covers plain GET requests", 2, "egress proxy", "proxy", False)
+
+
 @pytest.mark.parametrize("i", [0, 2, 3, 5, 6])
 @pytest.mark.parametrize("width", [0, 40, 80])
 @pytest.mark.parametrize("colour", [False, True])
-@pytest.mark.parametrize("receipt", [(RECEIPT, 7), (RECEIPT[:1], 1), ((), 300)])
+@pytest.mark.parametrize("receipt", [(RECEIPT, 7), (RECEIPT[:1], 1), ((), 300),
+                                     ((REQUEST,) + RECEIPT[1:2], 4)])
 def test_c_and_python_escalation_cards_are_the_same(i, width, colour, receipt):
     card = escalation_of(SNIPPETS[i], i, *receipt)
     assert c_card_text(card, width, colour) == card_text(card, width, colour)
@@ -199,3 +205,9 @@ def test_an_escalation_card_says_what_the_first_run_was_stopped_doing():
     assert text.endswith("  [r] Run it again with your permissions (the approved profile)\n"
                          "  [l] Leave it: nothing runs again\n")
     assert "[o]" not in text and "Always allow" not in text
+
+
+def test_an_escalation_card_shows_a_refused_request_as_the_proxys_sentence():
+    text = card_text(escalation_of("import payload\n", 0, (REQUEST,), 2), 200, False)
+    assert ("Stopped:     POST https://api.example.org/upload?q=\\x1b[2J refused: a grant "
+            "covers plain GET requests x2 (egress proxy)\n") in text, text

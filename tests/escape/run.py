@@ -155,7 +155,7 @@ PLAIN = {
 }
 # The receipt's kinds (PROTOCOL.md, "exit"), and those whose target is a path.
 KINDS = ("write", "create", "delete", "rename", "exec", "secret-read", "connect-unix", "bind",
-         "listen", "signal", "syscall")
+         "listen", "signal", "syscall", "request")
 PATH_KINDS = ("write", "create", "delete", "rename", "secret-read")
 BLOCKED_MAX = 16  # PROTO_BLOCKED_MAX: past it, refusals count in blocked_total only
 HEADER_KEYS = ("tries", "must", "control", "needs", "receipt", "receipt landlock",
@@ -541,8 +541,13 @@ def check_receipt(case, mode, r, code):
             bad = "unknown kind"
         elif not isinstance(e.get("count"), int) or e["count"] < 1:
             bad = "count below 1"
-        elif e.get("seen_by") not in ("worker", "python"):
-            bad = "seen_by neither worker nor python"
+        elif e.get("seen_by") not in ("worker", "python", "proxy"):
+            bad = "seen_by neither worker, python nor proxy"
+        elif (e["kind"] == "request") != (e.get("seen_by") == "proxy" and
+                                          e.get("by") == "egress proxy"):
+            bad = "a request not by the egress proxy, or the proxy's entry not a request"
+        elif e["kind"] == "request" and " refused: " not in t:
+            bad = "a request's target not the proxy's sentence"
         elif e.get("seen_by") == "python" and e.get("inferred") is not True:
             bad = "an interpreter's entry not marked inferred"
         elif e["kind"] in PATH_KINDS and not t.startswith("/"):

@@ -81,6 +81,8 @@ def msgpack_frame(obj):
             return (bytes([0xa0 | len(b)]) if len(b) < 32 else b"\xd9" + bytes([len(b)])) + b
         if isinstance(v, dict):
             return bytes([0x80 | len(v)]) + b"".join(enc(k) + enc(x) for k, x in v.items())
+        if isinstance(v, list):
+            return bytes([0x90 | len(v)]) + b"".join(enc(x) for x in v)
         raise TypeError(v)
     return enc(obj)
 
@@ -190,6 +192,15 @@ def main():
         write("decode", name, frame[4:])
         if name in ("hello", "exec", "answer", "cancel", "grants", "revoke", "audit"):
             client += frame
+    # the audit trail's receipt map (AUDIT.md, `blocked`), which fuzz_decode
+    # decodes too
+    write("decode", "receipt_map", msgpack_frame({
+        "type": "receipt",
+        "blocked": [{"kind": "request", "target": "POST http://h/ refused: no", "count": 1,
+                     "by": "egress proxy", "seen_by": "proxy", "inferred": False}],
+        "blocked_total": 1,
+        "network": [{"host": "h:80", "methods": "GET", "requests": 1, "bytes_out": 9,
+                     "bytes_in": 300}]}))
     write("frame", "client_stream", b"\x07\x05" + client)
     write("frame", "oversize", b"\x03\x02" + client[:20] + b"\xff\xff\xff\xff")
     for name, code in SNIPPETS.items():

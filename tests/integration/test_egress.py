@@ -788,10 +788,10 @@ def test_the_proxys_caps_per_user_and_for_all(make_broker, tmpdir_k, http_server
     finally:
         Recorder.hold.set()
         first.join(120)
-    per_user = ("HTTP/1.1 503 Service Unavailable | refused: this user's runs have 2 "
+    per_user = ("HTTP/1.1 503 Service Unavailable | a connection refused: this user's runs have 2 "
                 "connections open through the egress proxy, their most "
                 "([egress] connections_per_user)")
-    total = ("HTTP/1.1 503 Service Unavailable | refused: the egress proxy serves 4 "
+    total = ("HTTP/1.1 503 Service Unavailable | a connection refused: the egress proxy serves 4 "
              "connections for all users already, its most ([egress] connections)")
     ok = "HTTP/1.1 200 OK | hello from /hold"
     assert result["out"].splitlines() == [per_user, ok, ok], result

@@ -1,4 +1,4 @@
-// link: worker/engine.c worker/enter.c worker/supervise.c worker/warm.c worker/util.c worker/tree.c worker/plan.c worker/secrets.c worker/rmtree.c worker/landlock.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/fileattr.c worker/receipt.c worker/report.c worker/outputs.c proto/frame.c proto/check.c proto/decode_util.c proto/names.c proto/encode_util.c proto/messages.c proto/limits.c worker/netns.c
+// link: worker/engine.c worker/enter.c worker/supervise.c worker/warm.c worker/util.c worker/tree.c worker/plan.c worker/secrets.c worker/rmtree.c worker/landlock.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/fileattr.c worker/receipt.c worker/report.c worker/outputs.c proto/frame.c proto/check.c proto/decode_util.c proto/names.c proto/encode_util.c proto/messages.c proto/limits.c worker/netns.c proto/receipt.c
 /* sandbox = docker on the worker's side: the engine's commands, each run
  * as a confined child through enter_sandbox() under the "engine" profile,
  * with plans built directly (no broker, no codec).  Ordinary programs

@@ -1,4 +1,4 @@
-// link: broker/gate.c broker/session.c broker/run.c broker/peer.c broker/store.c broker/seal.c broker/scan.c broker/privsep.c broker/env.c broker/secrets.c broker/cgroup.c broker/monlink.c broker/container.c broker/auditlog.c broker/config.c broker/loop.c broker/log.c proto/frame.c proto/check.c proto/decode_util.c proto/encode_util.c proto/names.c proto/messages.c proto/limits.c proto/paths.c broker/egress/policy.c broker/egresslink.c
+// link: broker/gate.c broker/session.c broker/run.c broker/peer.c broker/store.c broker/seal.c broker/scan.c broker/privsep.c broker/env.c broker/secrets.c broker/cgroup.c broker/monlink.c broker/container.c broker/auditlog.c broker/config.c broker/loop.c broker/log.c proto/frame.c proto/check.c proto/decode_util.c proto/encode_util.c proto/names.c proto/messages.c proto/limits.c proto/paths.c broker/egress/policy.c broker/egresslink.c proto/receipt.c
 /* The gate and the run it starts (broker/gate.c, session.c, run.c), the
  * real code with only the worker start replaced: a client on a real socket
  * sends exec; the worker's stand-in is a child that waits to be killed,

@@ -637,16 +637,64 @@ static void test_receipt_is_checked(void **state)
 	frame_free(&f);
 	/* the audit trail's form, and what is not one */
 	vector_msg("exit (blocked)", &m);
-	assert_int_equal(enc_receipt(&f, &m.u.exit.blocked), 0);
-	assert_int_equal(dec_receipt_map(f.data + 4, f.len - 4, &r), 0);
+	assert_int_equal(enc_receipt(&f, &m.u.exit.blocked, NULL), 0);
+	assert_int_equal(dec_receipt_map(f.data + 4, f.len - 4, &r, NULL), 0);
 	assert_int_equal(r.total, 4);
 	assert_int_equal(r.n, 3);
 	assert_string_equal(r.op[2].target, "/home/ada/.ssh/id_ed25519");
 	assert_true(r.op[2].inferred && r.op[2].seen_by == SEEN_BY_PYTHON);
-	assert_int_equal(dec_receipt_map(f.data + 4, f.len - 5, &r), -EPROTO);
-	assert_int_equal(dec_receipt_map(f.data + 4, 0, &r), 0);
+	assert_int_equal(dec_receipt_map(f.data + 4, f.len - 5, &r, NULL), -EPROTO);
+	assert_int_equal(dec_receipt_map(f.data + 4, 0, &r, NULL), 0);
 	assert_int_equal(r.total, 0);
 	frame_free(&f);
+}
+
+/* A request the egress proxy refused, and an exit row's traffic. */
+static void test_request_and_network_in_the_receipt(void **state)
+{
+	static struct msg m, back;
+	static struct receipt r;
+	static struct network net, got;
+	struct frame f;
+
+	vector_msg("exit (request)", &m);
+	assert_int_equal(m.u.exit.blocked.n, 1);
+	assert_int_equal(m.u.exit.blocked.op[0].kind, BLOCK_REQUEST);
+	assert_int_equal(m.u.exit.blocked.op[0].by, BY_EGRESS_PROXY);
+	assert_int_equal(m.u.exit.blocked.op[0].seen_by, SEEN_BY_PROXY);
+	round_trip(&m, &back, &f);
+	frame_free(&f);
+	net.n = 2;
+	net.use[0] = (struct net_use){ "api.example.org:443", "GET,HEAD", 3, 700, 1048576 };
+	net.use[1] = (struct net_use){ "*", "CONNECT", 0, 10, 20 };
+	assert_int_equal(enc_receipt(&f, &m.u.exit.blocked, &net), 0);
+	assert_int_equal(dec_receipt_map(f.data + 4, f.len - 4, &r, &got), 0);
+	assert_int_equal(r.total, 1);
+	assert_int_equal(got.n, 2);
+	assert_string_equal(got.use[0].host, "api.example.org:443");
+	assert_string_equal(got.use[0].methods, "GET,HEAD");
+	assert_true(got.use[0].requests == 3 && got.use[0].bytes_in == 1048576);
+	assert_string_equal(got.use[1].host, "*");
+	frame_free(&f);
+	/* traffic alone, nothing refused */
+	m.u.exit.blocked = (struct receipt){ 0 };
+	assert_int_equal(enc_receipt(&f, &m.u.exit.blocked, &net), 0);
+	assert_int_equal(dec_receipt_map(f.data + 4, f.len - 4, &r, &got), 0);
+	assert_true(r.total == 0 && got.n == 2);
+	frame_free(&f);
+	net.n = PROTO_NETWORK_MAX + 1;
+	assert_int_equal(enc_receipt(&f, &m.u.exit.blocked, &net), -E2BIG);
+	/* audit_rows: the sums on the row, the list on show's row only */
+	vector_msg("audit_rows (network)", &m);
+	assert_int_equal(m.u.audit_rows.rows[0].net_hosts, 1);
+	assert_int_equal(m.u.audit_rows.rows[0].net_bytes_in, 1048998);
+	assert_true(m.u.audit_rows.rows[0].has_network);
+	assert_string_equal(m.u.audit_rows.network.use[0].methods, "GET,HEAD");
+	assert_int_equal(m.u.audit_rows.blocked.op[0].kind, BLOCK_REQUEST);
+	round_trip(&m, &back, &f);
+	frame_free(&f);
+	m.u.audit_rows.network.n = PROTO_NETWORK_MAX + 1;
+	assert_int_equal(enc_audit_rows(&f, &m.u.audit_rows), -E2BIG);
 }
 
 static void test_card_settings_are_checked(void **state)
@@ -755,6 +803,7 @@ int main(void)
 		cmocka_unit_test(test_card_settings_are_checked),
 		cmocka_unit_test(test_a_datagram_hands_over_one_descriptor_and_closes_more),
 		cmocka_unit_test(test_receipt_is_checked),
+		cmocka_unit_test(test_request_and_network_in_the_receipt),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

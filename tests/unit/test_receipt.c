@@ -1,4 +1,4 @@
-// link: worker/receipt.c proto/check.c proto/names.c
+// link: worker/receipt.c proto/check.c proto/names.c proto/receipt.c
 /* SPDX-License-Identifier: MIT
  * The receipt as the worker builds it (worker/receipt.c): entries counted
  * and capped, targets cut to whole UTF-8 characters, and the interpreter's

@@ -1,4 +1,4 @@
-// link: broker/run.c broker/container.c broker/cgroup.c broker/monlink.c broker/env.c broker/privsep.c broker/secrets.c broker/config.c broker/loop.c broker/log.c proto/frame.c proto/check.c proto/decode_util.c proto/encode_util.c proto/names.c proto/messages.c proto/limits.c proto/paths.c broker/egress/policy.c broker/egresslink.c
+// link: broker/run.c broker/container.c broker/cgroup.c broker/monlink.c broker/env.c broker/privsep.c broker/secrets.c broker/config.c broker/loop.c broker/log.c proto/frame.c proto/check.c proto/decode_util.c proto/encode_util.c proto/names.c proto/messages.c proto/limits.c proto/paths.c broker/egress/policy.c broker/egresslink.c proto/receipt.c
 /* A run's life cycle (broker/run.c), the real code with only the worker
  * start replaced: the starter keeps the worker's ends of the link and the
  * output pipes here, and forks a child that waits to be killed as the

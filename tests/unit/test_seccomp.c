@@ -1,4 +1,4 @@
-// link: worker/seccomp.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/fileattr.c worker/receipt.c worker/landlock.c proto/names.c proto/check.c
+// link: worker/seccomp.c worker/seccomp_load.c worker/seccomp_programs.c worker/execgate.c worker/fileattr.c worker/receipt.c worker/landlock.c proto/names.c proto/check.c proto/receipt.c
 /* SPDX-License-Identifier: MIT
  * The seccomp filters against the real kernel, in the manner of
  * systemd's test-seccomp and bubblewrap's try-syscall: in a forked child,

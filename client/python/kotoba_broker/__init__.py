@@ -21,12 +21,13 @@ from .errors import (AuditBroken, AuditUnavailable, BadCwd, BadRequest, BrokerUn
                      ProtocolError, Refused, SetupFailed, SnippetTooLarge, WorkerLost)
 from .render import card_text, receipt_text, show
 from .types import (ALWAYS, DEFER, DENY, LEAVE, ONCE, RERUN, AuditRow, Blocked, Card, Grant,
-                    Label, OutputFile, Result, Welcome, mime_type_of, safe_file_name)
+                    Label, NetUse, OutputFile, Result, Welcome, mime_type_of,
+                    safe_file_name)
 from ._version import __version__
 from .wire import default_socket_path
 
 __all__ = [
-    "Broker", "AsyncBroker", "Result", "OutputFile", "mime_type_of", "safe_file_name", "Blocked", "Card", "Label", "Grant", "AuditRow", "Welcome",
+    "Broker", "AsyncBroker", "Result", "OutputFile", "mime_type_of", "safe_file_name", "Blocked", "Card", "Label", "Grant", "AuditRow", "NetUse", "Welcome",
     "ONCE", "ALWAYS", "DENY", "RERUN", "LEAVE", "DEFER", "default_socket_path", "show", "card_text",
     "receipt_text",
     "KotobaError", "BrokerUnavailable", "ConnectionLost", "ProtocolError", "DidNotRun",

@@ -188,6 +188,15 @@ def _claimed(b: "Blocked") -> bool:
     return b.seen_by == "python"
 
 
+def _kind_word(b: "Blocked") -> str:
+    """The word an entry starts with (and its space): its kind, `read` for
+    a masked secret's, none for a request the egress proxy refused (its
+    target is the proxy's sentence, which starts with the method)."""
+    if b.kind == "request":
+        return ""
+    return ("read" if b.kind == "secret-read" else b.kind) + " "
+
+
 def receipt_text(result: "Result") -> str:
     """What the sandbox refused in `result`, as the CLI prints it (`kotoba:
     the sandbox stopped 2 operations: exec /bin/sh (exec gate), read
@@ -208,8 +217,8 @@ def receipt_text(result: "Result") -> str:
                 continue
             secret = b.kind == "secret-read"
             by = "secret" if secret and b.by == "mount mask" else b.by
-            parts.append("%s %s%s (%s)" % ("read" if secret else show(b.kind), show(b.target),
-                                           " x%d" % b.count if b.count > 1 else "", show(by)))
+            parts.append("%s%s%s (%s)" % (show(_kind_word(b)), show(b.target),
+                                          " x%d" % b.count if b.count > 1 else "", show(by)))
             count += b.count
         return ", ".join(parts), count
 
@@ -332,8 +341,7 @@ def _blocked_entry(p: _Pen, b: "Blocked") -> None:
     PATH (secret)`; an entry the snippet's own interpreter reported marked
     as such (the snippet could have forged it)."""
     secret = b.kind == "secret-read"
-    p.text("read" if secret else b.kind)
-    p.text(" ")
+    p.text(_kind_word(b))
     p.text(b.target)
     if b.count > 1:
         p.text(" x%d" % b.count)

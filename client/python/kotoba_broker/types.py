@@ -29,11 +29,14 @@ class Blocked:
     """One operation the sandbox refused in a run (PROTOCOL.md, "exit").
 
     `kind` is "write", "create", "delete", "rename", "exec", "secret-read",
-    "connect-unix", "bind", "listen", "signal" or "syscall"; `target` the
-    path, program, address, pid or call (the snippet's choice: show it with
-    render.show()); `by` "landlock", "seccomp", "exec gate" or "mount mask".
-    `seen_by` is "worker" (the exec gate, a fact) or "python" (the snippet's
-    own interpreter reported it: the snippet can forge or hide such entries),
+    "connect-unix", "bind", "listen", "signal", "syscall" or "request" (a
+    network request the egress proxy refused); `target` the path, program,
+    address, pid or call, a request's the proxy's sentence ("POST URL
+    refused: WHY") (the snippet's choice: show it with render.show()); `by`
+    "landlock", "seccomp", "exec gate", "mount mask" or "egress proxy".
+    `seen_by` is "worker" (the exec gate, a fact), "proxy" (the broker's
+    egress proxy, a fact) or "python" (the snippet's own interpreter
+    reported it: the snippet can forge or hide such entries),
     and `inferred` says that `by` follows from the profile rather than from
     the kernel's word."""
     kind: str
@@ -343,13 +346,34 @@ class Grant:
 
 
 @dataclasses.dataclass(frozen=True)
+class NetUse:
+    """One host and port an unattended run reached through the egress proxy
+    (AUDIT.md, `network`): `host` is "host:port" ("*" for every host past
+    the first 15; the snippet's choice: show it with render.show()),
+    `methods` each method once ("GET,HEAD"; "CONNECT" for a tunnel)."""
+    host: str
+    methods: str
+    requests: int
+    bytes_out: int
+    bytes_in: int
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any]) -> "NetUse":
+        return cls(host=m["host"], methods=m["methods"], requests=m["requests"],
+                   bytes_out=m["bytes_out"], bytes_in=m["bytes_in"])
+
+
+@dataclasses.dataclass(frozen=True)
 class AuditRow:
     """One row of the caller's audit trail; the exit fields are None on
     rows without an exit.  `blocked_total` counts what the sandbox refused
     in an exit row's run (0: nothing); `blocked` lists it on the row that
     Broker.audit_show() asked for, and is empty on any other.  `after` is,
     on the rows of an escalation (its card, how it ended, the re-run's
-    exit), the seq of the first run's exit row; None on any other row."""
+    exit), the seq of the first run's exit row; None on any other row.
+    `net_hosts`, `net_bytes_out` and `net_bytes_in` sum an exit row's
+    traffic through the egress proxy (0: none); `network` lists it host by
+    host on the row that Broker.audit_show() asked for."""
     seq: int
     time_ms: int
     run: int
@@ -368,6 +392,10 @@ class AuditRow:
     blocked_total: int = 0
     blocked: Tuple[Blocked, ...] = ()
     after: Optional[int] = None
+    net_hosts: int = 0
+    net_bytes_out: int = 0
+    net_bytes_in: int = 0
+    network: Tuple[NetUse, ...] = ()
 
     @property
     def time(self) -> Optional[datetime.datetime]:
@@ -386,7 +414,9 @@ class AuditRow:
             duration_ms=r.get("duration_ms") if ex else None,
             blocked_total=r.get("blocked_total", 0),
             blocked=tuple(Blocked.from_wire(b) for b in r.get("blocked", ())),
-            after=r.get("after"))
+            after=r.get("after"), net_hosts=r.get("net_hosts", 0),
+            net_bytes_out=r.get("net_bytes_out", 0), net_bytes_in=r.get("net_bytes_in", 0),
+            network=tuple(NetUse.from_wire(u) for u in r.get("network", ())))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -517,6 +517,23 @@ def test_receipt_from_frames_and_its_line():
         "program handled: exec /bin/sh x2 (exec gate)")
 
 
+def test_a_request_the_egress_proxy_refused_reads_as_its_sentence():
+    """Kind `request`: the target is the proxy's sentence, shown without a
+    kind word; by `egress proxy`, seen by `proxy` (a witness outside the
+    snippet, not its claim)."""
+    sentence = "POST https://api.example.org/up\x1b[2Jload refused: a grant covers plain GET requests"
+    end = {"type": "exit", "id": 1, "status": "exited", "code": 4, "blocked_total": 3,
+           "blocked": [{"kind": "request", "target": sentence, "count": 2,
+                        "by": "egress proxy", "seen_by": "proxy", "inferred": False},
+                       {"kind": "exec", "target": "/bin/sh", "count": 1, "by": "exec gate",
+                        "seen_by": "worker", "inferred": False}]}
+    r = kb.Result.from_frames(end, b"", b"")
+    assert r.blocked[0] == kb.Blocked("request", sentence, 2, "egress proxy", "proxy", False)
+    assert kb.receipt_text(r) == (
+        "kotoba: the sandbox stopped 3 operations: POST https://api.example.org/up\\x1b[2Jload "
+        "refused: a grant covers plain GET requests x2 (egress proxy), exec /bin/sh (exec gate)")
+
+
 def test_receipt_of_a_refused_exec(broker_proc):
     code = ("import builtins\n"
             "sp = builtins.__dict__['__imp' + 'ort__']('sub' + 'process')\n"

@@ -3,7 +3,9 @@
 #        run time so the pre-screen cannot see it), and a raw TCP
 #        connection and a UDP datagram straight to the harness's server
 # must: fail in unattended
-# receipt: none (the proxy's refusals are in the broker's log)
+# receipt: request (the proxy's refusals: the POST, the PUT, the GET with a
+#          body and the chunked upload; the raw TCP and UDP reach nothing,
+#          which no witness sees)
 # control: works in approved
 import os
 import socket
