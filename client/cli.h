@@ -23,8 +23,9 @@ int cli_open(struct kotoba_client **c, const char *socket_path, unsigned flags);
  * msgpack-c, jansson and Nettle; the rarer ones, which need the pre-screen
  * and the audit trail's code (PCRE2, SQLite), are in kotoba-admin, which
  * `kotoba` execs with the same argv (client/main.c, client/admin_main.c).
- * The loader's work for PCRE2 and SQLite cost every `kotoba run` about as
- * much again as /bin/true's whole start (tests/bench/README.md). */
+ * When one program linked all six shared libraries, the loader's work
+ * cost every `kotoba run` about as much again as /bin/true's whole start
+ * (tests/bench/README.md, part 1). */
 #define KOTOBA_ADMIN_COMMANDS(X) X(scan) X(approvals) X(audit)
 #define KOTOBA_ADMIN_PROGRAM "kotoba-admin"
 /* Prints `kotoba`'s usage (both programs say it the same way). */
