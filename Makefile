@@ -44,8 +44,12 @@ $(DEPS_MK): Makefile tests/deps.sh tests/pkgflags.sh
 PROTO_SRC := $(wildcard proto/*.c)
 BROKER_SRC := $(wildcard broker/*.c)
 WORKER_SRC := $(wildcard worker/*.c)
-CLIENT_SRC := $(wildcard client/*.c)
-# Broker code shared with the CLI (`kotoba scan` runs the pre-screen offline,
+# The CLI is two programs (client/cli.h): kotoba-admin's own files, the one
+# both link, and kotoba's.
+ADMIN_SRC := client/admin_main.c client/admin.c client/scan.c client/verify.c
+CLI_SHARED_SRC := client/conn.c
+CLIENT_SRC := $(filter-out $(ADMIN_SRC),$(wildcard client/*.c))
+# Broker code kotoba-admin links (`kotoba scan` runs the pre-screen offline,
 # `kotoba audit verify --db` checks a copy of the audit trail).
 SCAN_SRC := $(wildcard broker/scan.c broker/store.c broker/seal.c)
 # The monitor (broker/monitor/): its own sources, and from the broker only
@@ -59,6 +63,7 @@ PROTO_OBJ := $(PROTO_SRC:%.c=$(BUILD)/%.o)
 BROKER_OBJ := $(BROKER_SRC:%.c=$(BUILD)/%.o)
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
+ADMIN_OBJ := $(ADMIN_SRC:%.c=$(BUILD)/%.o) $(CLI_SHARED_SRC:%.c=$(BUILD)/%.o)
 SCAN_OBJ := $(SCAN_SRC:%.c=$(BUILD)/%.o)
 MONITOR_OBJ := $(MONITOR_SRC:%.c=$(BUILD)/%.o)
 EGRESS_OBJ := $(EGRESS_SRC:%.c=$(BUILD)/%.o)
@@ -67,9 +72,15 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 BINS := $(BUILD)/kotoba-brokerd $(BUILD)/kotoba-monitor $(BUILD)/kotoba-egress \
-	$(BUILD)/kotoba-worker $(BUILD)/kotoba
+	$(BUILD)/kotoba-worker $(BUILD)/kotoba $(BUILD)/kotoba-admin
 
 .PHONY: all run check check-unit check-integration check-asan asan-build reachable clean
+
+# A library's archive when its -dev package ships one, else -lNAME: for the
+# programs started once per run, whose start the dynamic loader's work on
+# each shared library lengthens.  libc stays shared, for its security
+# updates.
+prefer_archive = $(or $(filter /%,$(shell $(CC) -print-file-name=lib$(1).a)),-l$(1))
 
 # Each harness adds its own targets and, where `make check` should run it,
 # appends a target to CHECK_EXTRA (mk/*.mk).
@@ -100,7 +111,12 @@ $(BUILD)/kotoba-egress: $(EGRESS_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(GNUTLS_LIBS) $(SECCOMP_LIBS) $(CAPNG_LIBS)
 $(BUILD)/kotoba-worker: $(WORKER_OBJ) $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/kotoba: $(CLIENT_OBJ) $(PROTO_OBJ) $(SCAN_OBJ)
+# kotoba links only what `run` and `mcp` need, statically where Debian ships
+# the archive (prefer_archive): every agent call starts it.
+$(BUILD)/kotoba: $(CLIENT_OBJ) $(PROTO_OBJ)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(call prefer_archive,msgpackc) \
+		$(call prefer_archive,jansson) $(call prefer_archive,nettle)
+$(BUILD)/kotoba-admin: $(ADMIN_OBJ) $(PROTO_OBJ) $(SCAN_OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 # Each unit test links the object files of the module it tests; a test

@@ -18,6 +18,19 @@
  * (KOTOBA_EXIT_UNREACHABLE); *c is then NULL. */
 int cli_open(struct kotoba_client **c, const char *socket_path, unsigned flags);
 
+/* The CLI is two programs.  `kotoba` itself carries the subcommands an
+ * agent calls over and over (run, mcp) and links only the client library,
+ * msgpack-c, jansson and Nettle; the rarer ones, which need the pre-screen
+ * and the audit trail's code (PCRE2, SQLite), are in kotoba-admin, which
+ * `kotoba` execs with the same argv (client/main.c, client/admin_main.c).
+ * When one program linked all six shared libraries, the loader's work
+ * cost every `kotoba run` about as much again as /bin/true's whole start
+ * (tests/bench/README.md, part 1). */
+#define KOTOBA_ADMIN_COMMANDS(X) X(scan) X(approvals) X(audit)
+#define KOTOBA_ADMIN_PROGRAM "kotoba-admin"
+/* Prints `kotoba`'s usage (both programs say it the same way). */
+void cli_usage(FILE *f);
+
 int cmd_run(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 /* The exit status `kotoba run` gives a run's end (proto/status.h): the

@@ -10,6 +10,22 @@
 
 /* Messages often carry the broker's words or a path: shown through
  * kotoba_show(), so no byte of them reaches the terminal as a control. */
+void cli_usage(FILE *f)
+{
+	fputs("usage: kotoba run [-c CODE | FILE | -] [--cwd DIR] [--timeout S] [--json]\n"
+	      "                  [--no-channel] [--answer once|always|deny] [--socket PATH]\n"
+	      "                  [--for DURATION] [--scope DIR]\n"
+	      "       kotoba mcp [--socket PATH] [--cwd DIR] [--no-elicitation]\n"
+	      "       kotoba scan FILE|-\n"
+	      "       kotoba approvals ls|rm execute_code [--socket PATH]\n"
+	      "       kotoba audit tail|verify|show N [--socket PATH]\n"
+	      "       kotoba audit verify --db FILE [--key KEY|--key-file FILE] [--anchors FILE]\n"
+	      "\n"
+	      "Exit status: the snippet's own; 124 timed out; 125 broker unreachable;\n"
+	      "126 did not run (denied, expired, refused, not offered); 127 sandbox setup\n"
+	      "failed; 128+N killed by signal N; 64 usage error.\n", f);
+}
+
 void cli_error(const char *fmt, ...)
 {
 	va_list ap;

@@ -34,7 +34,7 @@ INCLUDEDIR ?= $(PREFIX)/include
 all: $(KOTOBA_CLIENT_LIBS) $(KOTOBA_CLIENT_SO_LINK) $(KOTOBA_CLIENT_PC)
 
 # The CLI links the library (the Makefile's rule links $^).
-$(BUILD)/kotoba: $(BUILD)/libkotoba-client.a
+$(BUILD)/kotoba $(BUILD)/kotoba-admin: $(BUILD)/libkotoba-client.a
 
 # The codec's objects go in too, so the archive stands alone for a program
 # that links it; the CLI already has them and pulls only client/lib.  The

@@ -6,6 +6,8 @@
 #
 # Layout (PREFIX=/usr/local):
 #   bin/kotoba                             the client            0755
+#   libexec/kotoba/kotoba-admin            the client's scan,
+#                                          approvals, audit      0755
 #   sbin/kotoba-brokerd                    the daemon            0755
 #   libexec/kotoba/kotoba-monitor          internal, the broker's
 #                                          privileged half       0755
@@ -93,6 +95,7 @@ install-files: $(BINS) $(RECEIPT_PY) install-client
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
 		$(DESTDIR)$(DATADIR)/kotoba/selinux $(DESTDIR)$(SYSCONFDIR)/kotoba
 	install -m 0755 $(BUILD)/kotoba $(DESTDIR)$(BINDIR)/kotoba
+	install -m 0755 $(BUILD)/kotoba-admin $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-admin
 	install -m 0755 $(BUILD)/kotoba-brokerd $(DESTDIR)$(SBINDIR)/kotoba-brokerd
 	install -m 0755 $(BUILD)/kotoba-worker $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-worker
 	install -m 0755 $(BUILD)/kotoba-monitor $(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-monitor
@@ -172,6 +175,7 @@ uninstall-client:
 # state in /var/lib/kotoba (grants and audit trail).
 uninstall: uninstall-client
 	rm -f $(DESTDIR)$(BINDIR)/kotoba $(DESTDIR)$(SBINDIR)/kotoba-brokerd \
+		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-admin \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-worker \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-monitor \
 		$(DESTDIR)$(LIBEXECDIR)/kotoba/kotoba-egress \

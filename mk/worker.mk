@@ -39,7 +39,7 @@ $(BUILD)/tests/test_engine: $(SECCOMP_PROGRAMS_O)
 # are installed (Debian's -dev packages ship them), which spares the
 # dynamic loader three libraries (~0.2 ms a run here, `make bench`);
 # libseccomp it does not link at all (above).  libc stays shared, for its
-# security updates.  Without an archive, the shared library is used.
-worker_lib = $(or $(filter /%,$(shell $(CC) -print-file-name=lib$(1).a)),-l$(1))
-$(BUILD)/kotoba-worker: LIBS = $(call worker_lib,cap-ng) $(call worker_lib,msgpackc) \
-	$(call worker_lib,nettle)
+# security updates.  Without an archive, the shared library is used
+# (prefer_archive, in the Makefile).
+$(BUILD)/kotoba-worker: LIBS = $(call prefer_archive,cap-ng) $(call prefer_archive,msgpackc) \
+	$(call prefer_archive,nettle)

@@ -10,10 +10,12 @@ output is also written to --out (build/bench.txt).
   1. end to end: `kotoba run -c pass --no-channel` against python3 -B -c pass,
      bubblewrap, and the fork + no_new_privs + seccomp + exec floor;
      1b. snippets that import the standard modules agents use, and numpy
-     (installed for the bench as python3-numpy), against bare python3
+     (installed for the bench as python3-numpy), against bare python3;
+     the CLI's own start (`kotoba --help`, `kotoba scan`) against /bin/true
   2. broker overhead on the run path, from a protocol client (an upper
      bound; see README.md for the broker log line that would make it exact)
-  3. throughput with 2, 8 and 32 clients against the machine's own limit
+  3. throughput with 1 (back to back), 2, 8 and 32 clients against the
+     machine's own limit and against as many bare python3 loops
   4. the pre-screen: MB/s over the standard library, adversarial 1 MiB input
   5. memory: broker idle, with 1,000 idle connections, the worker's supervisor
   6. docker mode: a warm run (the user's container already up) against a
@@ -329,6 +331,25 @@ def timed_kotoba(broker, argv):
     return timed_run(argv)
 
 
+def cli_start(build, rounds=400):
+    """The CLI's own start: `kotoba --help` (the program every run starts)
+    and `kotoba scan` of an empty snippet (kotoba execs kotoba-admin, which
+    links the pre-screen's PCRE2 and SQLite), each against /bin/true,
+    interleaved; medians of the paired differences, from wall time."""
+    kotoba = os.path.join(build, "kotoba")
+    empty = os.path.join(tempfile.mkdtemp(prefix="kotoba-bench-cli-"), "empty.py")
+    open(empty, "w").close()
+    cmds = [["/bin/true"], [kotoba, "--help"], [kotoba, "scan", empty]]
+    walls = [[] for _ in cmds]
+    for r in range(rounds):
+        for i in (range(len(cmds)) if r % 2 == 0 else reversed(range(len(cmds)))):
+            walls[i].append(timed_run(cmds[i])[0])
+    shutil.rmtree(os.path.dirname(empty), ignore_errors=True)
+    diff = [statistics.median(b - a for a, b in zip(walls[0], w)) * 1e3 for w in walls[1:]]
+    say("the CLI's own start, %d rounds: kotoba --help %.2f ms more than /bin/true, kotoba scan "
+        "(through kotoba-admin) %.2f ms more   target: none (reference)" % (rounds, *diff))
+
+
 def end_to_end(args, broker, cold, floor_bin, bpf):
     say("== 1. end to end: %d rounds, each command once per round in rotating order; kotoba "
         "with spare interpreters ([sandbox] warm = yes, each run after its spare is ready), "
@@ -637,16 +658,31 @@ def kotoba_throughput(broker, work, nclients, per_client):
     return (nclients * per_client - len(errors)) / dt, errors, snippet_cpu
 
 
-def bare_throughput(nclients, per_client):
+def bare_throughput(nclients, per_client, cpu=None):
+    """Runs per second; each run's CPU seconds appended to cpu."""
     argv = [PYTHON, "-B", "-c", "pass"]
     barrier = threading.Barrier(nclients + 1)
+    cpu = [] if cpu is None else cpu
 
     def client():
         barrier.wait()
         for _ in range(per_client):
-            timed_run(argv)
+            cpu.append(timed_run(argv)[1])
 
     return nclients * per_client / run_together(client, nclients, barrier)
+
+
+def machine_idle(fn):
+    """fn()'s result and the share of the machine's CPU time that was idle
+    (or waiting for I/O) while it ran, from /proc/stat: above 0 at 32
+    clients, something other than CPU holds the runs back."""
+    def ticks():
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+    t0 = ticks()
+    out = fn()
+    d = [b - a for a, b in zip(t0, ticks())]
+    return out, (d[3] + d[4]) / max(1, sum(d))
 
 
 def throughput(args, broker, work, e2e):
@@ -656,21 +692,27 @@ def throughput(args, broker, work, e2e):
         % (args.tput_total, args.tput_rounds))
     say("machine limit: %d cores / %.1f ms CPU of python3 -B -c pass = %.0f snippets/s"
         % (cores, e2e["python_cpu"] * 1e3, limit))
-    for n in (2, 8, 32):
-        per = max(1, args.tput_total // n)
+    for n in (1, 2, 8, 32):
+        # One client back to back: each run's spare is made when it ends,
+        # so the next run finds it still starting, or ready (SECURITY.md,
+        # "Spare interpreters").
+        per = max(1, args.tput_total // n) if n > 1 else min(100, args.tput_total)
         if n == 32:  # issue 18: zero errors in this many runs
             per = max(per, -(-args.tput_runs_32 // (n * args.tput_rounds)))
-        ks, bs, snip = [], [], []
+        ks, bs, snip, bare_cpu, idle = [], [], [], [], []
         nerr = 0
         cpu0 = proc_cpu(broker.proc.pid)
         for r in range(args.tput_rounds):
+            def kotoba_round():
+                return kotoba_throughput(broker, work, n, per)
             if r % 2 == 0:
-                k, errs, sc = kotoba_throughput(broker, work, n, per)
-                b = bare_throughput(n, per)
+                (k, errs, sc), i = machine_idle(kotoba_round)
+                b = bare_throughput(n, per, bare_cpu)
             else:
-                b = bare_throughput(n, per)
-                k, errs, sc = kotoba_throughput(broker, work, n, per)
+                b = bare_throughput(n, per, bare_cpu)
+                (k, errs, sc), i = machine_idle(kotoba_round)
             snip += sc
+            idle.append(i)
             nerr += len(errs)
             if errs:
                 say("*** %d clients: %d errors, first: %s" % (n, len(errs), errs[0][:200]))
@@ -688,6 +730,17 @@ def throughput(args, broker, work, e2e):
                         % (k / limit, nerr, args.tput_rounds * n * per),
                         ">= 2.00 x, 0 errors", k / limit >= 2.0 and nerr == 0,
                         "throughput, 32 clients (warm)")
+            paired = statistics.median(x / y for x, y in zip(ks, bs))
+            target_line("32 clients against 32 bare python3 loops, same run: %.2f x (rounds: %s; "
+                        "machine idle while kotoba ran: %s)"
+                        % (paired, " ".join("%.2f" % (x / y) for x, y in zip(ks, bs)),
+                           " ".join("%.0f%%" % (100 * x) for x in idle)),
+                        ">= 1.00 x", paired >= 1.0, "throughput, 32 clients / bare python3")
+        elif n == 1:
+            paired = statistics.median(y / x for x, y in zip(ks, bs))
+            target_line("one client back to back: kotoba's time per run %.2f x bare python3's "
+                        "(rounds: %s)" % (paired, " ".join("%.2f" % (y / x) for x, y in zip(ks, bs))),
+                        "<= 0.80 x", paired <= 0.80, "back to back, one client")
         else:
             say(text + "   target: none at %d clients" % n)
         if snip:
@@ -699,6 +752,9 @@ def throughput(args, broker, work, e2e):
                 "supervisor %.1f ms, broker %.1f ms; bare python3 %.1f ms -> kotoba costs "
                 "%.2f x the CPU   target: none (reference)" % (c_ms, s_ms, b_ms, e2e["python_cpu"] * 1e3,
                                     (c_ms + s_ms + b_ms) / (e2e["python_cpu"] * 1e3)))
+            say("   bare python3 -B -c pass at %d at once: %.1f ms CPU per run (wait4; alone: "
+                "%.1f ms)   target: none (reference)"
+                % (n, statistics.mean(bare_cpu) * 1e3, e2e["python_cpu"] * 1e3))
 
 
 # ---- 4. the pre-screen ----------------------------------------------------
@@ -1195,6 +1251,7 @@ def main():
         pid = broker.proc.pid
         idle = (status_kb(pid, "VmRSS"), rss_text(pid))
         e2e = end_to_end(args, broker, cold, floor_bin, bpf)
+        cli_start(build)
         if "1" in args.only:
             imports(args, build, work, broker, cold)
         if pick_cost:

@@ -32,6 +32,7 @@ check "make install DESTDIR=... succeeds" stage "$R"
 P=usr/local
 expected="
 0755 $P/bin/kotoba
+0755 $P/libexec/kotoba/kotoba-admin
 0755 $P/sbin/kotoba-brokerd
 0755 $P/libexec/kotoba/kotoba-monitor
 0755 $P/libexec/kotoba/kotoba-egress
@@ -113,7 +114,10 @@ check "kotoba-worker --help prints its usage (64: it is started by the broker)" 
 check "kotoba-worker --list-syscall-groups" "$B/libexec/kotoba/kotoba-worker" --list-syscall-groups
 check "kotoba-brokerd --check-config accepts the installed config" \
 	"$B/sbin/kotoba-brokerd" --config "$R/etc/kotoba/broker.conf" --check-config
-check "kotoba scan runs offline" bash -c 'echo "print(1)" | "$1" scan -' _ "$B/bin/kotoba"
+check "kotoba scan runs offline (kotoba-admin, found from bin/)" \
+	bash -c 'echo "print(1)" | "$1" scan -' _ "$B/bin/kotoba"
+check "kotoba links no PCRE2 or SQLite (they are kotoba-admin's)" \
+	bash -c '! readelf -d "$1" | grep -E "NEEDED.*(pcre2|sqlite)"' _ "$B/bin/kotoba"
 
 # ---- man pages ------------------------------------------------------------------
 M=$B/share/man

@@ -222,3 +222,26 @@ def test_kotoba_long_snippet_runs(broker):
     code = "#" + "x" * 65536 + "\nprint('ran')"
     p = broker.kotoba("run", "--no-channel", "-c", code)
     assert p.returncode == 0 and p.stdout == b"ran\n", p
+
+
+def test_kotoba_without_its_admin_program(tmp_path):
+    """kotoba alone (no kotoba-admin beside it or in ../libexec/kotoba):
+    scan, approvals and audit end 125 with a message that names the
+    program and why; run still gets as far as the broker; a symlink to
+    kotoba finds kotoba-admin from the real path, as an installed one does."""
+    alone = tmp_path / "bin" / "kotoba"
+    alone.parent.mkdir()
+    alone.write_bytes(open(KOTOBA, "rb").read())
+    alone.chmod(0o755)
+    for argv in (["scan", "-"], ["approvals", "ls", *S], ["audit", "tail", *S]):
+        rc, err = run([str(alone), *argv])
+        assert rc == 125, (argv, rc, err)
+        assert "cannot start %s/libexec/kotoba/kotoba-admin: No such file or directory" \
+            % (tmp_path / "bin" / "..") in err, err
+    rc, err = run([str(alone), "run", "-c", "pass", *S])
+    assert rc == 125 and "cannot reach the broker" in err, (rc, err)
+    link = tmp_path / "link"
+    link.symlink_to(KOTOBA)
+    p = subprocess.run([str(link), "scan", "-"], input=b"import os\nos.system('x')\n",
+                       capture_output=True, timeout=30)
+    assert p.returncode == 1 and b"os.system" in p.stdout, p
