@@ -502,6 +502,28 @@ def warm_overhead(args, broker, work):
     target_line("broker exec->ready, warm (broker log, %d of %d runs took a spare): p50 %.0f us, "
                 "p99 %.0f us" % (len(ready), n, pct(ready, 50), pct(ready, 99)), "p50 < 500 us",
                 pct(ready, 50) < 500, "broker exec->ready (warm)")
+    sync = sync_floor(broker.state)
+    say("  its floor: the decision row's fdatasync on the state directory's disk, p50 %.0f us, "
+        "p90 %.0f us (%d appends of a 4 KiB page, measured now)" % (
+            pct(sync, 50), pct(sync, 90), len(sync)))
+
+
+def sync_floor(state_dir, rounds=100):
+    """What one durable row costs on this disk, whatever the broker does
+    around it: a 4 KiB append and fdatasync, as a WAL commit makes."""
+    path = os.path.join(state_dir, "bench-sync")
+    us = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        for _ in range(rounds):
+            os.write(fd, b"\0" * 4096)
+            t = time.monotonic_ns()
+            os.fdatasync(fd)
+            us.append((time.monotonic_ns() - t) / 1000.0)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return us
 
 
 def warm_phases(args, broker, work):
