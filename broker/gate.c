@@ -919,7 +919,9 @@ void gate_exec(struct client_link *cl, const struct msg_exec *e)
 	bool has_grant = false;
 
 	if (gb->cfg.sandbox != SANDBOX_NONE &&
-	    scan_snippet(e->code.ptr, e->code.len, gb->cfg.snippet_max, &sr) < 0) {
+	    scan_snippet_for(e->code.ptr, e->code.len, gb->cfg.snippet_max,
+			     gb->cfg.sandbox == SANDBOX_DOCKER ? SCAN_IN_CONTAINER : SCAN_ON_HOST,
+			     &sr) < 0) {
 		client_send_error(cl, true, e->id, PERR_SNIPPET_TOO_LARGE,
 				  "the snippet is over the limit of %" PRIu64 " bytes",
 				  gb->cfg.snippet_max);

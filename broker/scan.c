@@ -174,7 +174,8 @@
 /* fs-write, on the text view: a first argument that names one of the run's
  * own places (its output directory $KOTOBA_OUTPUT_DIR, its scratch: TMPDIR,
  * tempfile's gettempdir/mkdtemp).  Text only: an unlabelled snippet runs
- * unattended, where the sandbox keeps every write in those places anyway. */
+ * unattended, where the host's sandbox keeps every write in those places
+ * anyway.  Read by into_private() alone, and only for a run on the host. */
 #define INTO_PRIVATE "[^,\\n]{0,200}?\\b(?:KOTOBA_OUTPUT_DIR|TMPDIR|gettempdir|mkdtemp)\\b"
 
 /* data-out: keyword arguments that carry a request body or query. */
@@ -262,13 +263,15 @@ struct label_def {
 	const struct named *named;	/* { NULL }-terminated; on the code view */
 	/* NULL-terminated; read as the plain code patterns are, but a match
 	 * whose group 1 starts an argument that names the run's own places
-	 * (INTO_PRIVATE, on the text view) does not count. */
+	 * (INTO_PRIVATE, on the text view) does not count on the host. */
 	const char *const *private_arg;
+	const char *const *private_text;	/* the same, read on the text view */
 };
 
 #define PATTERNS(...) .code = ((const char *const[]){ __VA_ARGS__, NULL })
 #define TEXT(...) .text = ((const char *const[]){ __VA_ARGS__, NULL })
 #define PRIVATE_ARG(...) .private_arg = ((const char *const[]){ __VA_ARGS__, NULL })
+#define PRIVATE_TEXT(...) .private_text = ((const char *const[]){ __VA_ARGS__, NULL })
 #define NAMED(...) .named = ((const struct named[]){ __VA_ARGS__, { NULL, NAME_BUILT } })
 
 static const struct label_def defs[SCAN_LABEL_COUNT] = {
@@ -386,7 +389,8 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	 * but a read-mode literal ("r", "rb", 'rt'...: a variable mode is
 	 * flagged), whose mode= is anything but a read literal, or that takes
 	 * *args, unless its first argument names the run's own places
-	 * (INTO_PRIVATE, text view, read up to that argument's first comma);
+	 * (INTO_PRIVATE, text view, read up to that argument's first comma;
+	 * for a run on the host only, scan_where);
 	 * the arguments are read across balanced brackets, so the path
 	 * may be a nested call, and a call nested deeper than six brackets is
 	 * flagged unread.  Any other `.open(`/`.fdopen(` (Path.open, zipfile)
@@ -409,7 +413,7 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 	 * savez_compressed (also from-imported), and .savetxt/.savez on any
 	 * object; torch.save; savefig (plt's or a figure's), unless its first
 	 * argument names the run's own places (INTO_PRIVATE: KOTOBA_OUTPUT_DIR,
-	 * TMPDIR; text view); sqlite3.connect unless its database is
+	 * TMPDIR; text view; on the host only); sqlite3.connect unless its database is
 	 * ":memory:", a URI opened mode=ro or in those places (text view), and
 	 * `from sqlite3 import connect`; logging's FileHandler,
 	 * RotatingFileHandler, TimedRotatingFileHandler, WatchedFileHandler and
@@ -444,8 +448,8 @@ static const struct label_def defs[SCAN_LABEL_COUNT] = {
 		"(?:Rotating|TimedRotating|Watched)?+FileHandler" WS "\\("
 		"|\\bbasicConfig" CALL "(?:(?!filename" WS "=)" ARG "," WS ")*+filename" WS "=(?!=)",
 		"\\b(?:ZipFile|PyZipFile|TarFile)" CALL ARCHIVE_WRITE),
-		TEXT("\\bsavefig" CALL "(?!" INTO_PRIVATE ")",
-		"\\bsqlite3" DOT "connect" CALL "(?!" SQLITE_NO_FILE "|" INTO_PRIVATE ")")
+		PRIVATE_TEXT("\\bsavefig" CALL "()",
+		"\\bsqlite3" DOT "connect" CALL "()(?!" SQLITE_NO_FILE ")")
 	},
 	/*
 	 * data-out.  Catches `.post(` on anything; put/patch on an HTTP client:
@@ -653,6 +657,9 @@ static int compile_label(size_t l, char *err, size_t errlen)
 			return -1;
 	for (size_t i = 0; d->private_arg && d->private_arg[i]; i++)
 		if (add_pattern(l, &k, d->private_arg[i], VIEW_CODE, NULL, true, err, errlen) < 0)
+			return -1;
+	for (size_t i = 0; d->private_text && d->private_text[i]; i++)
+		if (add_pattern(l, &k, d->private_text[i], VIEW_TEXT, NULL, true, err, errlen) < 0)
 			return -1;
 	for (size_t i = 0; d->named && d->named[i].re; i++)
 		if (add_pattern(l, &k, d->named[i].re, VIEW_CODE, &d->named[i], false, err,
@@ -1412,6 +1419,7 @@ struct scan_ctx {
 	size_t len;
 	struct names names;
 	enum view plain;	/* the view the plain code patterns read */
+	enum scan_where where;
 };
 
 static void ctx_free(struct scan_ctx *c)
@@ -1654,13 +1662,14 @@ static bool test_holds(struct scan_ctx *c, enum name_test t, const PCRE2_SIZE *o
  * start position at a time as PCRE2 itself would.
  */
 /* A PRIVATE_ARG match whose group 1 starts an argument naming the run's
- * own places.  Its own match data: c->md holds the match being judged. */
+ * own places, in a run on the host (scan_where says why not in a
+ * container).  Its own match data: c->md holds the match being judged. */
 static bool into_private(struct scan_ctx *c, const PCRE2_SIZE *ov, int rc)
 {
 	pcre2_match_data *md;
 	int r;
 
-	if (rc < 2 || ov[2] == PCRE2_UNSET)
+	if (c->where != SCAN_ON_HOST || rc < 2 || ov[2] == PCRE2_UNSET)
 		return false;
 	md = pcre2_match_data_create(1, NULL);
 	if (!md)
@@ -1672,7 +1681,7 @@ static bool into_private(struct scan_ctx *c, const PCRE2_SIZE *ov, int rc)
 }
 
 /* A match that does not count: a named one whose test fails, or a
- * PRIVATE_ARG one into the run's own places. */
+ * PRIVATE_ARG/PRIVATE_TEXT one into the run's own places on the host. */
 static bool stepped_over(struct scan_ctx *c, const struct compiled *p, const PCRE2_SIZE *ov,
 			 int rc)
 {
@@ -1791,6 +1800,12 @@ static bool runs_strings(const char *s, size_t len)
 
 int scan_snippet(const char *code, size_t len, size_t max_len, struct scan_result *out)
 {
+	return scan_snippet_for(code, len, max_len, SCAN_ON_HOST, out);
+}
+
+int scan_snippet_for(const char *code, size_t len, size_t max_len, enum scan_where where,
+		     struct scan_result *out)
+{
 	struct scan_ctx c;
 	int rc = 0;
 
@@ -1808,6 +1823,7 @@ int scan_snippet(const char *code, size_t len, size_t max_len, struct scan_resul
 	if ((rc = ctx_init(&c, code, len)) < 0)
 		return rc;
 	c.plain = runs_strings(c.view[VIEW_CODE], len) ? VIEW_TEXT : VIEW_CODE;
+	c.where = where;
 	for (int l = 0; l < SCAN_LABEL_COUNT && rc == 0; l++)
 		rc = match_label(&c, (enum scan_label)l, code, out);
 	ctx_free(&c);

@@ -45,6 +45,20 @@ void scan_fini(void);
 int scan_snippet(const char *code, size_t len, size_t max_len, struct scan_result *out);
 
 /*
+ * Where the snippet will run, which decides one rule: fs-write lets through
+ * a write whose path names the run's own places ($KOTOBA_OUTPUT_DIR,
+ * TMPDIR, gettempdir, mkdtemp) only on the host, where a run nobody read
+ * can write nowhere else.  In a container the working directory, the
+ * user's project, is mounted read-write, and `open(os.environ.get(
+ * "KOTOBA_OUTPUT_DIR") or "notes.txt", "w")` writes there: no exemption.
+ */
+enum scan_where { SCAN_ON_HOST, SCAN_IN_CONTAINER };
+
+/* scan_snippet() for a run in that place (scan_snippet() is SCAN_ON_HOST). */
+int scan_snippet_for(const char *code, size_t len, size_t max_len, enum scan_where where,
+		     struct scan_result *out);
+
+/*
  * The source encoding a declaration on the snippet's first two lines names,
  * found as python3's tokenizer finds it (PEP 263): a line of blanks (space,
  * tab, form feed) then '#', holding "coding", ':' or '=', blanks and a name

@@ -111,6 +111,32 @@ def test_labelled_code_without_a_channel_is_refused(ctbroker, ct_user, cwd, engi
     assert engine.names(ct_user.pw_uid) - before == set(), "a refused snippet started a container"
 
 
+# The output directory named first, with a fallback: on the host the
+# pre-screen lets it through (the host's sandbox keeps a run nobody read in
+# its own places: tests/integration/test_output_files.py); here the working
+# directory is the user's project, mounted read-write, so it is fs-write.
+FALLBACK = "import os\nopen(os.environ.get('KOTOBA_OUTPUT_DIR') or 'notes.txt', 'w').write('x')\n"
+
+
+def test_a_write_naming_the_output_directory_is_labelled_fs_write_in_the_container(
+        ctbroker, ct_user, cwd, engine):
+    c = ctbroker.client(channel=True)
+    c.exec(FALLBACK, cwd=cwd)
+    cards = []
+    out = c.until_end(on_card=lambda cl, m: (cards.append(m), cl.send(
+        {"type": "answer", "card": m["card"], "choice": "deny"})))
+    c.close()
+    assert len(cards) == 1, show(out["frames"])
+    assert [l["label"] for l in cards[0]["labels"]] == ["fs-write"], show(cards[0])
+    assert out["end"]["type"] == "error" and out["end"]["code"] == "denied", show(out["end"])
+
+    before = engine.names(ct_user.pw_uid)
+    r = ctbroker.run(FALLBACK, cwd, gate="none")
+    assert r["_status"] == 126, show(r)
+    assert r["error"]["code"] == "refused", show(r)
+    assert engine.names(ct_user.pw_uid) - before == set(), "a refused snippet started a container"
+    assert not os.path.exists(os.path.join(cwd, "notes.txt"))
+
 # ---- what the snippet is, sees and can touch ---------------------------------------------
 
 def test_the_snippet_runs_as_the_user_with_no_capabilities(ctbroker, ct_user, cwd):

@@ -4,6 +4,8 @@
  * The input is a snippet's source.  Beyond "no crash, no sanitizer report",
  * every hit must be well-formed: labels in label order and each at most
  * once, a byte span inside the snippet, and the 1-based line of its start.
+ * A run in a container is labelled at least as the same snippet on the
+ * host (the container only loses the own-places exemption).
  * libFuzzer's -timeout catches a pattern that stops being linear.
  */
 #include <errno.h>
@@ -34,7 +36,7 @@ static unsigned line_of(const uint8_t *p, size_t off)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct scan_result r;
+	struct scan_result r, in;
 	int rc;
 
 	if (size > 0)
@@ -51,6 +53,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(h->start <= h->end && h->end <= size);
 		FUZZ_ASSERT(h->limited || h->line == line_of(data, h->start));
 		FUZZ_ASSERT(strcmp(scan_label_name(h->label), "unknown") != 0);
+	}
+	FUZZ_ASSERT(scan_snippet_for((const char *)data, size, size, SCAN_IN_CONTAINER, &in) == 0);
+	for (size_t i = 0, j = 0; i < r.n; i++, j++) {
+		while (j < in.n && in.hits[j].label < r.hits[i].label)
+			j++;
+		FUZZ_ASSERT(j < in.n && in.hits[j].label == r.hits[i].label);
 	}
 	return 0;
 }

@@ -1,6 +1,7 @@
 """The snippet's output directory, $KOTOBA_OUTPUT_DIR: made empty for each
 run inside its scratch, writable by the snippet, gone with the run."""
 import os
+import tempfile
 
 from conftest import wait_for
 
@@ -161,6 +162,36 @@ def test_unattended_run_returns_its_files(broker):
     assert out["end"]["profile"] == "unattended"
     (name, data), = files_of(out)
     assert name == "data.db" and data.startswith(b"SQLite format 3\0")
+
+
+# The output directory named first, with a fallback into the working
+# directory: the pre-screen lets it through on the host, where the sandbox
+# of a run nobody read keeps every write in the run's own places (in docker
+# mode the same snippet is fs-write: tests/container).
+FALLBACK = ("import os\n"
+            "del os.environ['KOTOBA_OUTPUT_DIR']\n"
+            "try:\n"
+            "    open(os.environ.get('KOTOBA_OUTPUT_DIR') or 'notes.txt', 'w').write('x')\n"
+            "    print('wrote')\n"
+            "except OSError as e:\n"
+            "    print('refused', e.errno)\n")
+
+
+def test_a_fallback_from_the_output_directory_is_unlabelled_and_kept_out_on_the_host(
+        broker):
+    # a directory the snippet's user reaches and could write, were it let
+    cwd = tempfile.mkdtemp(prefix="fallback-", dir=os.environ["KOTOBA_BUILD"])
+    os.chmod(cwd, 0o777)
+    # no channel: a labelled snippet would be refused, an unlabelled one runs
+    c = broker.client(channel=False)
+    c.exec(FALLBACK, cwd=cwd)
+    out = c.until_end()
+    c.close()
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out
+    assert out["end"]["profile"] == "unattended", out["end"]
+    assert out["stdout"].startswith(b"refused "), out
+    assert not os.path.exists(os.path.join(cwd, "notes.txt"))
+    os.rmdir(cwd)
 
 
 # Unattended (no card to read): 13 database files of about 550 KiB, by the

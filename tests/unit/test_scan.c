@@ -63,12 +63,13 @@ static void mask_str(unsigned m, char *buf, size_t n)
 		snprintf(buf, n, "(none)");
 }
 
-/* The labels of code; no case here may owe its answer to a PCRE2 limit. */
-static unsigned scan_mask(const char *code)
+/* The labels of code run there; no case here may owe its answer to a
+ * PCRE2 limit. */
+static unsigned scan_mask_for(const char *code, enum scan_where where)
 {
 	struct scan_result r;
 
-	assert_int_equal(scan_snippet(code, strlen(code), BIG, &r), 0);
+	assert_int_equal(scan_snippet_for(code, strlen(code), BIG, where, &r), 0);
 	for (size_t i = 0; i < r.n; i++) {
 		if (r.hits[i].limited)
 			fail_msg("%s reached a PCRE2 limit on: %s",
@@ -77,25 +78,27 @@ static unsigned scan_mask(const char *code)
 	return mask_of(&r);
 }
 
-static void check_cases(const struct scase *c, size_t n)
+static void check_cases_for(const struct scase *c, size_t n, enum scan_where where)
 {
 	char got[128], want[128];
 	int bad = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		unsigned m = scan_mask(c[i].code);
+		unsigned m = scan_mask_for(c[i].code, where);
 
 		if (m == c[i].want)
 			continue;
 		mask_str(m, got, sizeof(got));
 		mask_str(c[i].want, want, sizeof(want));
-		print_error("case %zu: %s\n   want %s\n   got  %s\n", i, c[i].code, want, got);
+		print_error("case %zu%s: %s\n   want %s\n   got  %s\n", i,
+			    where == SCAN_ON_HOST ? "" : " (in a container)", c[i].code, want, got);
 		bad++;
 	}
 	assert_int_equal(bad, 0);
 }
 
-#define CHECK(tab) check_cases(tab, sizeof(tab) / sizeof(tab[0]))
+#define CHECK_FOR(tab, where) check_cases_for(tab, sizeof(tab) / sizeof(tab[0]), where)
+#define CHECK(tab) CHECK_FOR(tab, SCAN_ON_HOST)
 
 static int setup(void **state)
 {
@@ -154,6 +157,7 @@ static void test_spec_table(void **state)
 
 	(void)state;
 	CHECK(c);
+	CHECK_FOR(c, SCAN_IN_CONTAINER);
 }
 
 /* ---- per label ---------------------------------------------------------- */
@@ -349,23 +353,17 @@ static void test_fs_write(void **state)
 		{ "zipfile.ZipFile(\"out.zip\", \"w\")", FW },
 		{ "with ZipFile(p, mode=\"a\") as z:\n", FW },
 		{ "tarfile.open(\"out.tar.gz\", \"w:gz\")", FW },
-		/* their near misses: no path, memory, reads, the output directory */
+		/* their near misses: no path, memory, reads (the output directory:
+		 * test_fs_write_own_places) */
 		{ "s = df.to_csv(index=False)", 0 },
 		{ "print(df.to_json(orient=\"records\"))", 0 },
 		{ "print(df.to_string())", 0 },
 		{ "df = pd.read_csv(\"data.csv\")", 0 },
 		{ "a = np.load(\"a.npy\")", 0 },
 		{ "plt.show()", 0 },
-		{ "plt.savefig(os.path.join(os.environ[\"KOTOBA_OUTPUT_DIR\"], \"sales.png\"))", 0 },
-		{ "fig.savefig(f\"{os.environ['KOTOBA_OUTPUT_DIR']}/sales.png\")", 0 },
 		{ "con = sqlite3.connect(\":memory:\")", 0 },
 		{ "con = sqlite3.connect(database=':memory:')", 0 },
 		{ "con = sqlite3.connect(\"file:r.db?mode=ro\", uri=True)", 0 },
-		{ "db = sqlite3.connect(os.path.join(os.environ['TMPDIR'], 'work.db'))", 0 },
-		{ "plt.savefig(os.path.join(tempfile.gettempdir(), \"a.png\"))", 0 },
-		{ "open(os.path.join(os.environ[\"KOTOBA_OUTPUT_DIR\"], \"a.txt\"), \"w\")", 0 },
-		{ "with open(f\"{os.environ['KOTOBA_OUTPUT_DIR']}/a.csv\", \"w\") as f:\n", 0 },
-		{ "f = open(os.path.join(tempfile.gettempdir(), 'x.json'), 'w')", 0 },
 		/* ... and beside them: another write, a path that only mentions the
 		 * name after its first comma, open as a value */
 		{ "open(os.path.join(os.environ[\"KOTOBA_OUTPUT_DIR\"], \"a\"), \"w\")\n"
@@ -397,6 +395,43 @@ static void test_fs_write(void **state)
 
 	(void)state;
 	CHECK(c);
+}
+
+/*
+ * Writes whose path names the run's own places ($KOTOBA_OUTPUT_DIR, TMPDIR,
+ * gettempdir, mkdtemp) ask for no card on the host, where a run nobody read
+ * can write nowhere else; in a container the working directory is the
+ * user's, mounted read-write, and a fallback path lands there, so the same
+ * writes are fs-write.
+ */
+static void test_fs_write_own_places(void **state)
+{
+	static const char *const own[] = {
+		"plt.savefig(os.path.join(os.environ[\"KOTOBA_OUTPUT_DIR\"], \"sales.png\"))",
+		"fig.savefig(f\"{os.environ['KOTOBA_OUTPUT_DIR']}/sales.png\")",
+		"db = sqlite3.connect(os.path.join(os.environ['TMPDIR'], 'work.db'))",
+		"plt.savefig(os.path.join(tempfile.gettempdir(), \"a.png\"))",
+		"open(os.path.join(os.environ[\"KOTOBA_OUTPUT_DIR\"], \"a.txt\"), \"w\")",
+		"with open(f\"{os.environ['KOTOBA_OUTPUT_DIR']}/a.csv\", \"w\") as f:\n",
+		"f = open(os.path.join(tempfile.gettempdir(), 'x.json'), 'w')",
+		"d = tempfile.mkdtemp()\nopen(os.path.join(tempfile.mkdtemp(), 'a'), 'w')",
+		"open(os.environ.get(\"KOTOBA_OUTPUT_DIR\") or \"notes.txt\", \"w\").write(\"x\")",
+		"con = sqlite3.connect(os.environ.get('TMPDIR', '.') + '/w.db')",
+		"plt.savefig((os.environ.get('KOTOBA_OUTPUT_DIR') or '.') + '/p.png')",
+	};
+	struct scase host[sizeof(own) / sizeof(own[0])], container[sizeof(own) / sizeof(own[0])];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+		host[i] = (struct scase){ own[i], 0 };
+		container[i] = (struct scase){ own[i], FW };
+	}
+	CHECK_FOR(host, SCAN_ON_HOST);
+	CHECK_FOR(container, SCAN_IN_CONTAINER);
+	/* the exemption's edges hold in a container too */
+	assert_int_equal(scan_mask_for("con = sqlite3.connect(\":memory:\")", SCAN_IN_CONTAINER), 0);
+	assert_int_equal(scan_mask_for("plt.show()", SCAN_IN_CONTAINER), 0);
+	assert_int_equal(scan_mask_for("open(\"x\", \"r\")", SCAN_IN_CONTAINER), 0);
 }
 
 static void test_data_out(void **state)
@@ -1041,6 +1076,7 @@ int main(void)
 		cmocka_unit_test(test_raw_socket),
 		cmocka_unit_test(test_dynamic_eval),
 		cmocka_unit_test(test_fs_write),
+		cmocka_unit_test(test_fs_write_own_places),
 		cmocka_unit_test(test_data_out),
 		cmocka_unit_test(test_secret_read),
 		cmocka_unit_test(test_code_view),
