@@ -605,6 +605,11 @@ int main(int argc, char **argv)
 	int ep;
 
 	signal(SIGPIPE, SIG_IGN);
+	/* Again after the exec: an SELinux domain change clears the death
+	 * signal the broker's child set.  A broker already gone has closed
+	 * the link. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || broker_gone())
+		exit(0);
 	/* A broker that stops reading holds a refusal this long at most. */
 	setsockopt(EGRESS_FD_LINK, SOL_SOCKET, SO_SNDTIMEO, &(struct timeval){ 5, 0 },
 		   sizeof(struct timeval));
