@@ -88,13 +88,11 @@ def make_ca(tmp):
     return key, crt
 
 
-@pytest.fixture
-def https_server(tmpdir_k):
-    if not shutil.which("openssl"):
-        pytest.skip("openssl(1) is needed to make the upstream's test certificate")
-    key, crt = make_ca(tmpdir_k)
-    Recorder.seen = []
-    s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+def tls_server(tmp, handler):
+    """A loopback HTTPS server with a certificate of the test's own CA
+    (its file as `ca_file`), served until the test ends."""
+    key, crt = make_ca(tmp)
+    s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(crt, key)
     s.socket = ctx.wrap_socket(s.socket, server_side=True)
@@ -103,6 +101,14 @@ def https_server(tmpdir_k):
     yield s
     s.shutdown()
     s.server_close()
+
+
+@pytest.fixture
+def https_server(tmpdir_k):
+    if not shutil.which("openssl"):
+        pytest.skip("openssl(1) is needed to make the upstream's test certificate")
+    Recorder.seen = []
+    yield from tls_server(tmpdir_k, Recorder)
 
 
 def egress_broker(make_broker, extra="", allow="127.0.0.1"):
@@ -124,18 +130,24 @@ def run(b, code):
     return r["stdout"]
 
 
-# The pre-screen refuses an unattended snippet that plainly sends a body or
-# opens a socket (data-out, raw-socket); the code in a module of the
-# working directory walks past it, as an attacker's could: the proxy and
-# the network namespace are what must hold.
-def run_module(b, tmp, code):
+def workdir(tmp, code):
+    """A working directory whose payload.py is the code."""
     work = os.path.join(tmp, "work")
     os.makedirs(work, exist_ok=True)
     os.chmod(work, 0o755)
     with open(os.path.join(work, "payload.py"), "w") as f:
         f.write(code)
     os.chmod(os.path.join(work, "payload.py"), 0o644)
-    r = b.run_json("import sys\nsys.path.insert(0, '.')\nimport payload\n", "--cwd", work)
+    return work
+
+
+# The pre-screen refuses an unattended snippet that plainly sends a body or
+# opens a socket (data-out, raw-socket); the code in a module of the
+# working directory walks past it, as an attacker's could: the proxy and
+# the network namespace are what must hold.
+def run_module(b, tmp, code):
+    r = b.run_json("import sys\nsys.path.insert(0, '.')\nimport payload\n", "--cwd",
+                   workdir(tmp, code))
     assert r["_status"] == 0, (r["stderr"], r)
     clean_log(b)
     return r["stdout"]
@@ -324,19 +336,9 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
 def pip_index(tmpdir_k):
     if not shutil.which("openssl"):
         pytest.skip("openssl(1) is needed to make the upstream's test certificate")
-    key, crt = make_ca(tmpdir_k)
     root = os.path.join(tmpdir_k, "index")
     make_index(root)
-    s = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                        functools.partial(Quiet, directory=root))
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(crt, key)
-    s.socket = ctx.wrap_socket(s.socket, server_side=True)
-    serve(s)
-    s.ca_file = crt
-    yield s
-    s.shutdown()
-    s.server_close()
+    yield from tls_server(tmpdir_k, functools.partial(Quiet, directory=root))
 
 
 # pip in the snippet's own interpreter (an unattended run execs nothing

@@ -17,23 +17,13 @@ import kotoba_broker as kb  # noqa: E402
 from conftest import wait_for  # noqa: E402
 from test_audit import copy_of, verify  # noqa: E402
 from test_egress import (CAP, GET, Recorder, clean_log, egress_broker, http_server,  # noqa: F401,E402
-                         https_server, send)
+                         https_server, send, workdir)
 
 PROXY = {"by": "egress proxy", "seen_by": "proxy", "inferred": False}
 POST_REFUSED = "POST %s refused: a grant covers plain GET requests"
 # The pre-screen refuses a snippet that plainly sends a body; the code in a
 # module of the working directory walks past it, as an attacker's could.
 IMPORT = "import sys\nsys.path.insert(0, '.')\nimport payload\n"
-
-
-def workdir(tmp, code):
-    work = os.path.join(tmp, "work")
-    os.makedirs(work, exist_ok=True)
-    os.chmod(work, 0o755)
-    with open(os.path.join(work, "payload.py"), "w") as f:
-        f.write(code)
-    os.chmod(os.path.join(work, "payload.py"), 0o644)
-    return work
 
 
 def run_json(b, tmp, code):
