@@ -16,7 +16,6 @@
 #include "broker/egress/wire.h"
 #include "broker/egresslink.h"
 #include "broker/log.h"
-#include "broker/loop.h"
 
 /* The proxy says it serves within this, or the broker does not start. */
 #define START_TIMEOUT_S 10
@@ -277,6 +276,13 @@ static bool peer_closed(int fd)
 	return poll(&p, 1, 0) < 0 || (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL));
 }
 
+static egress_event_sink *event_sink;
+
+void egresslink_set_sink(egress_event_sink *fn)
+{
+	event_sink = fn;
+}
+
 /* One message from fd: 1 taken (valid or not), 0 none waits, -1 the
  * proxy's end is closed. */
 static int take_event(struct broker *b, int fd)
@@ -296,7 +302,7 @@ static int take_event(struct broker *b, int fd)
 		drop_event("not an event's size", 0);
 	else if ((bad = event_invalid(&ev)))
 		drop_event(bad, ev.run_id);
-	else if (!run_take_egress_event(b, &ev))
+	else if (!event_sink || !event_sink(b, &ev))
 		drop_event("no run of that id is going (one that ended: the rest of its "
 			   "traffic is in the proxy's log lines)", ev.run_id);
 	return 1;
@@ -316,10 +322,9 @@ int egresslink_events_fd(void)
 	return link_fd >= 0 ? fcntl(link_fd, F_DUPFD_CLOEXEC, 0) : -1;
 }
 
-void egresslink_on_events(struct watch *w, uint32_t events)
+int egresslink_take_events(struct broker *b, int fd)
 {
-	if (drain(w->ctx, w->fd, EVENTS_PER_WAKE) < 0)
-		loop_close(w);
+	return drain(b, fd, EVENTS_PER_WAKE);
 }
 
 void egresslink_drain(struct broker *b)

@@ -31,13 +31,17 @@ const char *egresslink_bundle(void);
 void egresslink_attach(uint64_t run_id, uid_t uid, bool approved, int fd);
 /* The run has ended: the proxy closes its socket. */
 void egresslink_detach(uint64_t run_id);
-/* Events from the proxy (wire.h): a copy of the link's fd for the loop,
- * whose watch takes them as they come (closed when the proxy's end is);
- * and what waits, taken before a run's end is reported, so a refusal the
- * run saw is on its receipt. */
+/* Events from the proxy (wire.h), each checked here, then handed to the
+ * sink main.c sets (run.c's run_take_egress_event(), a layer above: false
+ * when no run of its id is going).  A copy of the link's fd for the loop,
+ * whose watch takes them as they come (-1 from egresslink_take_events():
+ * the proxy's end is closed); and what waits, taken before a run's end is
+ * reported, so a refusal the run saw is on its receipt. */
 struct broker;
-struct watch;
+struct egress_event;
+typedef bool egress_event_sink(struct broker *b, const struct egress_event *ev);
+void egresslink_set_sink(egress_event_sink *fn);
 int egresslink_events_fd(void);
-void egresslink_on_events(struct watch *w, uint32_t events);
+int egresslink_take_events(struct broker *b, int fd);
 void egresslink_drain(struct broker *b);
 #endif

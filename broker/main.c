@@ -556,6 +556,13 @@ static int open_egress_bundle(struct broker *b)
 	return 0;
 }
 
+/* The proxy's events as they come; its end closed: no more to watch. */
+static void on_egress_events(struct watch *w, uint32_t events)
+{
+	if (egresslink_take_events(w->ctx, w->fd) < 0)
+		loop_close(w);
+}
+
 static int start_egress(struct broker *b)
 {
 	char err[400], path[4096];
@@ -570,7 +577,8 @@ static int start_egress(struct broker *b)
 		log_err("%s", err);
 		return -1;
 	}
-	return loop_add(&b->egress, egresslink_events_fd(), EPOLLIN, egresslink_on_events, b);
+	egresslink_set_sink(run_take_egress_event);
+	return loop_add(&b->egress, egresslink_events_fd(), EPOLLIN, on_egress_events, b);
 }
 
 /* A system broker gives up exec, the set*id calls, namespaces, network
