@@ -73,31 +73,34 @@ static void linger(struct egress_io *c)
 		total += (size_t)n;
 }
 
+/* The whole answer, head and body, in out: its length, or 0 when it
+ * does not fit. */
+static size_t format_refusal(char *out, size_t cap, int status, const char *body)
+{
+	int n = snprintf(out, cap,
+			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\nX-Kotoba-Egress: refused\r\n"
+			 "\r\n%s\n",
+			 status, status_text(status), strlen(body) + 1, body);
+
+	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
 void egress_refuse(struct egress_io *client, int status, const char *body)
 {
-	char head[256];
-	int n = snprintf(head, sizeof(head),
-			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-			 "Content-Length: %zu\r\nConnection: close\r\nX-Kotoba-Egress: refused\r\n\r\n",
-			 status, status_text(status), strlen(body) + 1);
+	char out[EGRESS_HEAD_MAX / 2 + 256];
+	size_t n = format_refusal(out, sizeof(out), status, body);
 
-	if (egress_io_write(client, head, (size_t)n) == 0 &&
-	    egress_io_write(client, body, strlen(body)) == 0 &&
-	    egress_io_write(client, "\n", 1) == 0)
+	if (n && egress_io_write(client, out, n) == 0)
 		linger(client);
 }
 
 void egress_refuse_now(int fd, int status, const char *body)
 {
 	char out[1024];
-	int n = snprintf(out, sizeof(out),
-			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-			 "Content-Length: %zu\r\nConnection: close\r\nX-Kotoba-Egress: refused\r\n"
-			 "\r\n%s\n",
-			 status, status_text(status), strlen(body) + 1, body);
+	size_t n = format_refusal(out, sizeof(out), status, body);
 
-	if (n > 0 && (size_t)n < sizeof(out) &&
-	    send(fd, out, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+	if (n && send(fd, out, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n)
 		shutdown(fd, SHUT_WR);
 }
 
