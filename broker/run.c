@@ -82,6 +82,8 @@ struct run {
 	pid_t peer_pid;
 	/* monotonic us: exec frame read, worker ready, worker finished */
 	uint64_t t_arrived, t_ready, t_finished;
+	uint64_t t_gated;         /* the gate let it run: scan, grant, decision, row */
+	uint64_t t_sent;          /* its code went to the worker (`go`, or the job) */
 	struct container *ct;     /* sandbox = docker: where the snippet runs */
 	char container[64];       /* its name, for the exit frame */
 	bool engine_only;         /* an engine command (stop a container): no client */
@@ -920,6 +922,19 @@ static void spare_adopt(struct run *r, struct client_link *s, const struct run_r
 	r->truncated = false;
 }
 
+/* The timing line's phases (tests/bench/README.md): a mark missing (an
+ * engine step has no exec frame) counts as no time. */
+static uint64_t span_us(uint64_t from, uint64_t to)
+{
+	return from && to > from ? to - from : 0;
+}
+
+static void mark_sent(struct run *r, uint64_t gated)
+{
+	r->t_gated = gated;
+	r->t_sent = now_us();
+}
+
 /* `go`: the code's sealed memfd and the clock. */
 static int spare_go(struct run *r, const struct run_request *rq)
 {
@@ -994,10 +1009,13 @@ int run_start(struct broker *b, struct client_link *s, const struct run_request 
 	struct run *r;
 	int rc;
 
+	uint64_t gated = now_us();
+
 	if ((rc = check_limits(b, rq, err, errlen)) < 0)
 		return rc;
 	/* A spare was made as the peer's identity: no lookup on this path. */
 	if ((r = spare_take(b, s, rq))) {
+		mark_sent(r, gated);
 		spare_ask(b, r, rq);
 		return 0;
 	}
@@ -1014,6 +1032,7 @@ int run_start(struct broker *b, struct client_link *s, const struct run_request 
 	}
 	if ((rc = launch(b, r, rq, &id, err, errlen)) < 0)
 		return rc;
+	mark_sent(r, gated);
 	log_info("uid=%u run=%" PRIu64 " started worker pid=%d as %s, profile=%s%s%s",
 		 (unsigned)r->uid, r->run_id, (int)r->worker, id.name,
 		 profile_name(r->engine_only ? PROFILE_ENGINE : r->profile), r->ct ? ", container " : "",
@@ -1224,8 +1243,11 @@ static void maybe_complete(struct run *r)
 	}
 	if (r->end == END_FINISHED)
 		log_debug("uid=%u run=%" PRIu64 " t_exec_to_ready_us=%" PRIu64
-			  " t_exit_to_frame_us=%" PRIu64, (unsigned)r->uid, r->run_id,
-			  r->t_ready - r->t_arrived, sent - r->t_finished);
+			  " t_exit_to_frame_us=%" PRIu64 " t_gate_us=%" PRIu64
+			  " t_handover_us=%" PRIu64 " t_worker_us=%" PRIu64, (unsigned)r->uid,
+			  r->run_id, r->t_ready - r->t_arrived, sent - r->t_finished,
+			  span_us(r->t_arrived, r->t_gated), span_us(r->t_gated, r->t_sent),
+			  span_us(r->t_sent, r->t_ready));
 	log_info("uid=%u run=%" PRIu64 " ended: %s", (unsigned)r->uid, r->run_id,
 		 r->end == END_FINISHED ? "finished" : r->end == END_SETUP ? r->setup_step : "lost");
 	if (r->next && r->end == END_FINISHED && !r->b->stopping)
