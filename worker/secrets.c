@@ -47,7 +47,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <linux/nsfs.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <linux/openat2.h>
 #include <sys/mount.h>
@@ -232,6 +234,198 @@ static int add_joined(struct plan *p, const char *dir, const char *name, size_t 
 	return add_mask(p, path, err, errlen);
 }
 
+/* ---- listings a spare's check may take again -------------------------------
+ *
+ * A warm job's S expands the set twice: when it builds C, and at `go`, to
+ * tell whether C still fits (warm.c).  Listing a large directory for a
+ * pattern (a repository, /tmp) is most of the second expansion.  So such
+ * an S watches each directory it lists, with inotify, from before the
+ * listing: every name made, removed or moved into or out of it since is an
+ * event.  A directory with no event since, opened again at the same path
+ * and still the same inode, holds the entries that listing saw; its
+ * matches are taken again, each looked up again as add_joined does.  No
+ * clock is involved.  Any doubt lists again: no watch (inotify refused, or
+ * the user's instances used up), a queue that overflowed, a watch the
+ * kernel dropped (the directory deleted or unmounted), more matches than
+ * are kept, a file system whose changes may not all pass through this
+ * kernel (NFS, SMB, FUSE: inotify sees only local changes there). */
+#define LISTED_MAX 16       /* directory and pattern pairs kept */
+#define LISTED_NAMES_MAX 16 /* matches kept per pair */
+#define LISTED_EVENTS (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \
+		       IN_MOVE_SELF | IN_ONLYDIR)
+
+struct listed {
+	char *dir, *pattern;
+	dev_t dev;
+	ino_t ino;
+	int wd;
+	bool valid;
+	size_t n;
+	char *names[LISTED_NAMES_MAX];
+};
+
+static struct {
+	int fd; /* the inotify instance; -1: none (listing every time) */
+	size_t n;
+	struct listed e[LISTED_MAX];
+} listings = { .fd = -1 };
+
+static void listings_start(void)
+{
+	if (listings.fd < 0)
+		listings.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+}
+
+static void listed_clear(struct listed *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->names[i]);
+	l->n = 0;
+	l->valid = false;
+}
+
+/* Every event queued so far takes the listings of its directory away; an
+ * overflow, all of them. */
+static void listings_drain(void)
+{
+	union {
+		struct inotify_event ev;
+		char bytes[4096];
+	} buf;
+	ssize_t got;
+
+	while ((got = read(listings.fd, buf.bytes, sizeof(buf.bytes))) > 0) {
+		for (ssize_t at = 0; at < got;) {
+			const struct inotify_event *ev = (const void *)(buf.bytes + at);
+
+			at += (ssize_t)(sizeof(*ev) + ev->len);
+			for (size_t i = 0; i < listings.n; i++)
+				if ((ev->mask & IN_Q_OVERFLOW) || listings.e[i].wd == ev->wd)
+					listings.e[i].valid = false;
+		}
+	}
+	if (got < 0 && errno != EAGAIN && errno != EINTR)
+		for (size_t i = 0; i < listings.n; i++)
+			listings.e[i].valid = false;
+}
+
+static struct listed *listed_find(const char *dir, const char *name, size_t len)
+{
+	for (size_t i = 0; i < listings.n; i++) {
+		struct listed *l = &listings.e[i];
+
+		if (!strcmp(l->dir, dir) && strlen(l->pattern) == len &&
+		    !memcmp(l->pattern, name, len))
+			return l;
+	}
+	return NULL;
+}
+
+/* The pair's slot, its old matches gone; NULL when every slot is taken. */
+static struct listed *listed_slot(const char *dir, const char *name, size_t len)
+{
+	struct listed *l = listed_find(dir, name, len);
+
+	if (l) {
+		listed_clear(l);
+		return l;
+	}
+	if (listings.n == LISTED_MAX)
+		return NULL;
+	l = &listings.e[listings.n];
+	*l = (struct listed){ .dir = strdup(dir), .pattern = strndup(name, len), .wd = -1 };
+	if (!l->dir || !l->pattern) {
+		free(l->dir);
+		free(l->pattern);
+		return NULL;
+	}
+	listings.n++;
+	return l;
+}
+
+/* Local file systems, every change made through this kernel. */
+static bool every_change_seen(int fd)
+{
+	static const unsigned long local[] = { EXT4_SUPER_MAGIC, XFS_SUPER_MAGIC,
+					       BTRFS_SUPER_MAGIC, TMPFS_MAGIC, F2FS_SUPER_MAGIC };
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return false;
+	for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+		if ((unsigned long)sf.f_type == local[i])
+			return true;
+	return false;
+}
+
+/* Before fd's directory is listed: its watch, on the inode fd holds (not
+ * on whatever its path names by then).  NULL: this listing is not kept. */
+static struct listed *listing_begin(int fd, const char *dir, const char *name, size_t len)
+{
+	char self[32];
+	struct listed *l;
+	struct stat st;
+
+	if (listings.fd < 0 || !every_change_seen(fd) || fstat(fd, &st) < 0 ||
+	    !(l = listed_slot(dir, name, len)))
+		return NULL;
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	l->wd = inotify_add_watch(listings.fd, self, LISTED_EVENTS);
+	if (l->wd < 0)
+		return NULL;
+	l->dev = st.st_dev;
+	l->ino = st.st_ino;
+	return l;
+}
+
+static void listing_match(struct listed *l, const char *entry)
+{
+	if (!l || l->n == SIZE_MAX)
+		return;
+	if (l->n == LISTED_NAMES_MAX || !(l->names[l->n] = strdup(entry))) {
+		listed_clear(l);
+		l->n = SIZE_MAX; /* not kept */
+		return;
+	}
+	l->n++;
+}
+
+static void listing_end(struct listed *l, bool complete)
+{
+	if (!l)
+		return;
+	if (l->n == SIZE_MAX)
+		l->n = 0;
+	else
+		l->valid = complete;
+}
+
+/* The listing of dir for name kept from before, when nothing changed in
+ * the directory fd holds since; NULL: list it. */
+static struct listed *listing_still_holds(int fd, const char *dir, const char *name, size_t len)
+{
+	struct listed *l;
+	struct stat st;
+
+	if (listings.fd < 0)
+		return NULL;
+	listings_drain();
+	l = listed_find(dir, name, len);
+	if (!l || !l->valid || fstat(fd, &st) < 0 || st.st_dev != l->dev || st.st_ino != l->ino)
+		return NULL;
+	return l;
+}
+
+static int add_listed(struct plan *p, const char *dir, const struct listed *l, char *err,
+		      size_t errlen)
+{
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < l->n; i++)
+		rc = add_joined(p, dir, l->names[i], strlen(l->names[i]), err, errlen);
+	return rc;
+}
+
 /* name ends in '*': every entry of dir that starts with the rest.  A
  * directory the user may enter but not list is skipped: its exact names
  * (".env") are separate entries of the set. */
@@ -245,11 +439,17 @@ static int add_matching(struct plan *p, const char *dir, const char *name, size_
 		char bytes[8192];
 	} buf;
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct listed *kept;
 	ssize_t got = 1;
 	int rc = 0;
 
 	if (fd < 0)
 		return nothing_there(errno) ? 0 : -errno;
+	if ((kept = listing_still_holds(fd, dir, name, len))) {
+		close(fd);
+		return add_listed(p, dir, kept, err, errlen);
+	}
+	kept = listing_begin(fd, dir, name, len);
 	while (rc == 0 && got > 0) {
 		got = getdents64(fd, buf.bytes, sizeof(buf.bytes));
 		for (ssize_t at = 0; rc == 0 && at < got;) {
@@ -257,10 +457,13 @@ static int add_matching(struct plan *p, const char *dir, const char *name, size_
 
 			at += e->d_reclen;
 			if (!strncmp(e->d_name, name, len - 1) && strcmp(e->d_name, ".") &&
-			    strcmp(e->d_name, ".."))
+			    strcmp(e->d_name, "..")) {
+				listing_match(kept, e->d_name);
 				rc = add_joined(p, dir, e->d_name, strlen(e->d_name), err, errlen);
+			}
 		}
 	}
+	listing_end(kept, rc == 0 && got == 0);
 	/* A directory that stops listing halfway (EIO) is not known to
 	 * hold no secret. */
 	if (got < 0 && rc == 0 && !nothing_there(errno)) {
@@ -758,6 +961,8 @@ int plan_secrets(struct plan *p, char *err, size_t errlen)
 
 	if (!job->has_secrets)
 		return 0;
+	if (job->warm)
+		listings_start();
 	if (!grow_masks(p)) {
 		snprintf(err, errlen, "out of memory listing secrets");
 		return -ENOMEM;

@@ -149,6 +149,98 @@ def test_a_secret_linked_back_after_the_spare_is_masked(make_broker, tmpdir_k):
     assert took(b) == 1, b.read_log()
 
 
+ENV_DOT = "os.getcwd() + '/{up}.' + 'e' + 'nv.{rest}'"
+
+
+def read_built(path_expr):
+    """READ of a path the pre-screen does not see spelled out."""
+    return READ.replace("os.environ['SECRET_AT']", path_expr)
+
+
+def spares_fitted(b):
+    """How many runs' snippets ran in the python3 their spare had waiting
+    (a spare that no longer fits runs the code in a cold child instead)."""
+    log = b.read_log()
+    waited = set(re.findall(r"spare pid=(\d+) waits for a snippet", log))
+    ran = set(re.findall(r"snippet pid=(\d+) running", log))
+    return len(waited & ran)
+
+
+@pytest.mark.parametrize("how", ["made", "moved in", "linked in"])
+def test_a_pattern_secret_made_after_the_spare_is_masked(make_broker, tmpdir_k, how):
+    """The spare's check at `go` takes its listing of the working directory
+    again only while nothing changed there: a `.env.*` made, moved or
+    linked in after the spare started is found."""
+    b = warm_broker(make_broker)
+    work = subdir(tmpdir_k, "work")
+    code = read_built(ENV_DOT.format(up="", rest="local"))
+    assert run(b, code, work)[0] == "FileNotFoundError 2\n"
+    spare_waits(b)
+    target = os.path.join(work, ".env.local")
+    aside = os.path.join(tmpdir_k, "aside")
+    with open(target if how == "made" else aside, "w") as f:
+        f.write("API_KEY=planted\n")
+    os.chmod(target if how == "made" else aside, 0o644)
+    if how == "moved in":
+        os.rename(aside, target)
+    elif how == "linked in":
+        os.link(aside, target)
+    out, _, end = run(b, code, work)
+    assert out == "PermissionError 13\n", (how, out)
+    assert end["secrets"] == "masked", end
+    # It went to the spare, which no longer fitted: a cold child ran it.
+    assert took(b) == 1 and spares_fitted(b) == 0, b.read_log()
+
+
+def test_a_pattern_secret_made_in_a_parent_after_the_spare_is_masked(make_broker, tmpdir_k):
+    b = warm_broker(make_broker)
+    work = subdir(subdir(tmpdir_k, "repo"), "src")
+    code = read_built(ENV_DOT.format(up="../", rest="prod"))
+    assert run(b, code, work)[0] == "FileNotFoundError 2\n"
+    spare_waits(b)
+    parent_secret = os.path.join(tmpdir_k, "repo", ".env.prod")
+    with open(parent_secret, "w") as f:
+        f.write("API_KEY=planted\n")
+    os.chmod(parent_secret, 0o644)
+    assert run(b, code, work)[0] == "PermissionError 13\n"
+
+
+def test_an_unchanged_directory_keeps_the_spare_and_its_masks(make_broker, tmpdir_k):
+    """The control: with a `.env.*` there from the start and nothing
+    changed, every run takes its spare, and the secret stays masked."""
+    b = warm_broker(make_broker)
+    work = subdir(tmpdir_k, "work")
+    secret = os.path.join(work, ".env.local")
+    with open(secret, "w") as f:
+        f.write("API_KEY=planted\n")
+    os.chmod(secret, 0o644)
+    code = read_built(ENV_DOT.format(up="", rest="local"))
+    assert run(b, code, work)[0] == "PermissionError 13\n"
+    for i in range(1, 4):
+        spare_waits(b, i)
+        assert run(b, code, work)[0] == "PermissionError 13\n"
+    assert took(b) == 3 and spares_fitted(b) == 3, b.read_log()
+
+
+def test_a_pattern_secret_removed_after_the_spare_leaves_no_mask(make_broker, tmpdir_k):
+    """A `.env.*` removed after the spare started, then made again as a
+    new file: the new one is masked (the removal was an event too)."""
+    b = warm_broker(make_broker)
+    work = subdir(tmpdir_k, "work")
+    secret = os.path.join(work, ".env.local")
+    with open(secret, "w") as f:
+        f.write("old\n")
+    os.chmod(secret, 0o644)
+    code = read_built(ENV_DOT.format(up="", rest="local"))
+    assert run(b, code, work)[0] == "PermissionError 13\n"
+    spare_waits(b)
+    os.unlink(secret)
+    with open(secret, "w") as f:
+        f.write("API_KEY=planted\n")
+    os.chmod(secret, 0o644)
+    assert run(b, code, work)[0] == "PermissionError 13\n"
+
+
 def test_stdin_is_the_code_as_in_a_cold_run(make_broker, tmpdir_k):
     b = warm_broker(make_broker)
     code = ("import sys\n"
