@@ -208,6 +208,13 @@ static const struct key keys[] = {
 	    "the trail against those lines (AUDIT.md).  0: not by row count."),
 	NUM("audit", "anchor_interval", KEY_DURATION, audit_anchor_ms, SEC, 24 * HOUR, "600s",
 	    "The longest time between two anchors in the log."),
+	NUM("audit", "sync_window", KEY_DURATION, audit_sync_window_ms, 0, SEC, "5ms",
+	    "A snippet that runs does not wait for its decision row to reach\n"
+	    "the disk: the row is committed (a killed broker loses nothing)\n"
+	    "and synced within this long, or sooner by the next other row.\n"
+	    "A power cut or kernel crash can lose the decision rows of the\n"
+	    "runs that started this long before it (AUDIT.md, Durability).\n"
+	    "0: every row is on the disk before its snippet starts."),
 	NUM("audit", "verify_rows", KEY_COUNT, audit_verify_rows, 1, UINT32_MAX, "100000",
 	    "At start the broker checks the chain's newest this many rows and\n"
 	    "its head; a break is an error in the log and an epoch row."),

@@ -66,6 +66,7 @@ struct config {
 	bool mcp_elicitation;              /* [mcp] elicitation = yes|no */
 	uint64_t audit_anchor_rows;    /* [audit] anchor_rows, default 100; 0 = none by count */
 	uint64_t audit_anchor_ms;      /* [audit] anchor_interval, default 10m */
+	uint64_t audit_sync_window_ms; /* [audit] sync_window, default 5ms */
 	uint64_t audit_verify_rows;    /* [audit] verify_rows at start, default 100000 */
 	bool landlock;                 /* [sandbox] landlock = yes|no, default yes */
 	enum egress_mode egress;       /* [egress] unattended = get|allowlist|none|any */

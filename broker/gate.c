@@ -99,6 +99,9 @@ void gate_fini(void)
 {
 	struct card *c;
 
+	if (store && store_unsynced(store) && store_sync(store) < 0)
+		log_err("audit: %s", store_last_error(store));
+
 	while ((c = TAILQ_FIRST(&cards))) {
 		TAILQ_REMOVE(&cards, c, link);
 		card_free(c);
@@ -124,13 +127,43 @@ static void labels_csv(const struct scan_result *sr, char *out, size_t len)
 					scan_label_name(sr->hits[i].label));
 }
 
+/* ---- durability ----------------------------------------------------------- */
+
+/* When the rows written without waiting for the disk are synced at the
+ * latest ([audit] sync_window); 0: none waits. */
+static uint64_t sync_due_ms;
+
+static void sync_rows(uint64_t now)
+{
+	if (store_sync(store) == 0) {
+		sync_due_ms = 0;
+		return;
+	}
+	/* Every row from now on is refused until a sync works; try again. */
+	log_err("audit: %s; no snippet starts until the trail is synced", store_last_error(store));
+	sync_due_ms = now + 1000;
+}
+
+static void sync_rows_later(void)
+{
+	if (!sync_due_ms)
+		sync_due_ms = now_ms() + gb->cfg.audit_sync_window_ms;
+}
+
 /* Appends a row for an exec; returns 0, or -1 after telling the client
- * that nothing runs because nothing could be recorded. */
-static int append_or_refuse(struct client_link *cl, uint64_t id, struct audit_row *row)
+ * that nothing runs because nothing could be recorded.  The row of a
+ * snippet that starts now need not wait for the disk (AUDIT.md,
+ * "Durability"). */
+static int append_or_refuse(struct client_link *cl, uint64_t id, struct audit_row *row,
+			    bool starts_now)
 {
 	/* An escalation's rows follow a run that did happen. */
 	const char *not_run = row->after_seq ? "did not run again" : "did not run";
-	int rc = store_audit_append(store, row);
+	bool unsynced = starts_now && gb->cfg.audit_sync_window_ms;
+	int rc = unsynced ? store_audit_append_unsynced(store, row) : store_audit_append(store, row);
+
+	if (rc == 0 && unsynced)
+		sync_rows_later();
 
 	if (rc == -EDQUOT) {
 		log_warn("uid=%u refused: %s", (unsigned)cl->peer.uid, store_last_error(store));
@@ -169,7 +202,7 @@ static int audit_decision(struct client_link *cl, uint64_t id, const char *code,
 				 .follows = follows, .after_seq = after_seq };
 
 	labels_csv(sr, labels, sizeof(labels));
-	if (append_or_refuse(cl, id, &row) < 0)
+	if (append_or_refuse(cl, id, &row, decision == DECISION_RAN) < 0)
 		return -1;
 	if (sha256_out)
 		memcpy(sha256_out, row.sha256, 65);
@@ -189,7 +222,7 @@ static int audit_grant_expired(struct client_link *cl, const struct msg_exec *e)
 				 .approver = approver_name(APPROVER_GRANT),
 				 .profile = profile_name(PROFILE_NONE) };
 
-	if (append_or_refuse(cl, e->id, &row) < 0)
+	if (append_or_refuse(cl, e->id, &row, false) < 0)
 		return -1;
 	log_info("uid=%u the %s grant has expired (found by request %" PRIu64 ")",
 		 (unsigned)cl->peer.uid, FAMILY, e->id);
@@ -1318,6 +1351,8 @@ void gate_tick(struct broker *b, uint64_t now)
 {
 	struct card *c;
 
+	if (sync_due_ms && now >= sync_due_ms)
+		sync_rows(now);
 	queue_expire(now);
 	queue_run(b);
 	/* Telling a client its card expired may fail and close its session,
@@ -1334,7 +1369,7 @@ void gate_tick(struct broker *b, uint64_t now)
 
 int gate_next_deadline(struct broker *b, uint64_t now)
 {
-	uint64_t next = UINT64_MAX;
+	uint64_t next = sync_due_ms ? sync_due_ms : UINT64_MAX;
 	struct card *c;
 
 	TAILQ_FOREACH(c, &cards, link)

@@ -3,7 +3,12 @@
  *
  * Durability comes from SQLite alone: WAL with synchronous=FULL makes every
  * COMMIT durable and a process killed mid-write leaves the database before
- * or after the transaction.  Statements are prepared per call: nothing is
+ * or after the transaction.  One kind of commit may wait for its sync
+ * (store_audit_append_unsynced: a decision row whose snippet starts at
+ * once): it is written to the WAL at synchronous=NORMAL, which a killed
+ * broker cannot lose, and made durable by store_sync(), by the next
+ * commit at FULL (a WAL sync covers every frame before it), or by the
+ * checkpoint SQLite runs on close (AUDIT.md, "Durability").  Statements are prepared per call: nothing is
  * left half-stepped between calls, so no read snapshot outlives a call and
  * blocks checkpoints.
  *
@@ -58,6 +63,9 @@ struct store {
 	bool copy;          /* store_open_copy: read only, never sealed */
 	bool has_blocked;   /* the audit table has `blocked` (version 5 on) */
 	bool has_after;     /* ... and `after_seq` (version 6 on) */
+	bool unsynced;      /* a commit is in the WAL but maybe not on the disk */
+	bool deferring;     /* the commit under way is one of those */
+	bool sync_failed;   /* store_sync failed: no row is written until one works */
 };
 
 /* The two columns a read adds after the seal: the receipt and the link of
@@ -299,6 +307,10 @@ static int commit(struct store *s, const char *what)
 
 	if (rc)
 		rollback(s);
+	else if (s->deferring)
+		s->unsynced = true;
+	else
+		s->unsynced = false; /* synchronous=FULL synced the WAL, all of it */
 	return rc;
 }
 
@@ -734,6 +746,8 @@ static int step_done(struct store *s, sqlite3_stmt *st, const char *what)
 
 	rc = rc == SQLITE_DONE ? 0 : sql_fail(s, rc, what);
 	sqlite3_finalize(st);
+	if (rc == 0)
+		s->unsynced = false;
 	return rc;
 }
 
@@ -1342,6 +1356,10 @@ int store_audit_append(struct store *s, struct audit_row *row)
 	int64_t seq = row->seq;
 	int rc;
 
+	/* A row whose sync failed may be gone after a power cut: none
+	 * follows it until a sync works (fail closed). */
+	if (s->sync_failed && (rc = store_sync(s)) < 0)
+		return rc;
 	rc = normalise(s, row);
 	if (!rc)
 		rc = begin_write(s, what);
@@ -1362,6 +1380,58 @@ int store_audit_append(struct store *s, struct audit_row *row)
 	if (!rc)
 		anchor_after(row);
 	return rc;
+}
+
+static int set_synchronous(struct store *s, bool full)
+{
+	return exec(s, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+		    "cannot set the audit trail's sync mode");
+}
+
+int store_audit_append_unsynced(struct store *s, struct audit_row *row)
+{
+	int rc = set_synchronous(s, false);
+
+	if (rc)
+		return rc;
+	s->deferring = true;
+	rc = store_audit_append(s, row);
+	s->deferring = false;
+	/* Not back at FULL, every later commit would wait for no sync:
+	 * sync now, and write nothing more until that works. */
+	if (set_synchronous(s, true) < 0) {
+		s->sync_failed = true;
+		return store_sync(s) < 0 && !rc ? -EIO : rc;
+	}
+	return rc;
+}
+
+bool store_unsynced(const struct store *s)
+{
+	return s->unsynced || s->sync_failed;
+}
+
+/* SQLite's own file object for the WAL, synced as a FULL commit syncs it. */
+int store_sync(struct store *s)
+{
+	sqlite3_file *wal = NULL;
+	int rc;
+
+	if (!s->unsynced && !s->sync_failed)
+		return 0;
+	rc = sqlite3_file_control(s->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal);
+	if (rc == SQLITE_OK && wal && wal->pMethods)
+		rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
+	else if (rc == SQLITE_OK)
+		rc = SQLITE_IOERR_FSYNC; /* committed, and no WAL to sync: never so */
+	if (rc != SQLITE_OK) {
+		s->sync_failed = true;
+		snprintf(s->err, sizeof(s->err), "cannot sync the audit trail's log (%s)",
+			 sqlite3_errstr(rc));
+		return -EIO;
+	}
+	s->unsynced = s->sync_failed = false;
+	return 0;
 }
 
 /* ---- audit: anchors ------------------------------------------------------ */

@@ -123,6 +123,16 @@ void store_set_quota(struct store *s, uint64_t max_bytes, uint64_t period_ms);
  * hash; one transaction. */
 int store_audit_append(struct store *s, struct audit_row *row);
 
+/* store_audit_append without waiting for the disk: the row is committed
+ * (every reader sees it, and a killed broker cannot lose it) but a power
+ * cut or a kernel crash can until store_sync() or the next other commit. */
+int store_audit_append_unsynced(struct store *s, struct audit_row *row);
+/* Whether a row of store_audit_append_unsynced is not yet known durable. */
+bool store_unsynced(const struct store *s);
+/* Makes every committed row durable; -EIO (store_last_error says why),
+ * and then no row is appended until a later call succeeds. */
+int store_sync(struct store *s);
+
 /* Calls cb for the newest max rows of this uid, oldest first (newest last).
  * The row and every string it points at (event, code, labels, ...) belong
  * to the store and are valid only until cb returns: copy what you keep.

@@ -383,3 +383,30 @@ def test_rows_before_sealing_are_held_by_the_seals_after(make_broker, tmpdir_k):
     assert verify(path)[0] == 0
     rc, found, _ = verify(path, "--key", key)
     assert rc == 1 and found == {("seal", "3"), ("seal", "4"), ("seal", "5")}
+
+
+@pytest.mark.parametrize("window", ["0", "1s"])
+def test_the_decision_row_is_committed_before_the_snippet_runs(make_broker, tmpdir_k, window):
+    """With [audit] sync_window the row waits for the disk, not for its
+    readers: another connection finds it while the snippet still runs (the
+    snippet waits on a fifo the test opens only after reading the row)."""
+    b = make_broker(config="[audit]\nsync_window = %s\n" % window).start()
+    work = os.path.join(tmpdir_k, "work")
+    os.mkdir(work)
+    os.chmod(work, 0o755)
+    fifo = os.path.join(work, "go")
+    os.mkfifo(fifo, 0o666)
+    os.chmod(fifo, 0o666)
+    c = b.client()
+    c.exec("print('up', flush=True)\nprint(open('go').read())\n", id=7, cwd=work)
+    assert c.first_line() == "up"
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(b.state, "kotoba.db"), uri=True)
+    decided = db.execute("select decision, profile from audit where run_id = 7 and "
+                         "event = 'decision'").fetchall()
+    db.close()
+    assert decided == [("ran", "unattended")], decided
+    with open(fifo, "w") as f:
+        f.write("done")
+    out = c.until_end(id=7)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out
+    assert out["stdout"] == b"done\n", out  # "up" was read above

@@ -326,6 +326,9 @@ static void test_errors(void **state UNUSED)
 	expect_error("[gate]\ngrant_ttl = 367d\n", 2,
 		     "[gate] grant_ttl: '367d' is out of range");
 	expect_error("[gate]\ngrant_ttl = -1h\n", 2, "[gate] grant_ttl: '-1h' is not valid");
+	expect_error("[audit]\nsync_window = 2s\n", 2,
+		     "[audit] sync_window: '2s' is out of range");
+	expect_error("[audit]\n\nsync_window = soon\n", 3, "[audit] sync_window: 'soon' is not valid");
 	expect_error("[broker]\nthis line has no equals sign\n", 2,
 		     "expected '[section]' or 'key = value'");
 	expect_error("[broker\nuser = x\n", 1, "expected '[section]'");
