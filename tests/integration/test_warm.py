@@ -157,6 +157,13 @@ def read_built(path_expr):
     return READ.replace("os.environ['SECRET_AT']", path_expr)
 
 
+def write_secret(path, text="API_KEY=planted\n"):
+    """A file any user may read: only a mask keeps a snippet out."""
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o644)
+
+
 def spares_fitted(b):
     """How many runs' snippets ran in the python3 their spare had waiting
     (a spare that no longer fits runs the code in a cold child instead)."""
@@ -178,9 +185,7 @@ def test_a_pattern_secret_made_after_the_spare_is_masked(make_broker, tmpdir_k, 
     spare_waits(b)
     target = os.path.join(work, ".env.local")
     aside = os.path.join(tmpdir_k, "aside")
-    with open(target if how == "made" else aside, "w") as f:
-        f.write("API_KEY=planted\n")
-    os.chmod(target if how == "made" else aside, 0o644)
+    write_secret(target if how == "made" else aside)
     if how == "moved in":
         os.rename(aside, target)
     elif how == "linked in":
@@ -198,10 +203,7 @@ def test_a_pattern_secret_made_in_a_parent_after_the_spare_is_masked(make_broker
     code = read_built(ENV_DOT.format(up="../", rest="prod"))
     assert run(b, code, work)[0] == "FileNotFoundError 2\n"
     spare_waits(b)
-    parent_secret = os.path.join(tmpdir_k, "repo", ".env.prod")
-    with open(parent_secret, "w") as f:
-        f.write("API_KEY=planted\n")
-    os.chmod(parent_secret, 0o644)
+    write_secret(os.path.join(tmpdir_k, "repo", ".env.prod"))
     assert run(b, code, work)[0] == "PermissionError 13\n"
 
 
@@ -211,9 +213,7 @@ def test_an_unchanged_directory_keeps_the_spare_and_its_masks(make_broker, tmpdi
     b = warm_broker(make_broker)
     work = subdir(tmpdir_k, "work")
     secret = os.path.join(work, ".env.local")
-    with open(secret, "w") as f:
-        f.write("API_KEY=planted\n")
-    os.chmod(secret, 0o644)
+    write_secret(secret)
     code = read_built(ENV_DOT.format(up="", rest="local"))
     assert run(b, code, work)[0] == "PermissionError 13\n"
     for i in range(1, 4):
@@ -228,16 +228,12 @@ def test_a_pattern_secret_removed_after_the_spare_leaves_no_mask(make_broker, tm
     b = warm_broker(make_broker)
     work = subdir(tmpdir_k, "work")
     secret = os.path.join(work, ".env.local")
-    with open(secret, "w") as f:
-        f.write("old\n")
-    os.chmod(secret, 0o644)
+    write_secret(secret, "old\n")
     code = read_built(ENV_DOT.format(up="", rest="local"))
     assert run(b, code, work)[0] == "PermissionError 13\n"
     spare_waits(b)
     os.unlink(secret)
-    with open(secret, "w") as f:
-        f.write("API_KEY=planted\n")
-    os.chmod(secret, 0o644)
+    write_secret(secret)
     assert run(b, code, work)[0] == "PermissionError 13\n"
 
 
