@@ -560,7 +560,7 @@ def warm_phases(args, broker, work):
     rows = [("exec sent -> started frame (client: scan, decision, audit row, go, "
              "the worker's check, hand-over)", start),
             ("  of which the broker's exec frame -> ready (its log)", ready),
-            ("    the gate: scan, grant, decision, its audit row durable",
+            ("    the gate: scan, grant, decision, its audit row committed",
              timing.get("t_gate_us", [])),
             ("    the hand-over: the spare found, the code sealed, `go` sent",
              timing.get("t_handover_us", [])),
