@@ -1369,7 +1369,8 @@ void gate_tick(struct broker *b, uint64_t now)
 
 int gate_next_deadline(struct broker *b, uint64_t now)
 {
-	uint64_t next = sync_due_ms ? sync_due_ms : UINT64_MAX;
+	/* A commit at FULL since may have synced the rows already. */
+	uint64_t next = sync_due_ms && store_unsynced(store) ? sync_due_ms : UINT64_MAX;
 	struct card *c;
 
 	TAILQ_FOREACH(c, &cards, link)
