@@ -1398,10 +1398,10 @@ int store_audit_append_unsynced(struct store *s, struct audit_row *row)
 	rc = store_audit_append(s, row);
 	s->deferring = false;
 	/* Not back at FULL, every later commit would wait for no sync:
-	 * sync now, and write nothing more until that works. */
+	 * nothing more is written until store_sync puts it back. */
 	if (set_synchronous(s, true) < 0) {
 		s->sync_failed = true;
-		return store_sync(s) < 0 && !rc ? -EIO : rc;
+		return rc ? rc : -EIO;
 	}
 	return rc;
 }
@@ -1419,6 +1419,8 @@ int store_sync(struct store *s)
 
 	if (!s->unsynced && !s->sync_failed)
 		return 0;
+	if (s->sync_failed && set_synchronous(s, true) < 0)
+		return -EIO;
 	rc = sqlite3_file_control(s->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal);
 	if (rc == SQLITE_OK && wal && wal->pMethods)
 		rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
