@@ -54,6 +54,8 @@
 #define ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 #define HASH_DOMAIN "kotoba-audit-v1"
 
+#define STMT_CACHE_MAX 48
+
 struct store {
 	sqlite3 *db;
 	uint64_t quota_bytes, quota_period_ms;
@@ -66,6 +68,14 @@ struct store {
 	bool unsynced;      /* a commit is in the WAL but maybe not on the disk */
 	bool deferring;     /* the commit under way is one of those */
 	bool sync_failed;   /* store_sync failed: no row is written until one works */
+	/* Statements prepared once and reset after each use: a run's gate
+	 * reads a grant and writes its row with the same few statements,
+	 * whose preparing cost more than their running. */
+	struct {
+		sqlite3_stmt *st;
+		bool busy; /* handed out by prep(), not yet given back by done() */
+	} cache[STMT_CACHE_MAX];
+	size_t n_cache;
 };
 
 /* The two columns a read adds after the seal: the receipt and the link of
@@ -267,15 +277,46 @@ static int64_t wall_clock_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A statement for sql: a cached one that is free (the same text: some
+ * are built at run time), else a new one, kept while the cache has room.
+ * Every one goes back through done(). */
 static int prep(struct store *s, const char *sql, sqlite3_stmt **st, const char *what)
 {
-	int rc = sqlite3_prepare_v2(s->db, sql, -1, st, NULL);
+	bool keep = s->n_cache < STMT_CACHE_MAX;
+	int rc;
 
+	for (size_t i = 0; i < s->n_cache; i++) {
+		if (s->cache[i].busy || strcmp(sqlite3_sql(s->cache[i].st), sql))
+			continue;
+		s->cache[i].busy = true;
+		*st = s->cache[i].st;
+		return 0;
+	}
+	rc = sqlite3_prepare_v3(s->db, sql, -1, keep ? SQLITE_PREPARE_PERSISTENT : 0, st, NULL);
 	if (rc != SQLITE_OK) {
 		*st = NULL;
 		return sql_fail(s, rc, what);
 	}
+	if (keep)
+		s->cache[s->n_cache++] = (typeof(s->cache[0])){ *st, true };
 	return 0;
+}
+
+/* Gives a statement back: a cached one reset (which ends its read, as
+ * finalizing would) with its bindings cleared, any other finalized. */
+static void done(struct store *s, sqlite3_stmt *st)
+{
+	if (!st)
+		return;
+	for (size_t i = 0; i < s->n_cache; i++) {
+		if (s->cache[i].st != st)
+			continue;
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+		s->cache[i].busy = false;
+		return;
+	}
+	sqlite3_finalize(st);
 }
 
 static int exec(struct store *s, const char *sql, const char *what)
@@ -509,7 +550,7 @@ static int pragma_text(struct store *s, const char *sql, const char *what, char 
 		snprintf(got, len, "%s", t ? (const char *)t : "");
 		rc = 0;
 	}
-	sqlite3_finalize(st);
+	done(s, st);
 	return rc;
 }
 
@@ -566,7 +607,7 @@ static int read_int(struct store *s, const char *sql, int64_t *v, const char *wh
 	} else {
 		rc = sql_fail(s, rc, what);
 	}
-	sqlite3_finalize(st);
+	done(s, st);
 	return rc;
 }
 
@@ -711,6 +752,8 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
+	for (size_t i = 0; i < s->n_cache; i++)
+		sqlite3_finalize(s->cache[i].st);
 	/* _v2 so a statement leaked by a bug cannot keep the handle alive. */
 	sqlite3_close_v2(s->db);
 	free(s);
@@ -733,7 +776,7 @@ static int prep_grant(struct store *s, const char *sql, uint32_t uid, const char
 		rc = sqlite3_bind_text(*st, 2, family, -1, SQLITE_STATIC);
 	if (rc != SQLITE_OK) {
 		rc = sql_fail(s, rc, what);
-		sqlite3_finalize(*st);
+		done(s, *st);
 		*st = NULL;
 	}
 	return rc;
@@ -745,7 +788,7 @@ static int step_done(struct store *s, sqlite3_stmt *st, const char *what)
 	int rc = sqlite3_step(st);
 
 	rc = rc == SQLITE_DONE ? 0 : sql_fail(s, rc, what);
-	sqlite3_finalize(st);
+	done(s, st);
 	if (rc == 0)
 		s->unsynced = false;
 	return rc;
@@ -790,7 +833,7 @@ int store_grant_get(struct store *s, uint32_t uid, const char *family, bool *has
 	} else {
 		rc = sql_fail(s, rc, what);
 	}
-	sqlite3_finalize(st);
+	done(s, st);
 	return rc;
 }
 
@@ -842,7 +885,7 @@ int store_grant_save(struct store *s, uint32_t uid, const char *family, const ch
 	    sqlite3_bind_int64(st, 5, t->life_ms ? now + (int64_t)t->life_ms : 0) != SQLITE_OK ||
 	    sqlite3_bind_text(st, 6, t->scope ? t->scope : "", -1, SQLITE_STATIC) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
-		sqlite3_finalize(st);
+		done(s, st);
 		return rc;
 	}
 	return step_done(s, st, what);
@@ -873,7 +916,7 @@ int store_grant_touch(struct store *s, uint32_t uid, const char *family)
 		return rc;
 	if (sqlite3_bind_int64(st, 3, wall_clock_ms()) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
-		sqlite3_finalize(st);
+		done(s, st);
 		return rc;
 	}
 	rc = step_done(s, st, what);
@@ -910,7 +953,7 @@ int store_grant_list(struct store *s, uint32_t uid, struct grant_row *rows, size
 		return rc;
 	if (sqlite3_bind_int64(st, 1, uid) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
-		sqlite3_finalize(st);
+		done(s, st);
 		return rc;
 	}
 	for (rc = 0; !rc && *n < max; (*n)++) {
@@ -925,7 +968,7 @@ int store_grant_list(struct store *s, uint32_t uid, struct grant_row *rows, size
 		if (rc)
 			break;
 	}
-	sqlite3_finalize(st);
+	done(s, st);
 	return rc;
 }
 
@@ -1153,7 +1196,7 @@ static int read_head(struct store *s, int64_t *seq, char hash[65], const char *w
 	} else {
 		rc = sql_fail(s, rc, what);
 	}
-	sqlite3_finalize(st);
+	done(s, st);
 	return rc;
 }
 
@@ -1171,7 +1214,7 @@ static int insert_row(struct store *s, const struct field *f, int64_t seq, const
 		return rc;
 	if (bind_row(st, f, prev, hash, code_ref, tail) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
-		sqlite3_finalize(st);
+		done(s, st);
 		return rc;
 	}
 	rc = step_done(s, st, what);
@@ -1183,7 +1226,7 @@ static int insert_row(struct store *s, const struct field *f, int64_t seq, const
 	if (sqlite3_bind_int64(st, 1, seq) != SQLITE_OK ||
 	    sqlite3_bind_text(st, 2, hash, 64, SQLITE_STATIC) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
-		sqlite3_finalize(st);
+		done(s, st);
 		return rc;
 	}
 	return step_done(s, st, what);
@@ -1213,7 +1256,7 @@ static int store_code(struct store *s, const struct audit_row *r, uint64_t *adde
 	if (sqlite3_bind_text(st, 1, r->sha256, 64, SQLITE_STATIC) != SQLITE_OK ||
 	    sqlite3_bind_blob64(st, 2, r->code, r->code_len, SQLITE_STATIC) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
-		sqlite3_finalize(st);
+		done(s, st);
 		return rc;
 	}
 	rc = step_done(s, st, what);
@@ -1237,7 +1280,7 @@ static int read_usage(struct store *s, uint32_t uid, int64_t now, int64_t *start
 		return rc;
 	if (sqlite3_bind_int64(st, 1, uid) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
-		sqlite3_finalize(st);
+		done(s, st);
 		return rc;
 	}
 	rc = sqlite3_step(st);
@@ -1252,7 +1295,7 @@ static int read_usage(struct store *s, uint32_t uid, int64_t now, int64_t *start
 	} else {
 		rc = rc == SQLITE_DONE ? 0 : sql_fail(s, rc, what);
 	}
-	sqlite3_finalize(st);
+	done(s, st);
 	return rc;
 }
 
@@ -1297,7 +1340,7 @@ static int charge(struct store *s, const struct audit_row *r, uint64_t cost, con
 	    sqlite3_bind_int64(st, 2, start) != SQLITE_OK ||
 	    sqlite3_bind_int64(st, 3, (int64_t)(bytes + cost)) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
-		sqlite3_finalize(st);
+		done(s, st);
 		return rc;
 	}
 	return step_done(s, st, what);
@@ -1476,7 +1519,7 @@ static int last_key_index(struct store *s, int64_t *index, const char *what)
 	if (rc == SQLITE_ROW)
 		*index = sqlite3_column_int64(st, 0);
 	rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_fail(s, rc, what);
-	sqlite3_finalize(st);
+	done(s, st);
 	return rc;
 }
 
@@ -1495,7 +1538,7 @@ static int insert_seal(struct store *s, int64_t seq, const struct seal_key *k, c
 	    sqlite3_bind_int64(st, 2, (int64_t)k->index) != SQLITE_OK ||
 	    sqlite3_bind_text(st, 3, mac, 64, SQLITE_TRANSIENT) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
-		sqlite3_finalize(st);
+		done(s, st);
 		return rc;
 	}
 	return step_done(s, st, what);
@@ -1729,7 +1772,7 @@ static int read_rows(struct store *s, const char *sql, int64_t a1, int64_t a2, a
 	if (sqlite3_bind_int64(st, 1, a1) != SQLITE_OK ||
 	    sqlite3_bind_int64(st, 2, a2) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
-		sqlite3_finalize(st);
+		done(s, st);
 		return rc;
 	}
 	for (rc = 0; !rc;) {
@@ -1745,7 +1788,7 @@ static int read_rows(struct store *s, const char *sql, int64_t a1, int64_t a2, a
 		if (!rc)
 			rc = cb(&r, arg);
 	}
-	sqlite3_finalize(st);
+	done(s, st);
 	return rc;
 }
 
@@ -1967,7 +2010,7 @@ static int walk_rows(struct walk *w, int64_t from, const char *what)
 		return rc;
 	if (sqlite3_bind_int64(st, 1, from) != SQLITE_OK) {
 		rc = sql_fail(s, sqlite3_errcode(s->db), what);
-		sqlite3_finalize(st);
+		done(s, st);
 		return rc;
 	}
 	for (rc = 0; !rc;) {
@@ -1977,7 +2020,7 @@ static int walk_rows(struct walk *w, int64_t from, const char *what)
 			break;
 		rc = step == SQLITE_ROW ? check_row(w, st) : sql_fail(s, step, what);
 	}
-	sqlite3_finalize(st);
+	done(s, st);
 	return rc;
 }
 
