@@ -100,6 +100,9 @@ struct run {
 	/* A spare: a warm job no snippet has taken yet ("spares" below). */
 	bool spare;
 	bool warm;                /* its interpreter waits for `go` */
+	bool lean;                /* a spare started without the preload (spare_luck) */
+	bool early;               /* a run took it while it started: its `warm` is late */
+	uint64_t warm_at_ms;      /* when it said `warm` */
 	char *key;                /* what a run must share with it to take it */
 	size_t key_len;
 	uint64_t idle_at_ms;      /* stopped then, unless a run takes it */
@@ -386,8 +389,11 @@ static int send_job(struct run *r, const struct run_request *rq, const struct id
 	r->proxied = job.proxy;
 	if (rc == 0)
 		rc = secrets_fill_job(r->b, id, &job, err, errlen);
-	if (r->spare)
+	if (r->spare) {
 		job_preload(c, &job);
+		if (r->lean)
+			job.n_preload = 0;
+	}
 	if (rc == 0 && job.has_secrets && job.profile == PROFILE_UNATTENDED) {
 		r->mounts_gen = secrets_mount_generation();
 		job.mounts = secrets_mount_table();
@@ -740,26 +746,49 @@ static bool spare_waiting(const struct run *r)
 	return r->spare && !r->done && r->end == END_NONE;
 }
 
+static bool spare_fits(const struct run *r, uid_t uid, const char *key, size_t len)
+{
+	return spare_waiting(r) && r->uid == uid && r->key_len == len && !memcmp(r->key, key, len);
+}
+
 static struct run *spare_find(struct broker *b, uid_t uid, const char *key, size_t len,
 			      bool only_warm)
 {
 	struct run *r;
 
 	TAILQ_FOREACH(r, &b->runs, blink)
-		if (spare_waiting(r) && r->uid == uid && (r->warm || !only_warm) &&
-		    r->key_len == len && !memcmp(r->key, key, len))
+		if (spare_fits(r, uid, key, len) && (r->warm || !only_warm))
 			return r;
 	return NULL;
+}
+
+/* Spares of one key, starting or waiting. */
+static unsigned spares_of(struct broker *b, uid_t uid, const char *key, size_t len)
+{
+	unsigned n = 0;
+	struct run *r;
+
+	TAILQ_FOREACH(r, &b->runs, blink)
+		n += spare_fits(r, uid, key, len);
+	return n;
 }
 
 /* Users whose spares go unused: two in a row stopped unused (their runs
  * change directory or environment each time) and that user gets none for
  * warm_idle, so that spares cost a bounded share of CPU nobody uses. */
 #define SPARE_MISSES_MAX 2
+/* Users whose runs come faster than spares start (a run found its spare
+ * still starting) get lean spares, without the preload's imports, which
+ * cost more CPU than the interpreter's own start: two lean ones starting
+ * side by side keep up with runs back to back, where full ones took CPU
+ * from those runs.  A run that takes a spare which has waited
+ * LEAN_WAITED_MS has time to spare again: full ones from then on. */
+#define LEAN_WAITED_MS 250
 static struct spare_luck {
 	uid_t uid;
 	unsigned misses;
 	uint64_t none_until_ms;
+	bool lean;
 } luck[64];
 
 static struct spare_luck *luck_of(uid_t uid)
@@ -767,7 +796,7 @@ static struct spare_luck *luck_of(uid_t uid)
 	struct spare_luck *oldest = &luck[0];
 
 	for (size_t i = 0; i < sizeof(luck) / sizeof(luck[0]); i++) {
-		if (luck[i].uid == uid && (luck[i].misses || luck[i].none_until_ms))
+		if (luck[i].uid == uid && (luck[i].misses || luck[i].none_until_ms || luck[i].lean))
 			return &luck[i];
 		if (luck[i].none_until_ms < oldest->none_until_ms)
 			oldest = &luck[i];
@@ -786,6 +815,17 @@ static void spare_missed(const struct run *r)
 		log_info("uid=%u spares went unused %d times in a row: none for %" PRIu64 " ms",
 			 (unsigned)r->uid, SPARE_MISSES_MAX, r->b->cfg.warm_idle_ms);
 	}
+}
+
+static void spare_lean(uid_t uid, bool lean)
+{
+	struct spare_luck *l = luck_of(uid);
+
+	if (l->lean != lean)
+		log_info("uid=%u spares start %s the preload: %s", (unsigned)uid,
+			 lean ? "without" : "with", lean ? "its runs come faster than spares start"
+							 : "a spare waited for its run");
+	l->lean = lean;
 }
 
 static bool spare_unlucky(uid_t uid)
@@ -871,8 +911,18 @@ static struct spare_spec *spare_spec(const struct run_request *rq)
 }
 
 /* Made when the run that asked for it ends, not while it runs: its start
- * (python3 and the preload's imports) would take CPU from that run. */
-static void spare_make(struct broker *b, const struct run_request *srq)
+ * (python3 and the preload's imports) would take CPU from that run.  Up to
+ * SPARES_PER_KEY of one key: runs that come faster than one spare starts
+ * find the other one ready, and the two start on two CPUs at once. */
+#define SPARES_PER_KEY 2
+
+static unsigned spares_per_key(const struct broker *b, uid_t uid)
+{
+	if (!luck_of(uid)->lean)
+		return 1;
+	return b->cfg.warm_per_user < SPARES_PER_KEY ? b->cfg.warm_per_user : SPARES_PER_KEY;
+}
+static bool spare_make_one(struct broker *b, const struct run_request *srq)
 {
 	char err[256] = "";
 	struct identity id_buf, *id = &id_buf;
@@ -881,14 +931,16 @@ static void spare_make(struct broker *b, const struct run_request *srq)
 	char *key;
 
 	if (!warm_applies(b, srq) || !(key = spare_key(srq, &len)))
-		return;
-	if (spare_find(b, srq->peer_uid, key, len, false) || !spare_room(b, srq->peer_uid) ||
+		return false;
+	if (spares_of(b, srq->peer_uid, key, len) >= spares_per_key(b, srq->peer_uid) ||
+	    !spare_room(b, srq->peer_uid) ||
 	    privsep_identity(srq->peer_uid, id, err, sizeof(err)) < 0 ||
 	    !(r = run_new(b, NULL, srq))) {
 		free(key);
-		return;
+		return false;
 	}
 	r->spare = true;
+	r->lean = luck_of(srq->peer_uid)->lean;
 	r->key = key;
 	r->key_len = len;
 	r->kill_at_ms = r->abandon_at_ms = UINT64_MAX;
@@ -897,10 +949,18 @@ static void spare_make(struct broker *b, const struct run_request *srq)
 	b->nspares++;
 	if (launch(b, r, srq, id, err, sizeof(err)) < 0) {
 		log_warn("uid=%u could not start a spare: %s", (unsigned)srq->peer_uid, err);
-		return;
+		return false;
 	}
-	log_info("uid=%u run=%" PRIu64 " started spare worker pid=%d as %s, profile=%s",
-		 (unsigned)r->uid, r->run_id, (int)r->worker, id->name, profile_name(r->profile));
+	log_info("uid=%u run=%" PRIu64 " started spare worker pid=%d as %s, profile=%s%s",
+		 (unsigned)r->uid, r->run_id, (int)r->worker, id->name, profile_name(r->profile),
+		 r->lean ? ", lean" : "");
+	return true;
+}
+
+static void spare_make(struct broker *b, const struct run_request *srq)
+{
+	for (unsigned i = 0; i < SPARES_PER_KEY && spare_make_one(b, srq); i++)
+		;
 }
 
 /* The spare becomes the run of rq, as run_new() would have made it. */
@@ -965,7 +1025,12 @@ static struct run *spare_take(struct broker *b, struct client_link *s,
 
 	if (!warm_applies(b, rq) || !(key = spare_key(rq, &len)))
 		return NULL;
+	/* One still starting is taken too: its python3 gets the code when it
+	 * is ready (the worker keeps `go` until then), sooner than a cold
+	 * start beside it would, which would also slow it down. */
 	r = spare_find(b, rq->peer_uid, key, len, true);
+	if (!r && (r = spare_find(b, rq->peer_uid, key, len, false)))
+		spare_lean(rq->peer_uid, true);
 	free(key);
 	if (!r)
 		return NULL;
@@ -979,10 +1044,14 @@ static struct run *spare_take(struct broker *b, struct client_link *s,
 		spare_stop(r, "go failed");
 		return NULL;
 	}
+	if (r->warm && now_ms() >= r->warm_at_ms + LEAN_WAITED_MS)
+		spare_lean(r->uid, false);
+	r->early = !r->warm;
 	spare_adopt(r, s, rq);
 	luck_of(r->uid)->misses = 0;
-	log_info("uid=%u run=%" PRIu64 " took spare worker pid=%d, profile=%s", (unsigned)r->uid,
-		 r->run_id, (int)r->worker, profile_name(r->profile));
+	log_info("uid=%u run=%" PRIu64 " took spare worker pid=%d, profile=%s%s", (unsigned)r->uid,
+		 r->run_id, (int)r->worker, profile_name(r->profile),
+		 r->early ? ", still starting" : "");
 	return r;
 }
 
@@ -1017,6 +1086,10 @@ int run_start(struct broker *b, struct client_link *s, const struct run_request 
 	if ((r = spare_take(b, s, rq))) {
 		mark_sent(r, gated);
 		spare_ask(b, r, rq);
+		/* This run waits for its interpreter anyway: the next one's
+		 * starts now, not when this run ends. */
+		if (r->early && r->next)
+			spare_make(b, &r->next->rq);
 		return 0;
 	}
 	if (privsep_identity(rq->peer_uid, &id, err, errlen) < 0)
@@ -1261,7 +1334,12 @@ static void take_worker_msg(struct run *r, const struct msg *m)
 
 	if (m->type == MSG_WARM && r->spare && !r->warm && r->end == END_NONE) {
 		r->warm = true;
+		r->warm_at_ms = now_ms();
 		log_debug("uid=%u run=%" PRIu64 " spare pid=%" PRIu64 " waits for a snippet",
+			  (unsigned)r->uid, r->run_id, m->u.warm.pid);
+	} else if (m->type == MSG_WARM && r->early && !r->warm && r->end == END_NONE) {
+		r->warm = true;
+		log_debug("uid=%u run=%" PRIu64 " spare pid=%" PRIu64 " is ready: it takes its code",
 			  (unsigned)r->uid, r->run_id, m->u.warm.pid);
 	} else if (m->type == MSG_SETUP_ERROR && r->spare && r->end == END_NONE) {
 		const struct msg_setup_error *e = &m->u.setup_error;

@@ -659,7 +659,7 @@ struct job_engine {
 	"    except Exception:\n"                                                        \
 	"        pass\n"                                                                 \
 	"if a[2:]:\n"                                                                    \
-	"    import socket\n"                                                            \
+	"    import _socket\n"                                                           \
 	"d = site.getusersitepackages()\n"                                               \
 	"if os.path.isdir(d):\n"                                                         \
 	"    sys.path.append(d)\n"                                                       \
@@ -670,9 +670,11 @@ struct job_engine {
 	"sys.excepthook = h\n"                                                           \
 	PYTHON_SNIPPET_END                                                               \
 	"if a[2:]:\n"                                                                    \
-	"    m = socket.socket(fileno=0)\n"                                              \
+	"    m = _socket.socket(fileno=0)\n"                                             \
 	"    m.send(b'w')\n"                                                             \
-	"    c = socket.recv_fds(m, 1, 1)[1]\n"                                          \
+	"    c = [int.from_bytes(x[2][:4], sys.byteorder) for x in\n"                    \
+	"         m.recvmsg(1, _socket.CMSG_LEN(4))[1]\n"                                 \
+	"         if x[:2] == (_socket.SOL_SOCKET, _socket.SCM_RIGHTS) and len(x[2]) >= 4]\n" \
 	"    m.detach()\n"                                                               \
 	"    if not c:\n"                                                                \
 	"        os._exit(0)\n"                                                          \
@@ -684,7 +686,7 @@ struct job_engine {
 	"    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(c),\n"       \
 	"        sys.stdin.encoding, sys.stdin.errors, '\\n')\n"                          \
 	"    sys.stdin.mode = 'r'\n"                                                     \
-	"    del socket, io\n"                                                           \
+	"    del _socket, io\n"                                                           \
 	"try:\n"                                                                         \
 	"    sys.path.append(os.getcwd())\n"                                              \
 	"except OSError:\n"                                                              \

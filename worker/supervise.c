@@ -35,6 +35,7 @@ struct supervision {
 	uint64_t kill_at;           /* after the timeout; 0: at once */
 	bool ready, reaped, timed_out, failed, broker_gone;
 	bool awaiting_go;           /* a warm job before `go` (warm.c) */
+	bool go_pending;            /* `go` came before python3 said it waits */
 	bool warm_sent, go_cold;    /* `warm` reported; `go` came, C does not fit */
 	bool oom_killed;            /* engine: the container ran out of memory */
 	int mounts;                 /* C's masks' mount namespace (CHILD_MSG_GATE); -1: none */
@@ -229,7 +230,7 @@ static void child_exec_done(struct supervision *r)
 				     "the child ended before the exec gate let its exec through");
 		return;
 	}
-	if (r->awaiting_go)
+	if (r->awaiting_go || r->go_pending)
 		return; /* `warm` once python3 says it waits (take_waiting) */
 	r->ready = true;
 	if (!send_ready(r))
@@ -300,10 +301,11 @@ static void serve_gate(struct supervision *r, short revents)
 }
 
 static void step_failed(struct supervision *r, enum proto_step step, int err, const char *msg);
+static void hand_over(struct supervision *r);
 
 /* A warm job's python3 says with one byte that it has imported the
- * preload list and waits for the code: now `warm`.  EOF: it died, which
- * its exit status says. */
+ * preload list and waits for the code: now `warm`, and the code goes at
+ * once when `go` came first.  EOF: it died, which its exit status says. */
 static void take_waiting(struct supervision *r)
 {
 	char byte;
@@ -316,6 +318,8 @@ static void take_waiting(struct supervision *r)
 		r->warm_sent = true;
 		if (!report_warm(r->child))
 			r->broker_gone = true;
+		else if (r->go_pending)
+			hand_over(r);
 	} else if (n != 0 || !r->warm_sent) {
 		step_failed(r, STEP_WARM, EPROTO, "the warm interpreter broke its bootstrap");
 	}
@@ -337,22 +341,19 @@ static void step_failed(struct supervision *r, enum proto_step step, int err, co
 	r->failed = true;
 }
 
-/* `go`: the code's memfd and the wall clock.  Handed to C when C still
- * fits what the run would be built from now; else supervise() returns
- * SUPERVISE_COLD and main.c starts a cold child with it. */
+/* `go`: the code's memfd and the wall clock.  It may come while python3
+ * still starts (the broker gives a run a spare that is on its way rather
+ * than start another interpreter beside it): then the code waits here
+ * for python3's byte (take_waiting). */
 static void take_go(struct supervision *r)
 {
 	struct plan *p = r->plan;
 	struct proto_error perr = { 0 };
 	uint8_t *buf = NULL;
 	struct msg m;
-	char err[200] = "";
-	bool fits = false;
 	ssize_t n = frame_read_blocking_fd(FD_BROKER, PROTO_FRAME_MAX_DEFAULT, &buf, &p->code_fd);
-	int rc;
 
-	if (n <= 0 || proto_decode(buf, (size_t)n, 0, &m, &perr) != MSG_GO || p->code_fd < 0 ||
-	    !r->warm_sent) {
+	if (n <= 0 || proto_decode(buf, (size_t)n, 0, &m, &perr) != MSG_GO || p->code_fd < 0) {
 		free(buf);
 		if (p->code_fd >= 0)
 			close(p->code_fd);
@@ -363,6 +364,22 @@ static void take_go(struct supervision *r)
 	p->timeout_ms = m.u.go.timeout_ms;
 	free(buf);
 	r->awaiting_go = false;
+	r->go_pending = true;
+	if (r->warm_sent)
+		hand_over(r);
+}
+
+/* The code to python3 when it still fits what the run would be built from
+ * now; else supervise() returns SUPERVISE_COLD and main.c starts a cold
+ * child with it. */
+static void hand_over(struct supervision *r)
+{
+	struct plan *p = r->plan;
+	char err[200] = "";
+	bool fits = false;
+	int rc;
+
+	r->go_pending = false;
 	start_clock(r);
 	rc = warm_still_fits(p, r->child, &fits, err, sizeof(err));
 	if (rc < 0) {
@@ -426,7 +443,7 @@ static void watch(struct supervision *r)
 			{ .fd = r->plan->err_r, .events = POLLIN },
 			{ .fd = r->gate.fd, .events = POLLIN },
 			{ .fd = receipt_wants_bytes(r->log) ? r->log->fd : -1, .events = POLLIN },
-			{ .fd = r->awaiting_go && !r->warm_sent ? r->plan->code_tx : -1,
+			{ .fd = (r->awaiting_go || r->go_pending) && !r->warm_sent ? r->plan->code_tx : -1,
 			  .events = POLLIN },
 		};
 		int n = poll(pfd, 6, poll_timeout(r));
@@ -508,9 +525,10 @@ static int report_end(struct supervision *r)
 		report_setup_error(r->rep.step, r->rep.err, r->rep.msg);
 		return WORKER_EXIT_FAIL;
 	}
-	if (r->awaiting_go) {
+	if (r->awaiting_go || r->go_pending) {
 		report_setup_error(step_name(STEP_WARM), ECHILD,
-				   "the warm interpreter ended before a snippet came");
+				   r->awaiting_go ? "the warm interpreter ended before a snippet came"
+						  : "the warm interpreter ended before it took the snippet");
 		return WORKER_EXIT_FAIL;
 	}
 	if (r->timed_out && !r->ready) {

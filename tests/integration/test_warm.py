@@ -374,10 +374,12 @@ def test_killing_a_warm_run_ends_it_and_the_next_gets_a_new_spare(make_broker, t
     end = c.until_end()["end"]
     c.close()
     assert end["type"] == "exit" and end["signal"] == signal.SIGKILL, end
-    # The killed run made no spare: the next starts cold, the one after is warm.
+    # Its interpreter is never used again: the next run gets another (a
+    # spare still starting, or a cold start), and the one after a new spare.
     assert run(b, "print('a')", tmpdir_k)[0] == "a\n"
     assert spare_waits(b, 2) != pid
-    assert run(b, "print('b')", tmpdir_k)[0] == "b\n" and took(b) == 2, b.read_log()
+    before = took(b)
+    assert run(b, "print('b')", tmpdir_k)[0] == "b\n" and took(b) == before + 1, b.read_log()
 
 
 def test_reload_and_idle_stop_spares(make_broker, tmpdir_k):
@@ -483,3 +485,92 @@ def test_a_spare_that_preloaded_pyplot_saves_shown_figures(make_broker, tmpdir_k
         files = [(m["name"], m["data"][:8]) for m in out["frames"] if m["type"] == "file"]
         assert files == [("figure-1.png", b"\x89PNG\r\n\x1a\n")], out
     assert took(b) == 1, b.read_log()
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(k) for k in f.read().split()]
+    except OSError:
+        return []
+
+
+def stopped_while_starting(b, tmpdir_k, attempts=5):
+    """A spare of tmpdir_k caught before its interpreter said it waits: its
+    supervisor SIGSTOPped, so the broker hears no `warm` until SIGCONT.
+    Returns (run id, worker pid).  A spare that was warm already is used
+    up by a run and the next one is tried."""
+    seen = len(re.findall(r"started spare worker", b.read_log()))
+    for _ in range(attempts):
+        deadline = time.monotonic() + BACKSTOP_S
+        while True:
+            found = re.findall(r"run=(\d+) started spare worker pid=(\d+)", b.read_log())
+            if len(found) > seen:
+                break
+            assert time.monotonic() < deadline, b.read_log()[-3000:]
+            time.sleep(0.001)
+        rid, pid = found[seen]
+        # Once it has started the interpreter's process, whose start
+        # takes tens of milliseconds more.
+        while not children(int(pid)):
+            assert time.monotonic() < deadline, b.read_log()[-3000:]
+            time.sleep(0.001)
+        os.kill(int(pid), signal.SIGSTOP)
+        if not re.search(r"run=%s spare pid=\d+ waits" % rid, b.read_log()):
+            return rid, int(pid)
+        os.kill(int(pid), signal.SIGCONT)
+        run(b, "pass", tmpdir_k)
+        seen = len(found)
+    raise AssertionError("every spare was warm before it could be stopped")
+
+
+def test_a_run_takes_a_spare_that_is_still_starting(make_broker, tmpdir_k):
+    b = warm_broker(make_broker)
+    run(b, "pass", tmpdir_k)
+    rid, pid = stopped_while_starting(b, tmpdir_k)
+    c = b.client()
+    c.exec("import sys; print(sys.argv, repr(sys.stdin.read()))", cwd=tmpdir_k)
+    log = wait_log(b, r"took spare worker pid=%d, profile=\w+, still starting" % pid)
+    # The code waits in the worker; no second interpreter starts for it.
+    assert not re.search(r"run=\d+ started worker pid", log.split("still starting")[-1]), log
+    os.kill(pid, signal.SIGCONT)
+    out = c.until_end()
+    c.close()
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out
+    assert out["stdout"].decode() == "['-'] ''\n", out
+    wait_log(b, r"spare pid=\d+ is ready: it takes its code")
+    # Its runs come faster than spares start: the next ones skip the
+    # preload, and still import what the snippet asks for.
+    log = wait_log(b, r"spares start without the preload")
+    wait_log(b, r"started spare worker pid=\d+ as \S+, profile=\w+, lean")
+    spare_waits(b, 1)
+    out, err, end = run(b, "import json\nprint(json.dumps([1]))", tmpdir_k)
+    assert out == "[1]\n" and end["code"] == 0, (out, err, end)
+    # A spare that waited for its run: full ones again.
+    pid2 = spare_waits(b, 2)
+    time.sleep(0.3)
+    out, _, end = run(b, "print('c')", tmpdir_k)
+    assert out == "c\n" and took(b) == 3, b.read_log()
+    wait_log(b, r"spares start with the preload: a spare waited for its run")
+    assert pid2 not in (pid,)
+
+
+def test_a_spare_that_dies_before_it_takes_the_code_fails_the_run_at_step_warm(
+        make_broker, tmpdir_k):
+    b = warm_broker(make_broker)
+    run(b, "pass", tmpdir_k)
+    rid, pid = stopped_while_starting(b, tmpdir_k)
+    c = b.client()
+    c.exec("print('never')", cwd=tmpdir_k)
+    wait_log(b, r"took spare worker pid=%d, profile=\w+, still starting" % pid)
+    # Its interpreter (the child of the stopped supervisor) is killed.
+    kids = children(pid)
+    assert kids, "the spare's supervisor has no child"
+    for k in kids:
+        os.kill(k, signal.SIGKILL)
+    os.kill(pid, signal.SIGCONT)
+    out = c.until_end()
+    c.close()
+    end = out["end"]
+    assert end["type"] == "error" and end.get("step") == "warm", end
+    assert out["stdout"] == b"", out
