@@ -911,9 +911,11 @@ static struct spare_spec *spare_spec(const struct run_request *rq)
 }
 
 /* Made when the run that asked for it ends, not while it runs: its start
- * (python3 and the preload's imports) would take CPU from that run.  Up to
- * SPARES_PER_KEY of one key: runs that come faster than one spare starts
- * find the other one ready, and the two start on two CPUs at once. */
+ * (python3 and the preload's imports) would take CPU from that run; but
+ * a run that took a spare still starting waits for it anyway, and its
+ * successor's start begins with it.  One of a key; for a user whose runs
+ * come faster than spares start, SPARES_PER_KEY (lean ones), so that a
+ * run finds one further on, and the two start on two CPUs at once. */
 #define SPARES_PER_KEY 2
 
 static unsigned spares_per_key(const struct broker *b, uid_t uid)
@@ -922,6 +924,7 @@ static unsigned spares_per_key(const struct broker *b, uid_t uid)
 		return 1;
 	return b->cfg.warm_per_user < SPARES_PER_KEY ? b->cfg.warm_per_user : SPARES_PER_KEY;
 }
+
 static bool spare_make_one(struct broker *b, const struct run_request *srq)
 {
 	char err[256] = "";
