@@ -252,10 +252,11 @@ static void start_steps(const struct broker *b, const struct container *ct, cons
 }
 
 /* Names the snippet's environment keeps inside: the host's paths and
- * home mean nothing there. */
+ * home mean nothing there, and the output directory is the run's own. */
 static bool env_passes(const char *kv)
 {
-	static const char *const host_only[] = { "PATH=", "HOME=", "TMPDIR=", "PWD=", "XDG_" };
+	static const char *const host_only[] = { "PATH=", "HOME=", "TMPDIR=", "PWD=", "XDG_",
+						  "KOTOBA_OUTPUT_DIR=" };
 
 	for (size_t i = 0; i < sizeof(host_only) / sizeof(host_only[0]); i++)
 		if (!strncmp(kv, host_only[i], strlen(host_only[i])))
@@ -264,11 +265,12 @@ static bool env_passes(const char *kv)
 }
 
 static void snippet_exec(const struct broker *b, const struct container *ct, const char *cli,
-			 char *const *env, size_t n_env, struct engine_job *j)
+			 char *const *env, size_t n_env, const char *out_dir, struct engine_job *j)
 {
 	/* The same isolated start as on the host: an image's ENV PYTHONPATH
-	 * or a .pth in the mounted working directory runs nothing either. */
-	static const char *const python_args[] = { PYTHON_SNIPPET_ARGV };
+	 * or a .pth in the mounted working directory runs nothing either;
+	 * first the run's output directory is made (PYTHON_CONTAINER_PRELUDE). */
+	static const char *const python_args[] = { PYTHON_CONTAINER_ARGV };
 	struct job_argv *a = &j->e.run;
 
 	prefix(b, ct, cli, j, a);
@@ -277,6 +279,7 @@ static void snippet_exec(const struct broker *b, const struct container *ct, con
 	arg(j, a, "--workdir=%s", ct->cwd);
 	arg(j, a, "--env=HOME=/tmp");
 	arg(j, a, "--env=TMPDIR=/tmp");
+	arg(j, a, "--env=KOTOBA_OUTPUT_DIR=%s", out_dir);
 	for (size_t i = 0; i < n_env; i++)
 		if (env_passes(env[i]))
 			arg(j, a, "--env=%s", env[i]);
@@ -309,6 +312,32 @@ static void oom_cmd(const struct broker *b, const struct container *ct, const ch
 	arg(j, a, "%s", oom_probe_py);
 }
 
+/* What the snippet left in its output directory, copied by the engine
+ * into the run's on the host (the worker names it): "DIR/." copies the
+ * directory's entries, as they are (a symlink stays a symlink). */
+static void outputs_cmd(const struct broker *b, const struct container *ct, const char *cli,
+			const char *out_dir, struct engine_job *j)
+{
+	struct job_argv *a = &j->e.outputs;
+
+	prefix(b, ct, cli, j, a);
+	arg(j, a, "cp");
+	arg(j, a, "%s:%s/.", ct->name, out_dir);
+	arg(j, a, "%s", PROTO_OUTPUT_DIR_ARG);
+}
+
+/* A new name for every run: nothing a snippet left can wait there for
+ * the next run (PYTHON_CONTAINER_PRELUDE removes the old ones). */
+static int output_dir_name(char *out, size_t len)
+{
+	uint64_t r;
+
+	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -EIO;
+	snprintf(out, len, CONTAINER_OUT_PARENT "/" CONTAINER_OUT_STEM "%016" PRIx64, r);
+	return 0;
+}
+
 static int find_cli(const struct broker *b, char *cli, size_t len, char *err, size_t errlen)
 {
 	int rc = find_in_path(b->cfg.container_cli, cli, len);
@@ -327,17 +356,22 @@ static int find_cli(const struct broker *b, char *cli, size_t len, char *err, si
 int container_snippet_job(const struct broker *b, const struct container *ct, char *const *env,
 			  size_t n_env, struct engine_job *j, char *err, size_t errlen)
 {
-	char cli[256];
+	char cli[256], out_dir[64];
 	int rc;
 
 	memset(j, 0, sizeof(*j));
 	if ((rc = find_cli(b, cli, sizeof(cli), err, errlen)) < 0)
 		return rc;
+	if (output_dir_name(out_dir, sizeof(out_dir)) < 0) {
+		snprintf(err, errlen, "cannot name the output directory: getrandom failed");
+		return -EIO;
+	}
 	if (!ct->started)
 		start_steps(b, ct, cli, j);
-	snippet_exec(b, ct, cli, env, n_env, j);
+	snippet_exec(b, ct, cli, env, n_env, out_dir, j);
 	remove_cmd(b, ct, cli, j, &j->e.kill);
 	oom_cmd(b, ct, cli, j);
+	outputs_cmd(b, ct, cli, out_dir, j);
 	if (j->overflow) {
 		snprintf(err, errlen, "the engine command line is too long (the snippet's "
 				      "environment, the working directory or the image name)");

@@ -28,6 +28,7 @@
 #define PROTO_CARD_LIMITS_MAX 8              /* limits named on a card */
 #define PROTO_ROWS_MAX 256                   /* rows in a list answer */
 #define PROTO_ARGV_MAX 96                    /* arguments of one engine command */
+#define PROTO_ARG_MAX 8192                   /* bytes of one of them (python3's -c) */
 /* Files a run leaves in $KOTOBA_OUTPUT_DIR that go back to the client
  * (PROTOCOL.md, "file"): at most this many, each at most FILE_MAX bytes
  * (a frame's room under the default max_frame), FILES_TOTAL in all; a
@@ -45,6 +46,9 @@
 /* An engine step's argument the worker replaces with one mask argument
  * per secret of the working directory (PROTOCOL.md, "job"). */
 #define PROTO_SECRET_MASKS_ARG "{secret-masks}"
+/* The engine's `outputs` argument the worker replaces with the path of
+ * the run's output directory on the host (PROTOCOL.md, "job"). */
+#define PROTO_OUTPUT_DIR_ARG "{output-dir}"
 
 /* Error codes carried by `error` frames (PROTOCOL.md, "Error codes"), by
  * the name they have in the table of proto/names.h. */
@@ -517,6 +521,8 @@ struct job_engine {
 	struct job_argv run;     /* exec'd instead of python3; the memfd is its stdin */
 	struct job_argv kill;    /* after a timeout, a cancel or an exit of 137 */
 	struct job_argv oom;     /* after an exit of 137: prints the OOM-kill count */
+	struct job_argv outputs; /* after a snippet that ended by itself: copies the
+				  * container's output directory (0 arguments: none) */
 };
 
 /* How a snippet ends (PYTHON_SNIPPET_MAIN's r): as python3 would end it,
@@ -695,7 +701,59 @@ struct job_engine {
 	"__import__('gc').freeze()\n"                                                    \
 	"del os, site, sys, d, h, a, m\n"                                                \
 	"globals().pop('r')(globals().pop('c'), globals())\n"
-#define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-c", PYTHON_SNIPPET_MAIN
+#define PYTHON_SNIPPET_FLAGS "-I", "-B", "-u", "-c"
+#define PYTHON_SNIPPET_ARGV PYTHON_SNIPPET_FLAGS, PYTHON_SNIPPET_MAIN
+
+/* A container's output directory: CONTAINER_OUT_PARENT/CONTAINER_OUT_STEM
+ * and 16 hex digits, a new name for every run (broker/container.c), in the
+ * container's own /tmp; its engine's `cp` brings what a run left there to
+ * the run's output directory on the host (PROTO_OUTPUT_DIR_ARG). */
+#define CONTAINER_OUT_PARENT "/tmp"
+#define CONTAINER_OUT_STEM ".kotoba-out-"
+/* What a container's python3 runs before PYTHON_SNIPPET_MAIN: it makes
+ * the run's output directory (mode 0700, empty) and removes what earlier
+ * runs in the same container left in theirs (a container serves one run
+ * at a time: no other run's directory is in use).  Every removal goes by
+ * directory descriptors and never follows a symlink (os.fwalk), so a
+ * symlink an earlier snippet put there leads nowhere.  At the end, after
+ * the snippet's own atexit handlers (the first registered runs last), the
+ * directory goes again if it is still empty: then the engine's copy has
+ * nothing to find, which it says at once, and an empty one would cost a
+ * whole archive round trip.  Its names are deleted before MAIN runs. */
+#define PYTHON_CONTAINER_PRELUDE                                                         \
+	"import atexit, os\n"                                                            \
+	"def o(d=os.environ.get('KOTOBA_OUTPUT_DIR', '')):\n"                            \
+	"    p, n = os.path.split(d)\n"                                                  \
+	"    if p != '" CONTAINER_OUT_PARENT "' or not n.startswith('" CONTAINER_OUT_STEM "'):\n" \
+	"        return\n"                                                               \
+	"    for e in os.scandir(p):\n"                                                  \
+	"        if not e.name.startswith('" CONTAINER_OUT_STEM "') or e.name == n:\n"   \
+	"            continue\n"                                                         \
+	"        try:\n"                                                                 \
+	"            if e.is_dir(follow_symlinks=False):\n"                              \
+	"                for _, ds, fs, fd in os.fwalk(e.path, topdown=False):\n"        \
+	"                    for f in fs:\n"                                             \
+	"                        os.unlink(f, dir_fd=fd)\n"                              \
+	"                    for f in ds:\n"                                             \
+	"                        try:\n"                                                 \
+	"                            os.rmdir(f, dir_fd=fd)\n"                           \
+	"                        except NotADirectoryError:\n"                           \
+	"                            os.unlink(f, dir_fd=fd)\n"                          \
+	"                os.rmdir(e.path)\n"                                             \
+	"            else:\n"                                                            \
+	"                os.unlink(e.path)\n"                                            \
+	"        except OSError:\n"                                                      \
+	"            pass\n"                                                             \
+	"    os.mkdir(d, 0o700)\n"                                                       \
+	"    def gone(d=d, rmdir=os.rmdir):\n"                                              \
+	"        try:\n"                                                                 \
+	"            rmdir(d)\n"                                                         \
+	"        except OSError:\n"                                                      \
+	"            pass\n"                                                             \
+	"    atexit.register(gone)\n"                                                       \
+	"o()\n"                                                                          \
+	"del atexit, os, o\n"
+#define PYTHON_CONTAINER_ARGV PYTHON_SNIPPET_FLAGS, PYTHON_CONTAINER_PRELUDE PYTHON_SNIPPET_MAIN
 /* In an unattended run the worker adds two arguments, the receipt pipe's fd and
  * the path of kotoba_receipt.py beside the worker (worker/receipt.c):
  * MAIN runs that file (its cached bytecode, made at build time: compiling

@@ -552,7 +552,8 @@ static int conclude(struct supervision *r)
  * Then stop the container whenever the CLI did not see it to its end: a
  * timeout, a cancel, an exit of 137 (SIGKILL, perhaps of only one
  * process in it) or a CLI killed by a signal (RLIMIT_CPU, say).  Not when
- * C failed its own setup: then no CLI ever ran. */
+ * C failed its own setup: then no CLI ever ran.  A snippet that ended by
+ * itself leaves the container as it is, and its files are copied out. */
 static void engine_after(struct supervision *r)
 {
 	bool exit137 = r->reaped && WIFEXITED(r->status) && WEXITSTATUS(r->status) == 137;
@@ -562,8 +563,12 @@ static void engine_after(struct supervision *r)
 		return;
 	if (exit137 && !r->timed_out && !r->broker_gone)
 		r->oom_killed = engine_oom_killed(r->plan, r->sigfd, &r->broker_gone);
-	if (r->timed_out || r->broker_gone || exit137 || signalled)
+	if (r->timed_out || r->broker_gone || exit137 || signalled) {
 		engine_kill(r->plan, r->sigfd);
+		return;
+	}
+	if (r->reaped)
+		engine_copy_outputs(r->plan, r->sigfd, &r->broker_gone);
 }
 
 int supervise(struct plan *p, pid_t child, int sigfd, struct receipt_log *log)

@@ -290,6 +290,97 @@ def test_another_working_directory_gets_another_container(ctbroker, ct_user, mak
     assert engine.inspect(a)["Id"] != engine.inspect(b)["Id"]
 
 
+# ---- the run's output directory ------------------------------------------------------------
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+                    "0000000d4944415478da63f8cfc0f01f0005000201a5f6a3a60000000049454e44ae426082")
+
+# What the directory is when the snippet starts, then a figure, a text file
+# and what must not come back: a symlink (to a file the snippet may read),
+# a FIFO and a subdirectory with a file in it.
+WRITES_FILES = (
+    "import os, stat\n"
+    "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+    "st = os.lstat(d)\n"
+    "print(repr((d, oct(stat.S_IMODE(st.st_mode)), stat.S_ISDIR(st.st_mode), os.listdir(d))))\n"
+    "with open(os.path.join(d, 'plot.png'), 'wb') as f:\n"
+    "    f.write(bytes.fromhex(%r))\n"
+    "with open(os.path.join(d, 'notes.txt'), 'w') as f:\n"
+    "    f.write('seen in the container')\n"
+    "os.symlink('/etc/passwd', os.path.join(d, 'link.txt'))\n"
+    "os.mkfifo(os.path.join(d, 'fifo'))\n"
+    "os.mkdir(os.path.join(d, 'sub'))\n"
+    "open(os.path.join(d, 'sub', 'inner.txt'), 'w').write('inner')\n" % PNG.hex())
+
+OUT_DIRS = ("import os\n"
+            "print(repr(sorted(n for n in os.listdir('/tmp') if n.startswith('.kotoba-out-'))))\n"
+            "print(repr(os.path.basename(os.environ['KOTOBA_OUTPUT_DIR'])))\n")
+
+
+def run_frames(ctbroker, code, cwd):
+    """The raw protocol, any card answered once: the frames to the end."""
+    c = ctbroker.client(channel=True)
+    c.exec(code, cwd=cwd)
+    out = c.until_end(on_card=lambda cl, m: cl.send(
+        {"type": "answer", "card": m["card"], "choice": "once"}))
+    c.close()
+    return out
+
+
+def files_of(out):
+    return [(m["name"], m["data"]) for m in out["frames"] if m["type"] == "file"]
+
+
+def stdout_of(out):
+    return b"".join(m["data"] for m in out["frames"]
+                    if m["type"] == "output" and m["stream"] == "stdout").decode()
+
+
+def out_dirs_in(engine, name):
+    """The output directories in the container's /tmp, read by the engine."""
+    p = engine.podman("exec", name, "python3", "-I", "-c",
+                      "import os; print(repr(sorted(n for n in os.listdir('/tmp') "
+                      "if n.startswith('.kotoba-out-'))))")
+    return ast.literal_eval(p.stdout.strip())
+
+
+def test_files_left_in_the_output_directory_come_back_from_the_container(ctbroker, ct_user,
+                                                                          cwd, engine):
+    out = run_frames(ctbroker, WRITES_FILES, cwd)
+    end = out["end"]
+    assert end["type"] == "exit" and end["code"] == 0, show(out["frames"])
+    assert end.get("where") == "container", show(end)
+    d, mode, is_dir, listing = ast.literal_eval(stdout_of(out).strip())
+    # In the container's own /tmp, a new name, made empty for this run.
+    assert d.startswith("/tmp/.kotoba-out-") and len(d) == len("/tmp/.kotoba-out-") + 16, d
+    assert (mode, is_dir, listing) == ("0o700", True, []), (mode, is_dir, listing)
+    assert not os.path.exists(d), "the container's directory is on the host: %s" % d
+    # Only the regular files, in name order, before the exit; the rest counted.
+    assert files_of(out) == [("notes.txt", b"seen in the container"), ("plot.png", PNG)], \
+        show(out["frames"])
+    types = [m["type"] for m in out["frames"]]
+    assert types.index("file") < types.index("exit")
+    assert end["files_left_out"] == 3, show(end)
+
+
+def test_the_next_run_in_the_container_finds_none_of_the_last_ones_files(ctbroker, ct_user,
+                                                                          cwd, engine):
+    first = run_frames(ctbroker, WRITES_FILES, cwd)
+    assert len(files_of(first)) == 2, show(first["frames"])
+    name = first["end"]["container"]
+    # The first's directory is still in the container until the next run starts.
+    assert len(out_dirs_in(engine, name)) == 1
+    second = run_frames(ctbroker, OUT_DIRS, cwd)
+    assert second["end"]["container"] == name, show(second["end"])
+    listing, own = [ast.literal_eval(l) for l in stdout_of(second).splitlines()]
+    assert listing == [own], (listing, own)
+    assert files_of(second) == [] and "files_left_out" not in second["end"], \
+        show(second["frames"])
+    # A run that left nothing leaves no directory behind (its copy has
+    # nothing to find).
+    assert out_dirs_in(engine, name) == [], "an empty output directory stayed"
+
+
 # ---- limits ------------------------------------------------------------------------------
 
 def test_two_snippets_at_once_in_one_directory_get_a_container_each(ctbroker, ct_user, cwd):
@@ -335,11 +426,16 @@ def test_a_timeout_leaves_no_process_and_the_next_run_gets_a_new_container(ctbro
     first = ran_in_container(warm, uid)
     first_id = engine.inspect(first)["Id"]
 
-    r = ctbroker.run("import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)\n", cwd,
-                     gate="none", timeout=2)
+    # a file in its output directory does not come back: the container is
+    # removed, not copied from
+    r = ctbroker.run("import os, time\n"
+                     "open(os.environ['KOTOBA_OUTPUT_DIR'] + '/partial.txt', 'w').write('x')\n"
+                     "print(os.getpid(), flush=True)\ntime.sleep(60)\n", cwd,
+                     gate="approve", timeout=2)
     assert r["_status"] == 124, show(r)
     assert r["timed_out"] is True, show(r)
     assert r["limit"] == "wall", show(r)
+    assert r.get("files", []) == [] and r.get("files_left_out", 0) == 0, show(r)
     timed_out = ran_in_container(r, uid)
     assert r["stdout"].strip().isdigit(), r  # it did start, in the container
 
