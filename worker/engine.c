@@ -51,11 +51,11 @@
 #include "worker/worker.h"
 
 /* oom and kill are short queries of the engine; the run is over by then,
- * and the broker is waiting for `finished`.  outputs moves at most the
- * container's /tmp ([docker] tmpfs). */
+ * and the broker is waiting for `finished` (broker/run.c, ENGINE_AFTER_MS,
+ * allows oom and kill, or outputs).  outputs moves a few files. */
 #define OOM_TIMEOUT_MS 10000
 #define KILL_TIMEOUT_MS 10000
-#define OUTPUTS_TIMEOUT_MS 30000
+#define OUTPUTS_TIMEOUT_MS 15000
 
 /* S's side of one running command. */
 struct child {
