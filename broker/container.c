@@ -229,6 +229,15 @@ static void start_steps(const struct broker *b, const struct container *ct, cons
 	arg(j, a, "--ulimit=nofile=%" PRIu64 ":%" PRIu64, c->container_nofile, c->container_nofile);
 	arg(j, a, "--ulimit=nproc=%" PRIu64 ":%" PRIu64, c->container_nproc, c->container_nproc);
 	arg(j, a, "--tmpfs=/tmp:rw,nosuid,nodev,size=%" PRIu64 ",mode=1777", c->container_tmpfs);
+	/* The runs' output directory: a mount point, which the snippet cannot
+	 * swap for a symlink the engine's cp would follow (CONTAINER_OUT_DIR),
+	 * its root the container user's (podman: U; docker: uid=, gid=). */
+	if (is_podman(cli))
+		arg(j, a, "--tmpfs=%s:rw,nosuid,nodev,noexec,size=%" PRIu64 ",mode=0700,U",
+		    CONTAINER_OUT_DIR, c->container_tmpfs);
+	else
+		arg(j, a, "--tmpfs=%s:rw,nosuid,nodev,noexec,size=%" PRIu64 ",mode=0700,uid=%u,gid=%u",
+		    CONTAINER_OUT_DIR, c->container_tmpfs, (unsigned)ct->uid, (unsigned)ct->gid);
 	arg(j, a, "--user=%u:%u", (unsigned)ct->uid, (unsigned)ct->gid);
 	arg(j, a, "--volume=%s:%s:rw", ct->cwd, ct->cwd);
 	/* The working directory's .env files, masked in the container; the
@@ -265,11 +274,11 @@ static bool env_passes(const char *kv)
 }
 
 static void snippet_exec(const struct broker *b, const struct container *ct, const char *cli,
-			 char *const *env, size_t n_env, const char *out_dir, struct engine_job *j)
+			 char *const *env, size_t n_env, struct engine_job *j)
 {
 	/* The same isolated start as on the host: an image's ENV PYTHONPATH
 	 * or a .pth in the mounted working directory runs nothing either;
-	 * first the run's output directory is made (PYTHON_CONTAINER_PRELUDE). */
+	 * first the output directory is emptied (PYTHON_CONTAINER_PRELUDE). */
 	static const char *const python_args[] = { PYTHON_CONTAINER_ARGV };
 	struct job_argv *a = &j->e.run;
 
@@ -279,7 +288,7 @@ static void snippet_exec(const struct broker *b, const struct container *ct, con
 	arg(j, a, "--workdir=%s", ct->cwd);
 	arg(j, a, "--env=HOME=/tmp");
 	arg(j, a, "--env=TMPDIR=/tmp");
-	arg(j, a, "--env=KOTOBA_OUTPUT_DIR=%s", out_dir);
+	arg(j, a, "--env=KOTOBA_OUTPUT_DIR=%s", CONTAINER_OUT_DIR);
 	for (size_t i = 0; i < n_env; i++)
 		if (env_passes(env[i]))
 			arg(j, a, "--env=%s", env[i]);
@@ -316,26 +325,14 @@ static void oom_cmd(const struct broker *b, const struct container *ct, const ch
  * into the run's on the host (the worker names it): "DIR/." copies the
  * directory's entries, as they are (a symlink stays a symlink). */
 static void outputs_cmd(const struct broker *b, const struct container *ct, const char *cli,
-			const char *out_dir, struct engine_job *j)
+			struct engine_job *j)
 {
 	struct job_argv *a = &j->e.outputs;
 
 	prefix(b, ct, cli, j, a);
 	arg(j, a, "cp");
-	arg(j, a, "%s:%s/.", ct->name, out_dir);
+	arg(j, a, "%s:%s/.", ct->name, CONTAINER_OUT_DIR);
 	arg(j, a, "%s", PROTO_OUTPUT_DIR_ARG);
-}
-
-/* A new name for every run: nothing a snippet left can wait there for
- * the next run (PYTHON_CONTAINER_PRELUDE removes the old ones). */
-static int output_dir_name(char *out, size_t len)
-{
-	uint64_t r;
-
-	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		return -EIO;
-	snprintf(out, len, CONTAINER_OUT_PARENT "/" CONTAINER_OUT_STEM "%016" PRIx64, r);
-	return 0;
 }
 
 static int find_cli(const struct broker *b, char *cli, size_t len, char *err, size_t errlen)
@@ -356,22 +353,18 @@ static int find_cli(const struct broker *b, char *cli, size_t len, char *err, si
 int container_snippet_job(const struct broker *b, const struct container *ct, char *const *env,
 			  size_t n_env, struct engine_job *j, char *err, size_t errlen)
 {
-	char cli[256], out_dir[64];
+	char cli[256];
 	int rc;
 
 	memset(j, 0, sizeof(*j));
 	if ((rc = find_cli(b, cli, sizeof(cli), err, errlen)) < 0)
 		return rc;
-	if (output_dir_name(out_dir, sizeof(out_dir)) < 0) {
-		snprintf(err, errlen, "cannot name the output directory: getrandom failed");
-		return -EIO;
-	}
 	if (!ct->started)
 		start_steps(b, ct, cli, j);
-	snippet_exec(b, ct, cli, env, n_env, out_dir, j);
+	snippet_exec(b, ct, cli, env, n_env, j);
 	remove_cmd(b, ct, cli, j, &j->e.kill);
 	oom_cmd(b, ct, cli, j);
-	outputs_cmd(b, ct, cli, out_dir, j);
+	outputs_cmd(b, ct, cli, j);
 	if (j->overflow) {
 		snprintf(err, errlen, "the engine command line is too long (the snippet's "
 				      "environment, the working directory or the image name)");

@@ -704,31 +704,31 @@ struct job_engine {
 #define PYTHON_SNIPPET_FLAGS "-I", "-B", "-u", "-c"
 #define PYTHON_SNIPPET_ARGV PYTHON_SNIPPET_FLAGS, PYTHON_SNIPPET_MAIN
 
-/* A container's output directory: CONTAINER_OUT_PARENT/CONTAINER_OUT_STEM
- * and 16 hex digits, a new name for every run (broker/container.c), in the
- * container's own /tmp; its engine's `cp` brings what a run left there to
- * the run's output directory on the host (PROTO_OUTPUT_DIR_ARG). */
-#define CONTAINER_OUT_PARENT "/tmp"
-#define CONTAINER_OUT_STEM ".kotoba-out-"
-/* What a container's python3 runs before PYTHON_SNIPPET_MAIN: it makes
- * the run's output directory (mode 0700, empty) and removes what earlier
- * runs in the same container left in theirs (a container serves one run
- * at a time: no other run's directory is in use).  Every removal goes by
- * directory descriptors and never follows a symlink (os.fwalk), so a
- * symlink an earlier snippet put there leads nowhere.  At the end, after
- * the snippet's own atexit handlers (the first registered runs last), the
- * directory goes again if it is still empty: then the engine's copy has
- * nothing to find, which it says at once, and an empty one would cost a
- * whole archive round trip.  Its names are deleted before MAIN runs. */
+/* A container's output directory: a tmpfs of its own mounted there when
+ * the container starts (broker/container.c), owned by the container's
+ * user.  A mount point cannot be removed or renamed, so the snippet cannot
+ * put a symlink in its place: the engine's `cp`, which reads as the
+ * engine (root for a rootful one) and follows a symlink there, copies
+ * this directory and nothing it names (PROTO_OUTPUT_DIR_ARG on the host). */
+#define CONTAINER_OUT_DIR "/tmp/.kotoba-out"
+/* What a container's python3 runs before PYTHON_SNIPPET_MAIN: it empties
+ * the output directory of what earlier runs in the same container left
+ * there (a container serves one run at a time: no other run uses it),
+ * first giving its owner rwx back.  Every removal goes by directory
+ * descriptors and never follows a symlink (os.fwalk), so a symlink an
+ * earlier snippet put there leads nowhere.  What cannot go (a directory
+ * an earlier snippet made unreadable) is never sent: only regular files
+ * directly in the directory are.  Its names are deleted before MAIN runs. */
 #define PYTHON_CONTAINER_PRELUDE                                                         \
-	"import atexit, os\n"                                                            \
+	"import os\n"                                                                    \
 	"def o(d=os.environ.get('KOTOBA_OUTPUT_DIR', '')):\n"                            \
-	"    p, n = os.path.split(d)\n"                                                  \
-	"    if p != '" CONTAINER_OUT_PARENT "' or not n.startswith('" CONTAINER_OUT_STEM "'):\n" \
+	"    if d != '" CONTAINER_OUT_DIR "':\n"                                          \
 	"        return\n"                                                               \
-	"    for e in os.scandir(p):\n"                                                  \
-	"        if not e.name.startswith('" CONTAINER_OUT_STEM "') or e.name == n:\n"   \
-	"            continue\n"                                                         \
+	"    try:\n"                                                                     \
+	"        os.chmod(d, 0o700)\n"                                                   \
+	"    except OSError:\n"                                                          \
+	"        return\n"                                                               \
+	"    for e in os.scandir(d):\n"                                                  \
 	"        try:\n"                                                                 \
 	"            if e.is_dir(follow_symlinks=False):\n"                              \
 	"                for _, ds, fs, fd in os.fwalk(e.path, topdown=False):\n"        \
@@ -744,15 +744,8 @@ struct job_engine {
 	"                os.unlink(e.path)\n"                                            \
 	"        except OSError:\n"                                                      \
 	"            pass\n"                                                             \
-	"    os.mkdir(d, 0o700)\n"                                                       \
-	"    def gone(d=d, rmdir=os.rmdir):\n"                                              \
-	"        try:\n"                                                                 \
-	"            rmdir(d)\n"                                                         \
-	"        except OSError:\n"                                                      \
-	"            pass\n"                                                             \
-	"    atexit.register(gone)\n"                                                       \
 	"o()\n"                                                                          \
-	"del atexit, os, o\n"
+	"del os, o\n"
 #define PYTHON_CONTAINER_ARGV PYTHON_SNIPPET_FLAGS, PYTHON_CONTAINER_PRELUDE PYTHON_SNIPPET_MAIN
 /* In an unattended run the worker adds two arguments, the receipt pipe's fd and
  * the path of kotoba_receipt.py beside the worker (worker/receipt.c):

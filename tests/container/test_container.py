@@ -312,9 +312,8 @@ WRITES_FILES = (
     "os.mkdir(os.path.join(d, 'sub'))\n"
     "open(os.path.join(d, 'sub', 'inner.txt'), 'w').write('inner')\n" % PNG.hex())
 
-OUT_DIRS = ("import os\n"
-            "print(repr(sorted(n for n in os.listdir('/tmp') if n.startswith('.kotoba-out-'))))\n"
-            "print(repr(os.path.basename(os.environ['KOTOBA_OUTPUT_DIR'])))\n")
+OUT_DIR = "/tmp/.kotoba-out"
+LISTS_OUT_DIR = "import os\nprint(repr(sorted(os.listdir(os.environ['KOTOBA_OUTPUT_DIR']))))\n"
 
 
 def run_frames(ctbroker, code, cwd):
@@ -336,11 +335,10 @@ def stdout_of(out):
                     if m["type"] == "output" and m["stream"] == "stdout").decode()
 
 
-def out_dirs_in(engine, name):
-    """The output directories in the container's /tmp, read by the engine."""
+def out_dir_in(engine, name):
+    """What the container's output directory holds, read by the engine."""
     p = engine.podman("exec", name, "python3", "-I", "-c",
-                      "import os; print(repr(sorted(n for n in os.listdir('/tmp') "
-                      "if n.startswith('.kotoba-out-'))))")
+                      "import os; print(repr(sorted(os.listdir(%r))))" % OUT_DIR)
     return ast.literal_eval(p.stdout.strip())
 
 
@@ -351,8 +349,8 @@ def test_files_left_in_the_output_directory_come_back_from_the_container(ctbroke
     assert end["type"] == "exit" and end["code"] == 0, show(out["frames"])
     assert end.get("where") == "container", show(end)
     d, mode, is_dir, listing = ast.literal_eval(stdout_of(out).strip())
-    # In the container's own /tmp, a new name, made empty for this run.
-    assert d.startswith("/tmp/.kotoba-out-") and len(d) == len("/tmp/.kotoba-out-") + 16, d
+    # In the container's own /tmp, its own mount, empty for this run.
+    assert d == OUT_DIR, d
     assert (mode, is_dir, listing) == ("0o700", True, []), (mode, is_dir, listing)
     assert not os.path.exists(d), "the container's directory is on the host: %s" % d
     # Only the regular files, in name order, before the exit; the rest counted.
@@ -368,17 +366,45 @@ def test_the_next_run_in_the_container_finds_none_of_the_last_ones_files(ctbroke
     first = run_frames(ctbroker, WRITES_FILES, cwd)
     assert len(files_of(first)) == 2, show(first["frames"])
     name = first["end"]["container"]
-    # The first's directory is still in the container until the next run starts.
-    assert len(out_dirs_in(engine, name)) == 1
-    second = run_frames(ctbroker, OUT_DIRS, cwd)
+    # The first's files are still in the container until the next run starts.
+    assert out_dir_in(engine, name) == ["fifo", "link.txt", "notes.txt", "plot.png", "sub"]
+    second = run_frames(ctbroker, LISTS_OUT_DIR, cwd)
     assert second["end"]["container"] == name, show(second["end"])
-    listing, own = [ast.literal_eval(l) for l in stdout_of(second).splitlines()]
-    assert listing == [own], (listing, own)
+    assert ast.literal_eval(stdout_of(second).strip()) == [], show(second["frames"])
     assert files_of(second) == [] and "files_left_out" not in second["end"], \
         show(second["frames"])
-    # A run that left nothing leaves no directory behind (its copy has
-    # nothing to find).
-    assert out_dirs_in(engine, name) == [], "an empty output directory stayed"
+    assert out_dir_in(engine, name) == [], "the first run's files stayed"
+
+
+def test_the_output_directory_cannot_be_swapped_for_a_symlink_to_what_the_user_cannot_read(
+        ctbroker, ct_user, cwd):
+    """The engine's copy reads as root: a symlink in place of the directory
+    would make it read what the container's user may not.  The control: the
+    snippet itself is refused the file."""
+    secret = os.path.join(cwd, "root-only.txt")
+    with open(secret, "w") as f:
+        f.write("ROOT ONLY\n")
+    os.chmod(secret, 0o600)
+    code = ("import os\n"
+            "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+            "try:\n"
+            "    open('root-only.txt').read()\n"
+            "    print('read')\n"
+            "except PermissionError:\n"
+            "    print('refused')\n"
+            "try:\n"
+            "    os.rename(d, d + '.old')\n"
+            "    os.symlink(os.getcwd(), d)\n"
+            "    print('swapped')\n"
+            "except OSError:\n"
+            "    print('kept')\n"
+            "    os.symlink(os.getcwd(), os.path.join(d, 'cwd'))\n"
+            "    os.symlink(os.path.abspath('root-only.txt'), os.path.join(d, 'root-only.txt'))\n")
+    out = run_frames(ctbroker, code, cwd)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, show(out["frames"])
+    assert stdout_of(out).split() == ["refused", "kept"], show(out["frames"])
+    assert not any(b"ROOT ONLY" in data for _, data in files_of(out)), show(out["frames"])
+    assert files_of(out) == [] and out["end"]["files_left_out"] == 2, show(out["frames"])
 
 
 # ---- limits ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
  * replaces a container.  The engine runner is the broker's way to start a
  * worker: this file records the stop commands it is handed instead. */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -126,29 +127,27 @@ static void finish(struct container *ct)
 	container_release(&b, ct, &r);
 }
 
-/* The run's output directory: a new name under the container's /tmp, set
- * by the broker alone (a client's own is dropped), and copied out by the
- * engine into the directory the worker puts in place of the argument. */
+/* The output directory: a tmpfs mounted at the container's start, which the
+ * snippet cannot swap for a symlink, named by the broker alone (a client's
+ * own is dropped), and copied out by the engine into the directory the
+ * worker puts in place of the argument. */
 static void check_output_dir(const struct engine_job *j, const struct container *ct)
 {
-	const char *set = "--env=KOTOBA_OUTPUT_DIR=" CONTAINER_OUT_PARENT "/" CONTAINER_OUT_STEM;
 	const struct job_argv *run = &j->e.run, *out = &j->e.outputs;
-	char src[160];
-	size_t n = 0, at = 0;
+	const struct job_argv *start = &j->e.steps[2].argv;
+	char src[160], mount[160];
+	size_t n = 0;
 
 	for (size_t i = 0; i < run->n; i++)
-		if (run->v[i].len > 18 && !memcmp(run->v[i].ptr, "--env=KOTOBA_OUTPUT", 19)) {
-			n++;
-			at = i;
-		}
+		n += run->v[i].len > 18 && !memcmp(run->v[i].ptr, "--env=KOTOBA_OUTPUT", 19);
 	assert_int_equal(n, 1);
-	assert_int_equal(run->v[at].len, strlen(set) + 16);
-	assert_memory_equal(run->v[at].ptr, set, strlen(set));
+	assert_true(has(run, "--env=KOTOBA_OUTPUT_DIR=" CONTAINER_OUT_DIR));
+	snprintf(mount, sizeof(mount), "--tmpfs=%s:rw,nosuid,nodev,noexec,size=%" PRIu64
+		 ",mode=0700,U", CONTAINER_OUT_DIR, b.cfg.container_tmpfs);
+	assert_true(has(start, mount));
 	assert_true(has(out, "cp"));
 	assert_true(pstr_eq(out->v[out->n - 1], PROTO_OUTPUT_DIR_ARG));
-	snprintf(src, sizeof(src), "%s:%.*s/.", ct->name,
-		 (int)(run->v[at].len - strlen("--env=KOTOBA_OUTPUT_DIR=")),
-		 run->v[at].ptr + strlen("--env=KOTOBA_OUTPUT_DIR="));
+	snprintf(src, sizeof(src), "%s:%s/.", ct->name, CONTAINER_OUT_DIR);
 	assert_true(pstr_eq(out->v[out->n - 2], src));
 }
 
@@ -229,7 +228,7 @@ static void test_docker_host_and_runtime(void **state UNUSED)
 {
 	static struct engine_job j;
 	struct container *ct;
-	char err[200];
+	char err[200], mount[160];
 
 	configure(docker, "unix:///run/docker-%u.sock", "runc");
 	assert_int_equal(container_claim(&b, 1000, &ada, "/w", &ct, err, sizeof(err)), 0);
@@ -239,6 +238,11 @@ static void test_docker_host_and_runtime(void **state UNUSED)
 	assert_false(has(&j.e.steps[2].argv, "--read-only-tmpfs=false")); /* podman only */
 	assert_true(has(&j.e.steps[2].argv, "--runtime=runc"));
 	assert_true(has(&j.e.steps[2].argv, PROTO_SECRET_MASKS_ARG));
+	/* docker's tmpfs has no U: the owner is given as the mount's options. */
+	snprintf(mount, sizeof(mount), "--tmpfs=%s:rw,nosuid,nodev,noexec,size=%" PRIu64
+		 ",mode=0700,uid=1000,gid=%u", CONTAINER_OUT_DIR, b.cfg.container_tmpfs,
+		 (unsigned)ct->gid);
+	assert_true(has(&j.e.steps[2].argv, mount));
 	finish(ct);
 
 	/* secrets = off: no masks asked for. */
