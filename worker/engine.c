@@ -27,8 +27,8 @@
  *           the run's (PROTO_OUTPUT_DIR_ARG), where outputs.c takes what
  *           it may send, as on the host.  It writes as the snippet's user,
  *           under Landlock, which lets it write in scratch only.  When it
- *           fails (the snippet left nothing, so its directory is gone:
- *           PYTHON_CONTAINER_PRELUDE) nothing is collected.
+ *           fails or times out, nothing is collected: what it wrote before
+ *           may be a file cut short.
  *
  * Each command: stdin /dev/null, stdout and stderr into one pipe S drains
  * to the end and keeps the last CONFINED_OUT_MAX bytes of; a report
@@ -522,15 +522,16 @@ void engine_kill(struct plan *p, int sigfd)
 	run_confined(p, sigfd, &c);
 }
 
-void engine_copy_outputs(struct plan *p, int sigfd, bool *cancelled)
+bool engine_copy_outputs(struct plan *p, int sigfd, bool *cancelled)
 {
 	struct confined c;
 
 	if (!p->engine.outputs)
-		return;
+		return false;
 	c = (struct confined){ .name = "outputs", .argv = p->engine.outputs,
 			       .timeout_ms = OUTPUTS_TIMEOUT_MS, .cancellable = true };
 	run_confined(p, sigfd, &c);
 	if (c.end == CONFINED_CANCELLED)
 		*cancelled = true;
+	return c.end == CONFINED_EXITED && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
 }

@@ -257,8 +257,9 @@ bool engine_oom_killed(struct plan *p, int sigfd, bool *cancelled);
 /* Stops the container after a timeout, a cancel or an abnormal end. */
 void engine_kill(struct plan *p, int sigfd);
 /* After a snippet that ended by itself: what it left in the container's
- * output directory, copied into the run's.  Sets *cancelled as above. */
-void engine_copy_outputs(struct plan *p, int sigfd, bool *cancelled);
+ * output directory, copied into the run's.  Sets *cancelled as above.
+ * False when the copy did not end well (it may have stopped halfway). */
+bool engine_copy_outputs(struct plan *p, int sigfd, bool *cancelled);
 
 
 /* execgate.c: S answers the unattended profile's exec notifications. */

@@ -567,7 +567,7 @@ static void outputs_copied(void)
 	job.engine.outputs = ARGV("/bin/sh", "-c", "printf png > \"$0/plot.png\"; "
 				  "ln -s /etc/passwd \"$0/link\"", PROTO_OUTPUT_DIR_ARG);
 	make_plan();
-	engine_copy_outputs(&plan, sigfd, &cancel);
+	CHECK(engine_copy_outputs(&plan, sigfd, &cancel), "a copy that exited 0 failed");
 	CHECK(!cancel, "the copy was cancelled");
 	outputs_collect(&plan, &o);
 	CHECK(o.n == 1 && !strcmp(o.name[0], "plot.png") && o.size[0] == 3,
@@ -576,6 +576,15 @@ static void outputs_copied(void)
 	      (unsigned long long)o.left_out);
 	for (size_t i = 0; i < o.n; i++)
 		close(o.fd[i]);
+	drop_plan();
+
+	/* A copy that wrote and then failed (stopped halfway, say) is one
+	 * the supervisor collects nothing from. */
+	base_job();
+	job.engine.outputs = ARGV("/bin/sh", "-c", "printf pn > \"$0/plot.png\"; exit 1",
+				  PROTO_OUTPUT_DIR_ARG);
+	make_plan();
+	CHECK(!engine_copy_outputs(&plan, sigfd, &cancel), "a copy that exited 1 succeeded");
 	drop_plan();
 
 	if (!landlock_probe_abi())
