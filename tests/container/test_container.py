@@ -407,6 +407,26 @@ def test_the_output_directory_cannot_be_swapped_for_a_symlink_to_what_the_user_c
     assert files_of(out) == [] and out["end"]["files_left_out"] == 2, show(out["frames"])
 
 
+def test_a_copy_that_stops_halfway_sends_none_of_the_files(make_ctbroker, ct_user, cwd):
+    """A sparse file costs the container's tmpfs nothing, but the copy
+    writes it out in full on the host: FSIZE stops the copy there, after
+    the file before it was copied.  Nothing may come back: the copy failed
+    and could have stopped inside any file.  The control: the same small
+    file alone comes back."""
+    b = make_ctbroker(docker_config() + "[limits]\nfile_size = 1M\n").start()
+    small = ("import os\n"
+             "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+             "open(os.path.join(d, 'a.txt'), 'w').write('first')\n")
+    sparse = small + ("with open(os.path.join(d, 'z.bin'), 'wb') as f:\n"
+                      "    f.truncate(8 << 20)\n")
+    alone = run_frames(b, small, cwd)
+    assert files_of(alone) == [("a.txt", b"first")], show(alone["frames"])
+    out = run_frames(b, sparse, cwd)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, show(out["frames"])
+    sent = [(name, len(data)) for name, data in files_of(out)]
+    assert sent == [] and "files_left_out" not in out["end"], (sent, show(out["end"]))
+
+
 # ---- limits ------------------------------------------------------------------------------
 
 def test_two_snippets_at_once_in_one_directory_get_a_container_each(ctbroker, ct_user, cwd):
