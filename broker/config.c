@@ -324,8 +324,9 @@ static const struct key keys[] = {
 	NUM("docker", "open_files", KEY_COUNT, container_nofile, 16, 1048576, "1024",
 	    "RLIMIT_NOFILE inside (--ulimit nofile); always given, as nproc."),
 	NUM("docker", "tmpfs", KEY_SIZE, container_tmpfs, MIB, 64 * GIB, "64M",
-	    "Size of the container's /tmp, the only writable path besides the\n"
-	    "working directory."),
+	    "Size of the container's /tmp, and of its output directory\n"
+	    "/tmp/.kotoba-out (a tmpfs of its own), the only writable paths\n"
+	    "besides the working directory."),
 	NUM("docker", "idle", KEY_DURATION, container_idle_ms, SEC, 24 * HOUR, "300s",
 	    "A warm container unused this long is stopped; all are stopped when\n"
 	    "the broker stops."),

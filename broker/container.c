@@ -229,6 +229,15 @@ static void start_steps(const struct broker *b, const struct container *ct, cons
 	arg(j, a, "--ulimit=nofile=%" PRIu64 ":%" PRIu64, c->container_nofile, c->container_nofile);
 	arg(j, a, "--ulimit=nproc=%" PRIu64 ":%" PRIu64, c->container_nproc, c->container_nproc);
 	arg(j, a, "--tmpfs=/tmp:rw,nosuid,nodev,size=%" PRIu64 ",mode=1777", c->container_tmpfs);
+	/* The runs' output directory: a mount point, which the snippet cannot
+	 * swap for a symlink the engine's cp would follow (CONTAINER_OUT_DIR),
+	 * its root the container user's (podman: U; docker: uid=, gid=). */
+	if (is_podman(cli))
+		arg(j, a, "--tmpfs=%s:rw,nosuid,nodev,noexec,size=%" PRIu64 ",mode=0700,U",
+		    CONTAINER_OUT_DIR, c->container_tmpfs);
+	else
+		arg(j, a, "--tmpfs=%s:rw,nosuid,nodev,noexec,size=%" PRIu64 ",mode=0700,uid=%u,gid=%u",
+		    CONTAINER_OUT_DIR, c->container_tmpfs, (unsigned)ct->uid, (unsigned)ct->gid);
 	arg(j, a, "--user=%u:%u", (unsigned)ct->uid, (unsigned)ct->gid);
 	arg(j, a, "--volume=%s:%s:rw", ct->cwd, ct->cwd);
 	/* The working directory's .env files, masked in the container; the
@@ -252,10 +261,11 @@ static void start_steps(const struct broker *b, const struct container *ct, cons
 }
 
 /* Names the snippet's environment keeps inside: the host's paths and
- * home mean nothing there. */
+ * home mean nothing there, and the output directory is the run's own. */
 static bool env_passes(const char *kv)
 {
-	static const char *const host_only[] = { "PATH=", "HOME=", "TMPDIR=", "PWD=", "XDG_" };
+	static const char *const host_only[] = { "PATH=", "HOME=", "TMPDIR=", "PWD=", "XDG_",
+						  "KOTOBA_OUTPUT_DIR=" };
 
 	for (size_t i = 0; i < sizeof(host_only) / sizeof(host_only[0]); i++)
 		if (!strncmp(kv, host_only[i], strlen(host_only[i])))
@@ -267,8 +277,9 @@ static void snippet_exec(const struct broker *b, const struct container *ct, con
 			 char *const *env, size_t n_env, struct engine_job *j)
 {
 	/* The same isolated start as on the host: an image's ENV PYTHONPATH
-	 * or a .pth in the mounted working directory runs nothing either. */
-	static const char *const python_args[] = { PYTHON_SNIPPET_ARGV };
+	 * or a .pth in the mounted working directory runs nothing either;
+	 * first the output directory is emptied (PYTHON_CONTAINER_PRELUDE). */
+	static const char *const python_args[] = { PYTHON_CONTAINER_ARGV };
 	struct job_argv *a = &j->e.run;
 
 	prefix(b, ct, cli, j, a);
@@ -277,6 +288,7 @@ static void snippet_exec(const struct broker *b, const struct container *ct, con
 	arg(j, a, "--workdir=%s", ct->cwd);
 	arg(j, a, "--env=HOME=/tmp");
 	arg(j, a, "--env=TMPDIR=/tmp");
+	arg(j, a, "--env=KOTOBA_OUTPUT_DIR=%s", CONTAINER_OUT_DIR);
 	for (size_t i = 0; i < n_env; i++)
 		if (env_passes(env[i]))
 			arg(j, a, "--env=%s", env[i]);
@@ -309,6 +321,20 @@ static void oom_cmd(const struct broker *b, const struct container *ct, const ch
 	arg(j, a, "%s", oom_probe_py);
 }
 
+/* What the snippet left in its output directory, copied by the engine
+ * into the run's on the host (the worker names it): "DIR/." copies the
+ * directory's entries, as they are (a symlink stays a symlink). */
+static void outputs_cmd(const struct broker *b, const struct container *ct, const char *cli,
+			struct engine_job *j)
+{
+	struct job_argv *a = &j->e.outputs;
+
+	prefix(b, ct, cli, j, a);
+	arg(j, a, "cp");
+	arg(j, a, "%s:%s/.", ct->name, CONTAINER_OUT_DIR);
+	arg(j, a, "%s", PROTO_OUTPUT_DIR_ARG);
+}
+
 static int find_cli(const struct broker *b, char *cli, size_t len, char *err, size_t errlen)
 {
 	int rc = find_in_path(b->cfg.container_cli, cli, len);
@@ -338,6 +364,7 @@ int container_snippet_job(const struct broker *b, const struct container *ct, ch
 	snippet_exec(b, ct, cli, env, n_env, j);
 	remove_cmd(b, ct, cli, j, &j->e.kill);
 	oom_cmd(b, ct, cli, j);
+	outputs_cmd(b, ct, cli, j);
 	if (j->overflow) {
 		snprintf(err, errlen, "the engine command line is too long (the snippet's "
 				      "environment, the working directory or the image name)");

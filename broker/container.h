@@ -27,7 +27,7 @@ struct run_info;
 struct run_ops;
 
 /* Room for every string of one job's engine section. */
-#define ENGINE_TEXT_MAX 16384
+#define ENGINE_TEXT_MAX 32768
 
 struct container {
 	TAILQ_ENTRY(container) link;

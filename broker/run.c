@@ -40,7 +40,8 @@
 #define ABANDON_MS 2000
 /* An engine command the broker runs on its own (stopping a container). */
 #define ENGINE_CMD_TIMEOUT_MS 30000
-/* The worker's bounds on its OOM probe and its kill command (10 s each). */
+/* The worker's bounds on its OOM probe and its kill command (10 s each),
+ * or on its copy of the files (15 s). */
 #define ENGINE_AFTER_MS 20000
 /* The most output read from a pipe at once: one `output` frame. */
 #define OUTPUT_CHUNK 65536
@@ -442,8 +443,9 @@ static void take_request(struct run *r, const struct run_request *rq)
 	r->kill_at_ms = now_ms() + rq->timeout_ms + b->cfg.grace_ms + BACKSTOP_MS;
 	/* In a container, the engine steps before the snippet get as long
 	 * again as the snippet, and the worker's OOM probe and container
-	 * removal after it up to ENGINE_AFTER_MS: killed during those, the
-	 * worker would leave the container running. */
+	 * removal (or its copy of the run's files) after it up to
+	 * ENGINE_AFTER_MS: killed during those, the worker would leave the
+	 * container running. */
 	if (b->cfg.sandbox == SANDBOX_DOCKER || rq->engine)
 		r->kill_at_ms += rq->timeout_ms + ENGINE_AFTER_MS;
 	r->abandon_at_ms = r->kill_at_ms + ABANDON_MS;

@@ -358,7 +358,8 @@ static void raw_argv(struct enc *e, const struct job_argv *a)
 static bool engine_fits(const struct job_engine *g)
 {
 	bool ok = g->n_steps <= PROTO_STEPS_MAX && g->run.n <= PROTO_ARGV_MAX &&
-		  g->kill.n <= PROTO_ARGV_MAX && g->oom.n <= PROTO_ARGV_MAX;
+		  g->kill.n <= PROTO_ARGV_MAX && g->oom.n <= PROTO_ARGV_MAX &&
+		  g->outputs.n <= PROTO_ARGV_MAX;
 
 	for (size_t i = 0; ok && i < g->n_steps; i++)
 		ok = g->steps[i].argv.n <= PROTO_ARGV_MAX;
@@ -366,11 +367,11 @@ static bool engine_fits(const struct job_engine *g)
 }
 
 /* The `engine` map goes last, so a job without one is the same frame it
- * was before containers existed. */
+ * was before containers existed; `outputs` only when there is one. */
 static void put_engine(struct enc *e, const struct job_engine *g)
 {
 	put_key(e, "engine");
-	raw_map(e, 4);
+	raw_map(e, g->outputs.n ? 5 : 4);
 	raw_str(e, "steps", 5);
 	raw_array(e, g->n_steps);
 	for (size_t i = 0; i < g->n_steps; i++) {
@@ -386,6 +387,10 @@ static void put_engine(struct enc *e, const struct job_engine *g)
 	raw_argv(e, &g->kill);
 	raw_str(e, "oom", 3);
 	raw_argv(e, &g->oom);
+	if (g->outputs.n) {
+		raw_str(e, "outputs", 7);
+		raw_argv(e, &g->outputs);
+	}
 }
 
 int enc_job(struct frame *f, const struct msg_job *m)
@@ -1324,11 +1329,11 @@ static int dec_argv(struct dec *d, const char *key, bool may_be_empty, struct jo
 	for (uint32_t i = 0; i < o->via.array.size; i++) {
 		const msgpack_object *s = &o->via.array.ptr[i];
 
-		if (s->type != MSGPACK_OBJECT_STR || s->via.str.size > TEXT_FIELD_MAX ||
+		if (s->type != MSGPACK_OBJECT_STR || s->via.str.size > PROTO_ARG_MAX ||
 		    (s->via.str.size && memchr(s->via.str.ptr, '\0', s->via.str.size)))
 			return dec_fail(d, PERR_BAD_FIELD, "field '%s' holds an argument that is "
 					"not a str without NUL of at most %d bytes",
-					key, TEXT_FIELD_MAX);
+					key, PROTO_ARG_MAX);
 		a->v[a->n++] = (struct pstr){ s->via.str.ptr, s->via.str.size };
 	}
 	if (a->n && (a->v[0].len == 0 || a->v[0].ptr[0] != '/'))
@@ -1362,6 +1367,7 @@ static int dec_job_engine(struct dec *d, struct msg_job *m)
 
 	m->has_engine = o != NULL;
 	g->n_steps = 0;
+	g->outputs.n = 0;
 	if (m->has_engine != (m->profile == PROFILE_ENGINE))
 		return dec_fail(d, PERR_BAD_FIELD,
 				"field 'engine' is required with profile 'engine' and only there");
@@ -1380,7 +1386,8 @@ static int dec_job_engine(struct dec *d, struct msg_job *m)
 	g->n_steps = steps->via.array.size;
 	if ((rc = dec_argv(&sub, "run", false, &g->run)) < 0 ||
 	    (rc = dec_argv(&sub, "kill", true, &g->kill)) < 0 ||
-	    (rc = dec_argv(&sub, "oom", true, &g->oom)) < 0)
+	    (rc = dec_argv(&sub, "oom", true, &g->oom)) < 0 ||
+	    (dec_find(&sub, "outputs") && (rc = dec_argv(&sub, "outputs", true, &g->outputs)) < 0))
 		return rc;
 	return 0;
 }

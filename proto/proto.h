@@ -28,6 +28,7 @@
 #define PROTO_CARD_LIMITS_MAX 8              /* limits named on a card */
 #define PROTO_ROWS_MAX 256                   /* rows in a list answer */
 #define PROTO_ARGV_MAX 96                    /* arguments of one engine command */
+#define PROTO_ARG_MAX 8192                   /* bytes of one of them (python3's -c) */
 /* Files a run leaves in $KOTOBA_OUTPUT_DIR that go back to the client
  * (PROTOCOL.md, "file"): at most this many, each at most FILE_MAX bytes
  * (a frame's room under the default max_frame), FILES_TOTAL in all; a
@@ -45,6 +46,9 @@
 /* An engine step's argument the worker replaces with one mask argument
  * per secret of the working directory (PROTOCOL.md, "job"). */
 #define PROTO_SECRET_MASKS_ARG "{secret-masks}"
+/* The engine's `outputs` argument the worker replaces with the path of
+ * the run's output directory on the host (PROTOCOL.md, "job"). */
+#define PROTO_OUTPUT_DIR_ARG "{output-dir}"
 
 /* Error codes carried by `error` frames (PROTOCOL.md, "Error codes"), by
  * the name they have in the table of proto/names.h. */
@@ -517,6 +521,8 @@ struct job_engine {
 	struct job_argv run;     /* exec'd instead of python3; the memfd is its stdin */
 	struct job_argv kill;    /* after a timeout, a cancel or an exit of 137 */
 	struct job_argv oom;     /* after an exit of 137: prints the OOM-kill count */
+	struct job_argv outputs; /* after a snippet that ended by itself: copies the
+				  * container's output directory (0 arguments: none) */
 };
 
 /* How a snippet ends (PYTHON_SNIPPET_MAIN's r): as python3 would end it,
@@ -697,7 +703,52 @@ struct job_engine {
 	"__import__('gc').freeze()\n"                                                    \
 	"del os, site, sys, d, h, a, m\n"                                                \
 	"globals().pop('r')(globals().pop('c'), globals())\n"
-#define PYTHON_SNIPPET_ARGV "-I", "-B", "-u", "-c", PYTHON_SNIPPET_MAIN
+#define PYTHON_SNIPPET_FLAGS "-I", "-B", "-u", "-c"
+#define PYTHON_SNIPPET_ARGV PYTHON_SNIPPET_FLAGS, PYTHON_SNIPPET_MAIN
+
+/* A container's output directory: a tmpfs of its own mounted there when
+ * the container starts (broker/container.c), owned by the container's
+ * user.  A mount point cannot be removed or renamed, so the snippet cannot
+ * put a symlink in its place: the engine's `cp`, which reads as the
+ * engine (root for a rootful one) and follows a symlink there, copies
+ * this directory and nothing it names (PROTO_OUTPUT_DIR_ARG on the host). */
+#define CONTAINER_OUT_DIR "/tmp/.kotoba-out"
+/* What a container's python3 runs before PYTHON_SNIPPET_MAIN: it empties
+ * the output directory of what earlier runs in the same container left
+ * there (a container serves one run at a time: no other run uses it),
+ * first giving its owner rwx back.  Every removal goes by directory
+ * descriptors and never follows a symlink (os.fwalk), so a symlink an
+ * earlier snippet put there leads nowhere.  What cannot go (a directory
+ * an earlier snippet made unreadable) is never sent: only regular files
+ * directly in the directory are.  Its names are deleted before MAIN runs. */
+#define PYTHON_CONTAINER_PRELUDE                                                         \
+	"import os\n"                                                                    \
+	"def o(d=os.environ.get('KOTOBA_OUTPUT_DIR', '')):\n"                            \
+	"    if d != '" CONTAINER_OUT_DIR "':\n"                                          \
+	"        return\n"                                                               \
+	"    try:\n"                                                                     \
+	"        os.chmod(d, 0o700)\n"                                                   \
+	"    except OSError:\n"                                                          \
+	"        return\n"                                                               \
+	"    for e in os.scandir(d):\n"                                                  \
+	"        try:\n"                                                                 \
+	"            if e.is_dir(follow_symlinks=False):\n"                              \
+	"                for _, ds, fs, fd in os.fwalk(e.path, topdown=False):\n"        \
+	"                    for f in fs:\n"                                             \
+	"                        os.unlink(f, dir_fd=fd)\n"                              \
+	"                    for f in ds:\n"                                             \
+	"                        try:\n"                                                 \
+	"                            os.rmdir(f, dir_fd=fd)\n"                           \
+	"                        except NotADirectoryError:\n"                           \
+	"                            os.unlink(f, dir_fd=fd)\n"                          \
+	"                os.rmdir(e.path)\n"                                             \
+	"            else:\n"                                                            \
+	"                os.unlink(e.path)\n"                                            \
+	"        except OSError:\n"                                                      \
+	"            pass\n"                                                             \
+	"o()\n"                                                                          \
+	"del os, o\n"
+#define PYTHON_CONTAINER_ARGV PYTHON_SNIPPET_FLAGS, PYTHON_CONTAINER_PRELUDE PYTHON_SNIPPET_MAIN
 /* In an unattended run the worker adds two arguments, the receipt pipe's fd and
  * the path of kotoba_receipt.py beside the worker (worker/receipt.c):
  * MAIN runs that file (its cached bytecode, made at build time: compiling

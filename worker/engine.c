@@ -22,6 +22,13 @@
  *           memory, and the result's limit is "memory".
  *   kill    after a timeout, a cancel, an exit of 137 or a CLI killed by a
  *           signal: killing the CLI does not stop the container, this does.
+ *   outputs after a snippet that ended by itself (the CLI exited, not 137):
+ *           the engine's `cp` of the container's output directory into
+ *           the run's (PROTO_OUTPUT_DIR_ARG), where outputs.c takes what
+ *           it may send, as on the host.  It writes as the snippet's user,
+ *           under Landlock, which lets it write in scratch only.  When it
+ *           fails or times out, nothing is collected: what it wrote before
+ *           may be a file cut short.
  *
  * Each command: stdin /dev/null, stdout and stderr into one pipe S drains
  * to the end and keeps the last CONFINED_OUT_MAX bytes of; a report
@@ -44,9 +51,11 @@
 #include "worker/worker.h"
 
 /* oom and kill are short queries of the engine; the run is over by then,
- * and the broker is waiting for `finished`. */
+ * and the broker is waiting for `finished` (broker/run.c, ENGINE_AFTER_MS,
+ * allows oom and kill, or outputs).  outputs moves a few files. */
 #define OOM_TIMEOUT_MS 10000
 #define KILL_TIMEOUT_MS 10000
+#define OUTPUTS_TIMEOUT_MS 15000
 
 /* S's side of one running command. */
 struct child {
@@ -511,4 +520,18 @@ void engine_kill(struct plan *p, int sigfd)
 	c = (struct confined){ .name = "kill", .argv = p->engine.kill,
 			       .timeout_ms = KILL_TIMEOUT_MS, .cancellable = false };
 	run_confined(p, sigfd, &c);
+}
+
+bool engine_copy_outputs(struct plan *p, int sigfd, bool *cancelled)
+{
+	struct confined c;
+
+	if (!p->engine.outputs)
+		return false;
+	c = (struct confined){ .name = "outputs", .argv = p->engine.outputs,
+			       .timeout_ms = OUTPUTS_TIMEOUT_MS, .cancellable = true };
+	run_confined(p, sigfd, &c);
+	if (c.end == CONFINED_CANCELLED)
+		*cancelled = true;
+	return c.end == CONFINED_EXITED && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
 }

@@ -305,6 +305,40 @@ static int copy_step_name(char *dst, struct pstr name, size_t i, char *err, size
 	return 0;
 }
 
+/* The engine's copy of the container's output directory lands in the
+ * run's (outputs.c reads it from there, as on the host): its one argument
+ * PROTO_OUTPUT_DIR_ARG becomes that directory's path.  Anything else is
+ * not a copy the worker can collect. */
+static int place_output_dir(struct plan *p, char **v, char *err, size_t errlen)
+{
+	char **at = NULL, *path;
+
+	for (size_t i = 0; v && v[i]; i++) {
+		if (strcmp(v[i], PROTO_OUTPUT_DIR_ARG))
+			continue;
+		if (at) {
+			snprintf(err, errlen, "the engine's outputs command names %s twice",
+				 PROTO_OUTPUT_DIR_ARG);
+			return -EINVAL;
+		}
+		at = &v[i];
+	}
+	if (v && !at) {
+		snprintf(err, errlen, "the engine's outputs command does not name %s",
+			 PROTO_OUTPUT_DIR_ARG);
+		return -EINVAL;
+	}
+	if (!at)
+		return 0;
+	if (asprintf(&path, "%s/" OUTPUT_LEAF, p->scratch) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	free(*at);
+	*at = path;
+	return 0;
+}
+
 int plan_engine(struct plan *p, char *err, size_t errlen)
 {
 	const struct job_engine *e = &p->job->engine;
@@ -337,9 +371,10 @@ int plan_engine(struct plan *p, char *err, size_t errlen)
 	}
 	if ((rc = copy_argv(&ep->run, &e->run, "run", err, errlen)) ||
 	    (rc = copy_argv(&ep->kill, &e->kill, "kill", err, errlen)) ||
-	    (rc = copy_argv(&ep->oom, &e->oom, "oom", err, errlen)))
+	    (rc = copy_argv(&ep->oom, &e->oom, "oom", err, errlen)) ||
+	    (rc = copy_argv(&ep->outputs, &e->outputs, "outputs", err, errlen)))
 		return rc;
-	return 0;
+	return place_output_dir(p, ep->outputs, err, errlen);
 }
 
 /* Called when no process of the snippet is left.  Most snippets leave the
@@ -371,7 +406,8 @@ void plan_free(struct plan *p)
 	free_argv(p->engine.run);
 	free_argv(p->engine.kill);
 	free_argv(p->engine.oom);
-	p->engine.run = p->engine.kill = p->engine.oom = NULL;
+	free_argv(p->engine.outputs);
+	p->engine.run = p->engine.kill = p->engine.oom = p->engine.outputs = NULL;
 	if (p->envp) {
 		for (char **e = p->envp; *e; e++)
 			free(*e);

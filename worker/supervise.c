@@ -30,6 +30,7 @@ struct supervision {
 	struct exec_gate gate;      /* unattended: answers the snippet's execs */
 	struct receipt_log *log;    /* what the sandbox refused */
 	struct output_files outputs; /* $KOTOBA_OUTPUT_DIR, for the client */
+	bool outputs_lost;          /* engine: the copy out of the container failed */
 	uint64_t t_fork, t_end;    /* monotonic, microseconds */
 	uint64_t deadline;          /* 0: no wall-clock limit */
 	uint64_t kill_at;           /* after the timeout; 0: at once */
@@ -540,8 +541,11 @@ static int report_end(struct supervision *r)
 		return WORKER_EXIT_FAIL;
 	fill_result(r, &res);
 	receipt_conclude(r->log, r->plan);
-	/* Every process of the snippet has ended: the directory holds still. */
-	outputs_collect(r->plan, &r->outputs);
+	/* Every process of the snippet has ended: the directory holds still.
+	 * A copy out of a container that failed may have stopped inside a
+	 * file: none of it goes. */
+	if (!r->outputs_lost)
+		outputs_collect(r->plan, &r->outputs);
 	if (!report_finished(&res, &r->log->blocked, r->outputs.left_out))
 		return WORKER_EXIT_FAIL;
 	outputs_send(&r->outputs);
@@ -570,7 +574,8 @@ static int conclude(struct supervision *r)
  * Then stop the container whenever the CLI did not see it to its end: a
  * timeout, a cancel, an exit of 137 (SIGKILL, perhaps of only one
  * process in it) or a CLI killed by a signal (RLIMIT_CPU, say).  Not when
- * C failed its own setup: then no CLI ever ran. */
+ * C failed its own setup: then no CLI ever ran.  A snippet that ended by
+ * itself leaves the container as it is, and its files are copied out. */
 static void engine_after(struct supervision *r)
 {
 	bool exit137 = r->reaped && WIFEXITED(r->status) && WEXITSTATUS(r->status) == 137;
@@ -580,8 +585,12 @@ static void engine_after(struct supervision *r)
 		return;
 	if (exit137 && !r->timed_out && !r->broker_gone)
 		r->oom_killed = engine_oom_killed(r->plan, r->sigfd, &r->broker_gone);
-	if (r->timed_out || r->broker_gone || exit137 || signalled)
+	if (r->timed_out || r->broker_gone || exit137 || signalled) {
 		engine_kill(r->plan, r->sigfd);
+		return;
+	}
+	if (r->reaped)
+		r->outputs_lost = !engine_copy_outputs(r->plan, r->sigfd, &r->broker_gone);
 }
 
 int supervise(struct plan *p, pid_t child, int sigfd, struct receipt_log *log)

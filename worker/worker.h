@@ -93,6 +93,7 @@ struct engine_plan {
 	char **steps[PROTO_STEPS_MAX];
 	char step_names[PROTO_STEPS_MAX][SETUP_STEP_MAX];
 	char **run, **kill, **oom;
+	char **outputs; /* PROTO_OUTPUT_DIR_ARG replaced by scratch's output directory */
 };
 
 /* What a confined child execs at the end of enter_sandbox(). */
@@ -255,6 +256,10 @@ int engine_steps(struct plan *p, int sigfd, struct setup_report *rep);
 bool engine_oom_killed(struct plan *p, int sigfd, bool *cancelled);
 /* Stops the container after a timeout, a cancel or an abnormal end. */
 void engine_kill(struct plan *p, int sigfd);
+/* After a snippet that ended by itself: what it left in the container's
+ * output directory, copied into the run's.  Sets *cancelled as above.
+ * False when the copy did not end well (it may have stopped halfway). */
+bool engine_copy_outputs(struct plan *p, int sigfd, bool *cancelled);
 
 
 /* execgate.c: S answers the unattended profile's exec notifications. */

@@ -290,6 +290,143 @@ def test_another_working_directory_gets_another_container(ctbroker, ct_user, mak
     assert engine.inspect(a)["Id"] != engine.inspect(b)["Id"]
 
 
+# ---- the run's output directory ------------------------------------------------------------
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+                    "0000000d4944415478da63f8cfc0f01f0005000201a5f6a3a60000000049454e44ae426082")
+
+# What the directory is when the snippet starts, then a figure, a text file
+# and what must not come back: a symlink (to a file the snippet may read),
+# a FIFO and a subdirectory with a file in it.
+WRITES_FILES = (
+    "import os, stat\n"
+    "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+    "st = os.lstat(d)\n"
+    "print(repr((d, oct(stat.S_IMODE(st.st_mode)), stat.S_ISDIR(st.st_mode), os.listdir(d))))\n"
+    "with open(os.path.join(d, 'plot.png'), 'wb') as f:\n"
+    "    f.write(bytes.fromhex(%r))\n"
+    "with open(os.path.join(d, 'notes.txt'), 'w') as f:\n"
+    "    f.write('seen in the container')\n"
+    "os.symlink('/etc/passwd', os.path.join(d, 'link.txt'))\n"
+    "os.mkfifo(os.path.join(d, 'fifo'))\n"
+    "os.mkdir(os.path.join(d, 'sub'))\n"
+    "open(os.path.join(d, 'sub', 'inner.txt'), 'w').write('inner')\n" % PNG.hex())
+
+OUT_DIR = "/tmp/.kotoba-out"
+LISTS_OUT_DIR = "import os\nprint(repr(sorted(os.listdir(os.environ['KOTOBA_OUTPUT_DIR']))))\n"
+
+
+def run_frames(ctbroker, code, cwd):
+    """The raw protocol, any card answered once: the frames to the end."""
+    c = ctbroker.client(channel=True)
+    c.exec(code, cwd=cwd)
+    out = c.until_end(on_card=lambda cl, m: cl.send(
+        {"type": "answer", "card": m["card"], "choice": "once"}))
+    c.close()
+    return out
+
+
+def files_of(out):
+    return [(m["name"], m["data"]) for m in out["frames"] if m["type"] == "file"]
+
+
+def stdout_of(out):
+    return b"".join(m["data"] for m in out["frames"]
+                    if m["type"] == "output" and m["stream"] == "stdout").decode()
+
+
+def out_dir_in(engine, name):
+    """What the container's output directory holds, read by the engine."""
+    p = engine.podman("exec", name, "python3", "-I", "-c",
+                      "import os; print(repr(sorted(os.listdir(%r))))" % OUT_DIR)
+    return ast.literal_eval(p.stdout.strip())
+
+
+def test_files_left_in_the_output_directory_come_back_from_the_container(ctbroker, ct_user,
+                                                                          cwd, engine):
+    out = run_frames(ctbroker, WRITES_FILES, cwd)
+    end = out["end"]
+    assert end["type"] == "exit" and end["code"] == 0, show(out["frames"])
+    assert end.get("where") == "container", show(end)
+    d, mode, is_dir, listing = ast.literal_eval(stdout_of(out).strip())
+    # In the container's own /tmp, its own mount, empty for this run.
+    assert d == OUT_DIR, d
+    assert (mode, is_dir, listing) == ("0o700", True, []), (mode, is_dir, listing)
+    assert not os.path.exists(d), "the container's directory is on the host: %s" % d
+    # Only the regular files, in name order, before the exit; the rest counted.
+    assert files_of(out) == [("notes.txt", b"seen in the container"), ("plot.png", PNG)], \
+        show(out["frames"])
+    types = [m["type"] for m in out["frames"]]
+    assert types.index("file") < types.index("exit")
+    assert end["files_left_out"] == 3, show(end)
+
+
+def test_the_next_run_in_the_container_finds_none_of_the_last_ones_files(ctbroker, ct_user,
+                                                                          cwd, engine):
+    first = run_frames(ctbroker, WRITES_FILES, cwd)
+    assert len(files_of(first)) == 2, show(first["frames"])
+    name = first["end"]["container"]
+    # The first's files are still in the container until the next run starts.
+    assert out_dir_in(engine, name) == ["fifo", "link.txt", "notes.txt", "plot.png", "sub"]
+    second = run_frames(ctbroker, LISTS_OUT_DIR, cwd)
+    assert second["end"]["container"] == name, show(second["end"])
+    assert ast.literal_eval(stdout_of(second).strip()) == [], show(second["frames"])
+    assert files_of(second) == [] and "files_left_out" not in second["end"], \
+        show(second["frames"])
+    assert out_dir_in(engine, name) == [], "the first run's files stayed"
+
+
+def test_the_output_directory_cannot_be_swapped_for_a_symlink_to_what_the_user_cannot_read(
+        ctbroker, ct_user, cwd):
+    """The engine's copy reads as root: a symlink in place of the directory
+    would make it read what the container's user may not.  The control: the
+    snippet itself is refused the file."""
+    secret = os.path.join(cwd, "root-only.txt")
+    with open(secret, "w") as f:
+        f.write("ROOT ONLY\n")
+    os.chmod(secret, 0o600)
+    code = ("import os\n"
+            "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+            "try:\n"
+            "    open('root-only.txt').read()\n"
+            "    print('read')\n"
+            "except PermissionError:\n"
+            "    print('refused')\n"
+            "try:\n"
+            "    os.rename(d, d + '.old')\n"
+            "    os.symlink(os.getcwd(), d)\n"
+            "    print('swapped')\n"
+            "except OSError:\n"
+            "    print('kept')\n"
+            "    os.symlink(os.getcwd(), os.path.join(d, 'cwd'))\n"
+            "    os.symlink(os.path.abspath('root-only.txt'), os.path.join(d, 'root-only.txt'))\n")
+    out = run_frames(ctbroker, code, cwd)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, show(out["frames"])
+    assert stdout_of(out).split() == ["refused", "kept"], show(out["frames"])
+    assert not any(b"ROOT ONLY" in data for _, data in files_of(out)), show(out["frames"])
+    assert files_of(out) == [] and out["end"]["files_left_out"] == 2, show(out["frames"])
+
+
+def test_a_copy_that_stops_halfway_sends_none_of_the_files(make_ctbroker, ct_user, cwd):
+    """A sparse file costs the container's tmpfs nothing, but the copy
+    writes it out in full on the host: FSIZE stops the copy there, after
+    the file before it was copied.  Nothing may come back: the copy failed
+    and could have stopped inside any file.  The control: the same small
+    file alone comes back."""
+    b = make_ctbroker(docker_config() + "[limits]\nfile_size = 1M\n").start()
+    small = ("import os\n"
+             "d = os.environ['KOTOBA_OUTPUT_DIR']\n"
+             "open(os.path.join(d, 'a.txt'), 'w').write('first')\n")
+    sparse = small + ("with open(os.path.join(d, 'z.bin'), 'wb') as f:\n"
+                      "    f.truncate(8 << 20)\n")
+    alone = run_frames(b, small, cwd)
+    assert files_of(alone) == [("a.txt", b"first")], show(alone["frames"])
+    out = run_frames(b, sparse, cwd)
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, show(out["frames"])
+    sent = [(name, len(data)) for name, data in files_of(out)]
+    assert sent == [] and "files_left_out" not in out["end"], (sent, show(out["end"]))
+
+
 # ---- limits ------------------------------------------------------------------------------
 
 def test_two_snippets_at_once_in_one_directory_get_a_container_each(ctbroker, ct_user, cwd):
@@ -335,11 +472,16 @@ def test_a_timeout_leaves_no_process_and_the_next_run_gets_a_new_container(ctbro
     first = ran_in_container(warm, uid)
     first_id = engine.inspect(first)["Id"]
 
-    r = ctbroker.run("import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)\n", cwd,
-                     gate="none", timeout=2)
+    # a file in its output directory does not come back: the container is
+    # removed, not copied from
+    r = ctbroker.run("import os, time\n"
+                     "open(os.environ['KOTOBA_OUTPUT_DIR'] + '/partial.txt', 'w').write('x')\n"
+                     "print(os.getpid(), flush=True)\ntime.sleep(60)\n", cwd,
+                     gate="approve", timeout=2)
     assert r["_status"] == 124, show(r)
     assert r["timed_out"] is True, show(r)
     assert r["limit"] == "wall", show(r)
+    assert r.get("files", []) == [] and r.get("files_left_out", 0) == 0, show(r)
     timed_out = ran_in_container(r, uid)
     assert r["stdout"].strip().isdigit(), r  # it did start, in the container
 

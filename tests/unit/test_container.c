@@ -5,6 +5,7 @@
  * replaces a container.  The engine runner is the broker's way to start a
  * worker: this file records the stop commands it is handed instead. */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -126,10 +127,35 @@ static void finish(struct container *ct)
 	container_release(&b, ct, &r);
 }
 
+/* The output directory: a tmpfs mounted at the container's start, which the
+ * snippet cannot swap for a symlink, named by the broker alone (a client's
+ * own is dropped), and copied out by the engine into the directory the
+ * worker puts in place of the argument. */
+static void check_output_dir(const struct engine_job *j, const struct container *ct)
+{
+	const struct job_argv *run = &j->e.run, *out = &j->e.outputs;
+	const struct job_argv *start = &j->e.steps[2].argv;
+	char src[160], mount[160];
+	size_t n = 0;
+
+	for (size_t i = 0; i < run->n; i++)
+		n += run->v[i].len > 18 && !memcmp(run->v[i].ptr, "--env=KOTOBA_OUTPUT", 19);
+	assert_int_equal(n, 1);
+	assert_true(has(run, "--env=KOTOBA_OUTPUT_DIR=" CONTAINER_OUT_DIR));
+	snprintf(mount, sizeof(mount), "--tmpfs=%s:rw,nosuid,nodev,noexec,size=%" PRIu64
+		 ",mode=0700,U", CONTAINER_OUT_DIR, b.cfg.container_tmpfs);
+	assert_true(has(start, mount));
+	assert_true(has(out, "cp"));
+	assert_true(pstr_eq(out->v[out->n - 1], PROTO_OUTPUT_DIR_ARG));
+	snprintf(src, sizeof(src), "%s:%s/.", ct->name, CONTAINER_OUT_DIR);
+	assert_true(pstr_eq(out->v[out->n - 2], src));
+}
+
 static void test_cold_start_flags(void **state UNUSED)
 {
 	static struct engine_job j;
-	char *env[] = { "PATH=/usr/bin", "HOME=/home/ada", "LANG=C.UTF-8", "XDG_X=1" };
+	char *env[] = { "PATH=/usr/bin", "HOME=/home/ada", "LANG=C.UTF-8", "XDG_X=1",
+			"KOTOBA_OUTPUT_DIR=/home/ada/w" };
 	const struct job_argv *run;
 	struct container *ct;
 	char err[200];
@@ -138,7 +164,7 @@ static void test_cold_start_flags(void **state UNUSED)
 	assert_int_equal(container_claim(&b, 1000, &ada, "/home/ada/w", &ct, err, sizeof(err)), 0);
 	assert_false(ct->started);
 	assert_int_equal(strncmp(ct->name, "kotoba-1000-", 12), 0);
-	assert_int_equal(container_snippet_job(&b, ct, env, 4, &j, err, sizeof(err)), 0);
+	assert_int_equal(container_snippet_job(&b, ct, env, 5, &j, err, sizeof(err)), 0);
 	assert_int_equal(j.e.n_steps, 3);
 	assert_true(pstr_eq(j.e.steps[0].name, "engine"));
 	assert_true(pstr_eq(j.e.steps[1].name, "image"));
@@ -178,7 +204,7 @@ static void test_cold_start_flags(void **state UNUSED)
 	/* python3 starts isolated, as on the host: -I ignores PYTHON*
 	 * variables, the user site and the working directory on sys.path;
 	 * the constant after -c reads the code from stdin. */
-	assert_true(pstr_eq(run->v[run->n - 1], PYTHON_SNIPPET_MAIN));
+	assert_true(pstr_eq(run->v[run->n - 1], PYTHON_CONTAINER_PRELUDE PYTHON_SNIPPET_MAIN));
 	assert_true(pstr_eq(run->v[run->n - 2], "-c"));
 	assert_true(pstr_eq(run->v[run->n - 3], "-u"));
 	assert_true(pstr_eq(run->v[run->n - 4], "-B"));
@@ -189,6 +215,7 @@ static void test_cold_start_flags(void **state UNUSED)
 	assert_true(has(run, "--env=HOME=/tmp") && has(run, "--env=TMPDIR=/tmp"));
 	assert_false(has(run, "--env=PATH=/usr/bin") || has(run, "--env=HOME=/home/ada"));
 	assert_false(has(run, "--env=XDG_X=1"));
+	check_output_dir(&j, ct);
 	assert_true(has(&j.e.kill, "rm") && has(&j.e.kill, ct->name));
 	assert_true(has(&j.e.oom, "exec") && has(&j.e.oom, ct->name));
 	/* The keep-alive and the OOM probe start isolated too: a signal.py
@@ -201,7 +228,7 @@ static void test_docker_host_and_runtime(void **state UNUSED)
 {
 	static struct engine_job j;
 	struct container *ct;
-	char err[200];
+	char err[200], mount[160];
 
 	configure(docker, "unix:///run/docker-%u.sock", "runc");
 	assert_int_equal(container_claim(&b, 1000, &ada, "/w", &ct, err, sizeof(err)), 0);
@@ -211,6 +238,11 @@ static void test_docker_host_and_runtime(void **state UNUSED)
 	assert_false(has(&j.e.steps[2].argv, "--read-only-tmpfs=false")); /* podman only */
 	assert_true(has(&j.e.steps[2].argv, "--runtime=runc"));
 	assert_true(has(&j.e.steps[2].argv, PROTO_SECRET_MASKS_ARG));
+	/* docker's tmpfs has no U: the owner is given as the mount's options. */
+	snprintf(mount, sizeof(mount), "--tmpfs=%s:rw,nosuid,nodev,noexec,size=%" PRIu64
+		 ",mode=0700,uid=1000,gid=%u", CONTAINER_OUT_DIR, b.cfg.container_tmpfs,
+		 (unsigned)ct->gid);
+	assert_true(has(&j.e.steps[2].argv, mount));
 	finish(ct);
 
 	/* secrets = off: no masks asked for. */
@@ -332,7 +364,7 @@ static void test_refusals(void **state UNUSED)
 {
 	static struct engine_job j;
 	static char *env[64];
-	static char big[64][300];
+	static char big[64][620];
 	struct container *ct;
 	char err[200];
 
@@ -343,7 +375,7 @@ static void test_refusals(void **state UNUSED)
 
 	assert_int_equal(container_claim(&b, 1000, &ada, "/z", &ct, err, sizeof(err)), 0);
 	for (size_t i = 0; i < 64; i++) {
-		snprintf(big[i], sizeof(big[i]), "V%zu=%0280d", i, 0);
+		snprintf(big[i], sizeof(big[i]), "V%zu=%0600d", i, 0);
 		env[i] = big[i];
 	}
 	assert_int_equal(container_snippet_job(&b, ct, env, 64, &j, err, sizeof(err)), -ENOEXEC);

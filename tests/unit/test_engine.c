@@ -553,6 +553,65 @@ static void test_kill_command_runs_confined(void **state)
 	run_in_child(kill_runs);
 }
 
+/* The copy of the container's output directory: the worker's directory in
+ * place of the argument, written by a confined command, then collected as
+ * on the host.  Landlock (where the kernel has it) keeps its writes in
+ * scratch: the same command aimed at the working directory writes nothing. */
+static void outputs_copied(void)
+{
+	struct output_files o;
+	bool cancel = false;
+	char outside[PATH_MAX];
+
+	base_job();
+	job.engine.outputs = ARGV("/bin/sh", "-c", "printf png > \"$0/plot.png\"; "
+				  "ln -s /etc/passwd \"$0/link\"", PROTO_OUTPUT_DIR_ARG);
+	make_plan();
+	CHECK(engine_copy_outputs(&plan, sigfd, &cancel), "a copy that exited 0 failed");
+	CHECK(!cancel, "the copy was cancelled");
+	outputs_collect(&plan, &o);
+	CHECK(o.n == 1 && !strcmp(o.name[0], "plot.png") && o.size[0] == 3,
+	      "the copy's regular file was not collected (%zu files)", o.n);
+	CHECK(o.left_out == 1, "the symlink was not left out (%llu)",
+	      (unsigned long long)o.left_out);
+	for (size_t i = 0; i < o.n; i++)
+		close(o.fd[i]);
+	drop_plan();
+
+	/* A copy that wrote and then failed (stopped halfway, say) is one
+	 * the supervisor collects nothing from. */
+	base_job();
+	job.engine.outputs = ARGV("/bin/sh", "-c", "printf pn > \"$0/plot.png\"; exit 1",
+				  PROTO_OUTPUT_DIR_ARG);
+	make_plan();
+	CHECK(!engine_copy_outputs(&plan, sigfd, &cancel), "a copy that exited 1 succeeded");
+	drop_plan();
+
+	if (!landlock_probe_abi())
+		return;
+	snprintf(outside, sizeof(outside), "/tmp/kotoba-test-outputs-%d", (int)getpid());
+	for (int landlock = 0; landlock < 2; landlock++) {
+		base_job();
+		job.landlock = landlock;
+		job.engine.outputs = ARGV("/bin/sh", "-c", "touch \"$0\"; true \"$1\"", outside,
+					  PROTO_OUTPUT_DIR_ARG);
+		make_plan();
+		engine_copy_outputs(&plan, sigfd, &cancel);
+		/* Without Landlock (the control) the same command writes there. */
+		CHECK((access(outside, F_OK) == 0) == !landlock,
+		      "with landlock %d the copy %s outside scratch: %s", landlock,
+		      landlock ? "wrote" : "could not write", outside);
+		unlink(outside);
+		drop_plan();
+	}
+}
+
+static void test_outputs_are_copied_into_the_runs_directory(void **state)
+{
+	(void)state;
+	run_in_child(outputs_copied);
+}
+
 /* ---- the plan -------------------------------------------------------------- */
 
 static int plan_error(char *err, size_t errlen)
@@ -621,6 +680,17 @@ static void test_plan_checks_the_engine_section(void **state)
 	job.engine.kill.v[1] = (struct pstr){ "ki\0ll", 5 };
 	assert_int_equal(plan_error(err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "kill command: argument 1 holds a NUL"));
+
+	/* The copy must name the run's output directory, once. */
+	base_job();
+	job.engine.outputs = ARGV("/usr/bin/podman", "cp", "c:/tmp/o/.", "/tmp/elsewhere");
+	assert_int_equal(plan_error(err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "does not name " PROTO_OUTPUT_DIR_ARG));
+	base_job();
+	job.engine.outputs = ARGV("/usr/bin/podman", "cp", PROTO_OUTPUT_DIR_ARG,
+				  PROTO_OUTPUT_DIR_ARG);
+	assert_int_equal(plan_error(err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "twice"));
 }
 
 /* The engine's environment: the job's, with HOME, TMPDIR and
@@ -746,6 +816,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_stops_a_step),
 		cmocka_unit_test(test_oom_query_reads_a_positive_count),
 		cmocka_unit_test(test_kill_command_runs_confined),
+		cmocka_unit_test(test_outputs_are_copied_into_the_runs_directory),
 		cmocka_unit_test(test_plan_checks_the_engine_section),
 		cmocka_unit_test(test_engine_environment),
 	};

@@ -519,6 +519,20 @@ static void test_engine_is_checked(void **state)
 	assert_true(back.u.job.has_engine);
 	assert_int_equal(back.u.job.engine.kill.n, 0);
 	frame_free(&f);
+	/* outputs: absent from the vector, so none; one round-trips, and
+	 * must start with an absolute path as the others. */
+	assert_int_equal(back.u.job.engine.outputs.n, 0);
+	vector_msg("job (engine)", &m);
+	m.u.job.engine.outputs = m.u.job.engine.kill;
+	m.u.job.engine.outputs.v[m.u.job.engine.outputs.n - 1] = pstr_c(PROTO_OUTPUT_DIR_ARG);
+	round_trip(&m, &back, &f);
+	assert_int_equal(back.u.job.engine.outputs.n, m.u.job.engine.kill.n);
+	assert_true(pstr_eq(back.u.job.engine.outputs.v[back.u.job.engine.outputs.n - 1],
+			    PROTO_OUTPUT_DIR_ARG));
+	frame_free(&f);
+	m.u.job.engine.outputs.v[0] = pstr_c("podman");
+	expect_bad_field(&m, "'outputs'");
+	vector_msg("job (engine)", &m);
 	/* An encoder never reads past the fixed arrays. */
 	m.u.job.engine.n_steps = PROTO_STEPS_MAX + 1;
 	assert_int_equal(enc_job(&f, &m.u.job), -E2BIG);
