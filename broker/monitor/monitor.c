@@ -339,7 +339,7 @@ static int place_fds(int *fd, size_t n)
  * the worker exec'd as the peer.  The report pipe, close-on-exec, is
  * kept until the exec so that a failure can still be told. */
 static __attribute__((noreturn)) void become_peer_and_exec(const struct identity *id, int *fd,
-							   size_t n_fds)
+							   size_t n_fds, int gate)
 {
 	char *const argv[] = { (char *)"kotoba-worker", NULL };
 	char *const envp[] = { NULL };
@@ -347,7 +347,12 @@ static __attribute__((noreturn)) void become_peer_and_exec(const struct identity
 	const char *what;
 	sigset_t none;
 	int rc, report;
+	char c;
 
+	/* Nothing before the answer is on its way (see spawn()). */
+	while (read(gate, &c, 1) < 0 && errno == EINTR)
+		;
+	close(gate);
 	if (place_fds(fd, n_fds) < 0)
 		_exit(WORKER_CHILD_DIED);
 	report = fd[4];
@@ -402,10 +407,12 @@ static bool is_report_pipe(int fd)
  * else meanwhile.  What becomes of the start the child tells the broker
  * itself: a failure on the report pipe, the exec by that pipe's closing
  * and the worker's frames on its link. */
-static void spawn(const struct mon_request *rq, int *fd, size_t n_fds, struct mon_reply *rp)
+static void spawn(const struct mon_request *rq, int *fd, size_t n_fds, struct mon_reply *rp,
+		  int *gate)
 {
 	struct clone_args ca = { .flags = CLONE_PARENT };
 	const struct identity *id;
+	int g[2];
 	long pid;
 
 	if (n_fds < MON_SPAWN_FDS) {
@@ -425,15 +432,28 @@ static void spawn(const struct mon_request *rq, int *fd, size_t n_fds, struct mo
 		snprintf(rp->what, sizeof(rp->what), "uid %u has no open connection", rq->uid);
 		return;
 	}
+	/* The child waits at this gate until the answer is sent: on a busy
+	 * machine the scheduler would otherwise run the new child first, and
+	 * the broker would wait for its identity switch and exec after all. */
+	if (pipe2(g, O_CLOEXEC) < 0) {
+		rp->err = errno;
+		snprintf(rp->what, sizeof(rp->what), "pipe2: %s", strerror(errno));
+		return;
+	}
 	pid = syscall(SYS_clone3, &ca, sizeof(ca));
-	if (pid == 0)
-		become_peer_and_exec(id, fd, n_fds);
+	if (pid == 0) {
+		close(g[1]);
+		become_peer_and_exec(id, fd, n_fds, g[0]);
+	}
+	close(g[0]);
 	if (pid < 0) {
 		rp->err = errno;
 		limit_named(errno, "the broker's monitor", rp->what, sizeof(rp->what));
+		close(g[1]);
 		return;
 	}
 	rp->pid = (int32_t)pid;
+	*gate = g[1];
 }
 
 /* ---- killing -------------------------------------------------------------- */
@@ -519,7 +539,7 @@ static void refuse(struct mon_reply *rp, const char *what)
 }
 
 static void answer(const struct mon_request *rq, ssize_t len, int flags, int *fd, size_t n_fds,
-		   struct mon_reply *rp)
+		   struct mon_reply *rp, int *gate)
 {
 	if (getppid() != broker_pid)
 		refuse(rp, "the broker that started the monitor is gone");
@@ -528,7 +548,7 @@ static void answer(const struct mon_request *rq, ssize_t len, int flags, int *fd
 	else if (rq->n_fds != n_fds)
 		refuse(rp, "a request whose descriptors are not the ones it names");
 	else if (rq->op == MON_SPAWN)
-		spawn(rq, fd, n_fds, rp);
+		spawn(rq, fd, n_fds, rp, gate);
 	else if (rq->op == MON_KILL && n_fds == 0)
 		kill_child(rq, rp);
 	else if (rq->op == MON_KILL)
@@ -552,9 +572,10 @@ static bool on_request(void)
 	struct iovec iov = { spare, sizeof(spare) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
 			     .msg_controllen = sizeof(cbuf) };
-	int fd[MON_FDS_MAX];
+	int fd[MON_FDS_MAX], gate = -1;
 	size_t n_fds;
 	ssize_t len;
+	bool sent;
 
 	/* One byte more than a request, so a longer one shows as longer. */
 	len = recvmsg(MON_FD_REQUESTS, &mh, MSG_CMSG_CLOEXEC);
@@ -564,10 +585,14 @@ static bool on_request(void)
 		return true;
 	memcpy(&rq, spare, (size_t)len < sizeof(rq) ? (size_t)len : sizeof(rq));
 	n_fds = take_fds(&mh, fd);
-	answer(&rq, len, mh.msg_flags, fd, n_fds, &rp);
+	answer(&rq, len, mh.msg_flags, fd, n_fds, &rp, &gate);
 	for (size_t i = 0; i < n_fds; i++)
 		close(fd[i]);
-	return send(MON_FD_REQUESTS, &rp, sizeof(rp), MSG_NOSIGNAL) == (ssize_t)sizeof(rp);
+	sent = send(MON_FD_REQUESTS, &rp, sizeof(rp), MSG_NOSIGNAL) == (ssize_t)sizeof(rp);
+	/* Its close lets the child started go on, the answer sent or not. */
+	if (gate >= 0)
+		close(gate);
+	return sent;
 }
 
 /* ---- start ---------------------------------------------------------------- */
