@@ -685,8 +685,9 @@ static int launch(struct broker *b, struct run *r, const struct run_request *rq,
 	if (rc == 0)
 		rc = send_job(r, rq, id, err, errlen);
 	/* A worker that is already gone (its fork child could not take the
-	 * peer's identity, or exec failed) has said why on the socket: the
-	 * run goes on, so that reason, not EPIPE, reaches the client. */
+	 * peer's identity, or exec failed) has said why on the socket, or
+	 * the monitor's child on the start-report pipe: the run goes on, so
+	 * that reason, not EPIPE, reaches the client. */
 	if (rc == -EPIPE)
 		rc = 0;
 	close_all(fd, F_COUNT);
