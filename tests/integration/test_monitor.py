@@ -360,3 +360,39 @@ def test_a_cgroup_that_cannot_be_joined_is_reported_on_the_pipe(monitor):
     os.close(procs)
     assert step == STEP_CGROUP and err == errno.EBADF, (step, err, what)
     assert "cgroup" in what, what
+
+
+def test_a_child_killed_before_its_identity_switch_leaves_no_report(monitor):
+    """The answer comes before the child's steps, so the broker may kill a
+    child that is still the monitor's code as the service user: it is the
+    broker's child all the same (CLONE_PARENT), and MON_KILL reaches it.
+    Here the child is held at its first step, a cgroup.procs write into a
+    full pipe, so it cannot have switched."""
+    svc = pwd.getpwnam(SERVICE_USER)
+    held_r, held_w = os.pipe2(os.O_NONBLOCK)
+    try:
+        while True:
+            os.write(held_w, b"x" * 65536)
+    except BlockingIOError:
+        pass
+    os.set_blocking(held_w, True)
+    fds, mine, keep = worker_fds()
+    ta = ensure_user("kotoba-ta")
+    conn = connect_as(ta, monitor.path)
+    _, attached, why, got = monitor.attached()
+    assert attached == 1, why
+    err, pid, what = monitor.spawn(ta.pw_uid, fds + [held_w])
+    assert err == 0 and pid > 0, what
+    os.close(held_w)
+    assert int(status(pid)["PPid"]) == os.getpid()
+    assert status(pid)["Uid"].split()[0] == str(svc.pw_uid), status(pid)
+    assert monitor.kill(pid)[0] == 0
+    _, st = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGKILL, st
+    # Neither a report nor a frame: the broker ends such a run worker-lost.
+    os.close(keep[5])
+    assert report_of(keep[4]) == b""
+    close_all(keep[:4])
+    mine.settimeout(60)
+    assert mine.recv(4096) == b""
+    close_all([conn, mine, held_r] + got + [keep[4]])
