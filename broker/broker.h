@@ -138,9 +138,10 @@ struct engine_job;
 int run_start_engine(struct broker *b, uid_t peer, const struct engine_job *j,
 		     const struct run_ops *ops, void *ctx, char *err, size_t errlen);
 /* Starts the worker on fds 0-3 (code, stdout, stderr, worker link) as id
- * and sets *pid: by default kotoba-worker, spawned or through the fork
- * child F.  Tests give their own (NULL: the default again); nothing else
- * of a run is replaced. */
+ * and sets *pid: by default kotoba-worker, spawned, through the fork
+ * child F, or by the monitor (fd[4]: the write end of the start-report
+ * pipe, -1 without a monitor).  Tests give their own (NULL: the default
+ * again); nothing else of a run is replaced. */
 struct identity;
 typedef int worker_starter(struct broker *b, const int *fd, const struct identity *id,
 			   struct cgroup_run *cg, pid_t *pid);

@@ -164,16 +164,14 @@ static int ask(struct mon_request *rq, const int *fd, size_t n_fds, struct mon_r
 	return 0;
 }
 
-int monlink_spawn(uid_t uid, const int *fd, size_t n_fds, pid_t *pid, unsigned *step,
-		  int *err_no, char *what, size_t whatlen)
+int monlink_spawn(uid_t uid, const int *fd, size_t n_fds, pid_t *pid, char *what,
+		  size_t whatlen)
 {
 	struct mon_request rq = { .op = MON_SPAWN, .uid = (uint32_t)uid, .n_fds = (uint32_t)n_fds };
 	struct mon_reply rp;
 	int rc = n_fds <= MON_FDS_MAX ? ask(&rq, fd, n_fds, &rp) : -E2BIG;
 
 	*pid = 0;
-	*step = MON_STEP_NONE;
-	*err_no = 0;
 	if (rc < 0) {
 		snprintf(what, whatlen, "the monitor did not answer: %s", strerror(-rc));
 		return rc;
@@ -182,9 +180,29 @@ int monlink_spawn(uid_t uid, const int *fd, size_t n_fds, pid_t *pid, unsigned *
 	if (rp.pid <= 0)
 		return -(rp.err ? rp.err : EPROTO);
 	*pid = rp.pid;
-	*step = rp.step;
-	*err_no = rp.err;
 	return 0;
+}
+
+/* The child writes its report before it exits, and its exit closes the
+ * worker link: once the link has ended, a report it wrote is here. */
+bool monlink_start_failed(int report_fd, unsigned *step, int *err_no, char *what,
+			  size_t whatlen)
+{
+	struct mon_start_fail f;
+	ssize_t n;
+
+	if (report_fd < 0)
+		return false;
+	do
+		n = read(report_fd, &f, sizeof(f));
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(f))
+		return false;
+	f.what[sizeof(f.what) - 1] = '\0';
+	*step = f.step;
+	*err_no = f.err;
+	snprintf(what, whatlen, "%s", f.what);
+	return true;
 }
 
 int monlink_kill(pid_t pid)

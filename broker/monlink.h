@@ -29,11 +29,16 @@ int monlink_attach_fd(void);
  * -errno when the monitor is gone. */
 int monlink_take_attach(struct mon_attach *a, int *fd);
 /* Starts a worker as the user the monitor attached for uid, with fds
- * 0-3 and the run's cgroup.procs files.  0 with *pid (the start may still
- * have failed in the child: then *step is not MON_STEP_NONE, *err_no and
- * what say why), or -errno with what. */
-int monlink_spawn(uid_t uid, const int *fd, size_t n_fds, pid_t *pid, unsigned *step,
-		  int *err_no, char *what, size_t whatlen);
+ * 0-3, the write end of the start-report pipe and the run's cgroup.procs
+ * files.  0 with *pid as soon as the child exists (its start may still
+ * fail: monlink_start_failed() tells), or -errno with what. */
+int monlink_spawn(uid_t uid, const int *fd, size_t n_fds, pid_t *pid, char *what,
+		  size_t whatlen);
+/* After the worker link's end: did the child the monitor started fail
+ * before its exec?  true with *step (enum mon_step), *err_no and what,
+ * read from the start-report pipe's read end (non-blocking). */
+bool monlink_start_failed(int report_fd, unsigned *step, int *err_no, char *what,
+			  size_t whatlen);
 /* The broker's start-up is over: no more workers without a connection.
  * 0 or -errno. */
 int monlink_started(void);

@@ -60,6 +60,7 @@ struct run {
 	bool reaped, ready, done, reported;
 	struct watch sock;
 	struct watch out[2];
+	int report;               /* the monitor's start-report pipe, -1 without */
 	uint64_t out_bytes[2];
 	bool truncated;
 	bool paused;
@@ -463,6 +464,7 @@ static struct run *run_new(struct broker *b, struct client_link *s, const struct
 	r->uid = rq->peer_uid;
 	r->engine_only = rq->engine != NULL;
 	r->sock.fd = r->out[0].fd = r->out[1].fd = -1;
+	r->report = -1;
 	r->profile = rq->profile;
 	take_request(r, rq);
 	return r;
@@ -475,8 +477,10 @@ static void close_all(int *fds, size_t n)
 			close(fds[i]);
 }
 
-/* fds: code, out_r, out_w, err_r, err_w, sock_broker, sock_worker */
-enum { F_CODE, F_OUT_R, F_OUT_W, F_ERR_R, F_ERR_W, F_SOCK_B, F_SOCK_W, F_COUNT };
+/* fds: code, out_r, out_w, err_r, err_w, sock_broker, sock_worker, and
+ * with a monitor its start-report pipe */
+enum { F_CODE, F_OUT_R, F_OUT_W, F_ERR_R, F_ERR_W, F_SOCK_B, F_SOCK_W, F_REPORT_R, F_REPORT_W,
+       F_COUNT };
 
 static int make_fds(int *fd, const struct run_request *rq)
 {
@@ -496,6 +500,11 @@ static int make_fds(int *fd, const struct run_request *rq)
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
 		return -errno;
 	fd[F_SOCK_B] = sp[0], fd[F_SOCK_W] = sp[1];
+	if (monlink_active()) {
+		if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+			return -errno;
+		fd[F_REPORT_R] = p[0], fd[F_REPORT_W] = p[1];
+	}
 	if (fcntl(fd[F_OUT_R], F_SETFL, O_NONBLOCK) < 0 ||
 	    fcntl(fd[F_ERR_R], F_SETFL, O_NONBLOCK) < 0)
 		return -errno;
@@ -515,7 +524,16 @@ static int watch_run(struct run *r, int *fd)
 	if ((rc = loop_add(&r->out[1], fd[F_ERR_R], EPOLLIN, on_output, r)) < 0)
 		return rc;
 	fd[F_ERR_R] = -1;
+	r->report = fd[F_REPORT_R];
+	fd[F_REPORT_R] = -1;
 	return 0;
+}
+
+static void close_report(struct run *r)
+{
+	if (r->report >= 0)
+		close(r->report);
+	r->report = -1;
 }
 
 static void run_free(void *p)
@@ -532,6 +550,7 @@ static void run_release(struct run *r)
 	loop_close(&r->sock);
 	loop_close(&r->out[0]);
 	loop_close(&r->out[1]);
+	close_report(r);
 	if (r->ct) {
 		struct run_info ri;
 
@@ -587,38 +606,24 @@ static enum proto_step step_of_monitor(unsigned step)
 	}
 }
 
-/* The monitor starts it (a system broker holds no capability); a start
- * that failed in the monitor's child is told on the worker link as the
- * worker would tell it, so the run reports it like any setup error. */
+/* The monitor starts it (a system broker holds no capability) and
+ * answers once the child exists; a start that fails in that child later
+ * is read from the report pipe when the worker link ends (worker_ended). */
 static int spawn_by_monitor(const int *fd, const struct identity *id,
 			    const struct cgroup_run *cg, pid_t *pid)
 {
-	int all[MON_FDS_MAX], err_no, rc;
-	size_t n = 4;
-	unsigned step;
+	int all[MON_FDS_MAX], rc;
+	size_t n = MON_SPAWN_FDS;
 	char what[240];
 
-	memcpy(all, fd, 4 * sizeof(int));
+	memcpy(all, fd, MON_SPAWN_FDS * sizeof(int));
 	for (size_t i = 0; cg->active && i < CGROUP_HIER_MAX; i++)
 		if (cg->procs[i] >= 0)
 			all[n++] = cg->procs[i];
-	rc = monlink_spawn(id->uid, all, n, pid, &step, &err_no, what, sizeof(what));
-	if (rc < 0) {
+	rc = monlink_spawn(id->uid, all, n, pid, what, sizeof(what));
+	if (rc < 0)
 		log_warn("uid=%u the monitor started no worker: %s", (unsigned)id->uid, what);
-		return rc;
-	}
-	if (step != MON_STEP_NONE) {
-		struct msg_setup_error m = {
-			pstr_c(step_name(step_of_monitor(step))),
-			err_no, pstr_c(what) };
-		struct frame f;
-
-		if (enc_setup_error(&f, &m) == 0) {
-			(void)!write(fd[3], f.data, f.len);
-			frame_free(&f);
-		}
-	}
-	return 0;
+	return rc;
 }
 
 static int start_worker(struct broker *b, const int *fd, const struct identity *id,
@@ -644,7 +649,8 @@ static int spawn_worker(struct broker *b, struct run *r, const struct run_reques
 	int rc = make_fds(fd, rq);
 
 	if (rc == 0) {
-		int child_fds[4] = { fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] };
+		int child_fds[5] = { fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W],
+				     fd[F_REPORT_W] };
 
 		rc = starter(b, child_fds, id, &r->cg, &r->worker);
 	}
@@ -655,8 +661,9 @@ static int spawn_worker(struct broker *b, struct run *r, const struct run_reques
 		limit_named(-rc, "the broker", why, sizeof(why));
 		snprintf(err, errlen, "could not start the worker %s: %s", b->worker_path, why);
 	}
-	close_all((int[]){ fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W] }, 4);
-	fd[F_CODE] = fd[F_OUT_W] = fd[F_ERR_W] = fd[F_SOCK_W] = -1;
+	close_all((int[]){ fd[F_CODE], fd[F_OUT_W], fd[F_ERR_W], fd[F_SOCK_W], fd[F_REPORT_W] },
+		  5);
+	fd[F_CODE] = fd[F_OUT_W] = fd[F_ERR_W] = fd[F_SOCK_W] = fd[F_REPORT_W] = -1;
 	return rc;
 }
 
@@ -686,8 +693,9 @@ static int launch(struct broker *b, struct run *r, const struct run_request *rq,
 	if (rc == 0)
 		rc = send_job(r, rq, id, err, errlen);
 	/* A worker that is already gone (its fork child could not take the
-	 * peer's identity, or exec failed) has said why on the socket: the
-	 * run goes on, so that reason, not EPIPE, reaches the client. */
+	 * peer's identity, or exec failed) has said why on the socket, or
+	 * the monitor's child on the start-report pipe: the run goes on, so
+	 * that reason, not EPIPE, reaches the client. */
 	if (rc == -EPIPE)
 		rc = 0;
 	close_all(fd, F_COUNT);
@@ -1522,6 +1530,26 @@ static void drop_worker_link(struct run *r, struct watch *w, const char *what)
 	maybe_complete(r);
 }
 
+/* The worker link ended without a result: a start that failed in the
+ * monitor's child is that run's setup error, named as the worker would
+ * name it; anything else, the worker was lost. */
+static void worker_ended(struct run *r)
+{
+	unsigned step;
+	int err_no;
+
+	if (r->end != END_NONE)
+		return;
+	if (!monlink_start_failed(r->report, &step, &err_no, r->setup_msg,
+				  sizeof(r->setup_msg))) {
+		r->end = END_LOST;
+		return;
+	}
+	r->end = END_SETUP;
+	r->setup_errno = err_no;
+	snprintf(r->setup_step, sizeof(r->setup_step), "%s", step_name(step_of_monitor(step)));
+}
+
 static void on_sock(struct watch *w, uint32_t events)
 {
 	struct run *r = w->ctx;
@@ -1542,12 +1570,14 @@ static void on_sock(struct watch *w, uint32_t events)
 	if (n == -EAGAIN || n == -EINTR)
 		return;
 	if (n <= 0) {
-		if (r->end == END_NONE)
-			r->end = END_LOST;
+		worker_ended(r);
 		loop_close(w);
 		maybe_complete(r);
 		return;
 	}
+	/* A frame: the exec happened, and the child of the monitor that
+	 * could have failed before it is the worker now. */
+	close_report(r);
 	/* A worker message is one small frame per datagram, with at most the
 	 * one descriptor of `masks`. */
 	if (passed == -EPROTO ||

@@ -62,3 +62,10 @@ bench-ab: all
 .PHONY: bench-ab-broker
 bench-ab-broker: all reachable
 	/usr/bin/python3 tests/bench/abbroker.py $(BENCH_AB_BROKER_ARGS) $(BUILDS)
+
+# How long a system broker waits for its monitor to start a worker, for
+# several builds' monitors interleaved (root; tests/bench/monspawn.py):
+#   make bench-monspawn BUILDS="/tmp/old/build build"
+.PHONY: bench-monspawn
+bench-monspawn: all reachable
+	/usr/bin/python3 tests/bench/monspawn.py $(BENCH_MONSPAWN_ARGS) $(BUILDS)

@@ -308,30 +308,25 @@ static void on_listen(void)
 
 /* ---- starting a worker ---------------------------------------------------- */
 
-struct child_fail {
-	uint32_t step;
-	int32_t err;
-	char what[200];
-};
-
-static __attribute__((noreturn)) void child_fail(int pipe_fd, enum mon_step step, int err,
+/* In the child: the start failed, and M has answered already.  The
+ * broker hears why on its start-report pipe. */
+static __attribute__((noreturn)) void child_fail(int report_fd, enum mon_step step, int err,
 						  const char *what)
 {
-	struct child_fail f = { step, err, "" };
+	struct mon_start_fail f = { step, err, "" };
 
 	snprintf(f.what, sizeof(f.what), "%s", what);
-	(void)!write(pipe_fd, &f, sizeof(f));
+	(void)!write(report_fd, &f, sizeof(f));
 	_exit(WORKER_CHILD_DIED);
 }
 
-/* Moves the fds to 0..n-1 without one dup2 overwriting another's source. */
-static int place_fds(int *fd, size_t n, int *pipe_fd)
+/* Moves the fds to 0..3 without one dup2 overwriting another's source;
+ * the others (the report pipe, cgroup.procs) stay above, close-on-exec. */
+static int place_fds(int *fd, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if ((fd[i] = fcntl(fd[i], F_DUPFD_CLOEXEC, 16)) < 0)
 			return -1;
-	if ((*pipe_fd = fcntl(*pipe_fd, F_DUPFD_CLOEXEC, 16)) < 0)
-		return -1;
 	for (size_t i = 0; i < 4; i++)
 		if (dup2(fd[i], (int)i) < 0)
 			return -1;
@@ -341,40 +336,47 @@ static int place_fds(int *fd, size_t n, int *pipe_fd)
 /* In the child, top to bottom: the run's cgroup (as the service user, v1
  * moves a task only for root or its own uid), exactly fds 0-3, default
  * signals, the peer's groups, gid and uid read back, no capability, and
- * the worker exec'd as the peer. */
+ * the worker exec'd as the peer.  The report pipe, close-on-exec, is
+ * kept until the exec so that a failure can still be told. */
 static __attribute__((noreturn)) void become_peer_and_exec(const struct identity *id, int *fd,
-							   size_t n_fds, int pipe_fd)
+							   size_t n_fds, int gate)
 {
 	char *const argv[] = { (char *)"kotoba-worker", NULL };
 	char *const envp[] = { NULL };
 	char why[200];
 	const char *what;
 	sigset_t none;
-	int rc;
+	int rc, report;
+	char c;
 
-	if (place_fds(fd, n_fds, &pipe_fd) < 0)
+	/* Nothing before the answer is on its way (see spawn()). */
+	while (read(gate, &c, 1) < 0 && errno == EINTR)
+		;
+	close(gate);
+	if (place_fds(fd, n_fds) < 0)
 		_exit(WORKER_CHILD_DIED);
-	for (size_t i = 4; i < n_fds; i++)
+	report = fd[4];
+	for (size_t i = MON_SPAWN_FDS; i < n_fds; i++)
 		if (write(fd[i], "0", 1) != 1)
-			child_fail(pipe_fd, MON_STEP_CGROUP, errno, "cannot join the run's cgroup");
-	close_range(4, (unsigned)pipe_fd - 1, 0);
-	close_range((unsigned)pipe_fd + 1, ~0U, 0);
+			child_fail(report, MON_STEP_CGROUP, errno, "cannot join the run's cgroup");
+	close_range(4, (unsigned)report - 1, 0);
+	close_range((unsigned)report + 1, ~0U, 0);
 	for (int s = 1; s < NSIG; s++)
 		signal(s, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	rc = privsep_take_ids(id, &what);
 	if (rc < 0)
-		child_fail(pipe_fd, MON_STEP_IDENTITY, -rc, what);
+		child_fail(report, MON_STEP_IDENTITY, -rc, what);
 	if (!privsep_ids_are(id))
-		child_fail(pipe_fd, MON_STEP_IDENTITY, EPERM,
+		child_fail(report, MON_STEP_IDENTITY, EPERM,
 			   "the uids, gids or groups read back are not the peer's");
 	/* libcap-ng resets itself at fork through pthread_atfork, which a
 	 * raw clone3 does not run: it must address this process. */
 	capng_setpid((int)getpid());
 	rc = privsep_drop_all_caps(why, sizeof(why));
 	if (rc < 0)
-		child_fail(pipe_fd, MON_STEP_CAPS, -rc, why);
+		child_fail(report, MON_STEP_CAPS, -rc, why);
 	execve(worker_path, argv, envp);
 	rc = errno;
 	limit_named(rc, "the broker's fork of the worker", why, sizeof(why));
@@ -382,26 +384,47 @@ static __attribute__((noreturn)) void become_peer_and_exec(const struct identity
 		char msg[300];
 
 		snprintf(msg, sizeof(msg), "cannot exec kotoba-worker: %s", why);
-		child_fail(pipe_fd, MON_STEP_WORKER, rc, msg);
+		child_fail(report, MON_STEP_WORKER, rc, msg);
 	}
+}
+
+/* The start-report pipe is a pipe's write end: whatever else the broker
+ * sent there, the child would not write its report into. */
+static bool is_report_pipe(int fd)
+{
+	struct stat st;
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl >= 0 && (fl & O_ACCMODE) == O_WRONLY && fstat(fd, &st) == 0 &&
+	       S_ISFIFO(st.st_mode);
 }
 
 /* The worker is the broker's child (CLONE_PARENT): the broker reaps it and
  * reads its status, as it would its own fork's.  Its exit signal is the
- * monitor's own, SIGCHLD (clone3 takes none with CLONE_PARENT). */
-static void spawn(const struct mon_request *rq, int *fd, size_t n_fds, struct mon_reply *rp)
+ * monitor's own, SIGCHLD (clone3 takes none with CLONE_PARENT).  The
+ * answer goes as soon as the child exists: the monitor never waits for
+ * a child, and the broker, which waits for the answer, serves nothing
+ * else meanwhile.  What becomes of the start the child tells the broker
+ * itself: a failure on the report pipe, the exec by that pipe's closing
+ * and the worker's frames on its link. */
+static void spawn(const struct mon_request *rq, int *fd, size_t n_fds, struct mon_reply *rp,
+		  int *gate)
 {
 	struct clone_args ca = { .flags = CLONE_PARENT };
 	const struct identity *id;
-	struct child_fail f;
-	int p[2];
+	int g[2];
 	long pid;
-	ssize_t n;
 
-	if (n_fds < 4) {
+	if (n_fds < MON_SPAWN_FDS) {
 		rp->err = EBADMSG;
-		snprintf(rp->what, sizeof(rp->what), "a worker needs 4 descriptors, %zu came",
-			 n_fds);
+		snprintf(rp->what, sizeof(rp->what), "a worker needs %d descriptors, %zu came",
+			 MON_SPAWN_FDS, n_fds);
+		return;
+	}
+	if (!is_report_pipe(fd[4])) {
+		rp->err = EBADMSG;
+		snprintf(rp->what, sizeof(rp->what),
+			 "the fifth descriptor is not the write end of a pipe");
 		return;
 	}
 	if (!attached(rq->uid, &id)) {
@@ -409,33 +432,28 @@ static void spawn(const struct mon_request *rq, int *fd, size_t n_fds, struct mo
 		snprintf(rp->what, sizeof(rp->what), "uid %u has no open connection", rq->uid);
 		return;
 	}
-	if (pipe2(p, O_CLOEXEC) < 0) {
+	/* The child waits at this gate until the answer is sent: on a busy
+	 * machine the scheduler would otherwise run the new child first, and
+	 * the broker would wait for its identity switch and exec after all. */
+	if (pipe2(g, O_CLOEXEC) < 0) {
 		rp->err = errno;
 		snprintf(rp->what, sizeof(rp->what), "pipe2: %s", strerror(errno));
 		return;
 	}
 	pid = syscall(SYS_clone3, &ca, sizeof(ca));
 	if (pid == 0) {
-		close(p[0]);
-		become_peer_and_exec(id, fd, n_fds, p[1]);
+		close(g[1]);
+		become_peer_and_exec(id, fd, n_fds, g[0]);
 	}
-	close(p[1]);
+	close(g[0]);
 	if (pid < 0) {
 		rp->err = errno;
 		limit_named(errno, "the broker's monitor", rp->what, sizeof(rp->what));
-		close(p[0]);
+		close(g[1]);
 		return;
 	}
 	rp->pid = (int32_t)pid;
-	/* EOF: the exec happened (the pipe is close-on-exec). */
-	while ((n = read(p[0], &f, sizeof(f))) < 0 && errno == EINTR)
-		;
-	close(p[0]);
-	if (n == (ssize_t)sizeof(f)) {
-		rp->step = f.step;
-		rp->err = f.err;
-		snprintf(rp->what, sizeof(rp->what), "%.200s", f.what);
-	}
+	*gate = g[1];
 }
 
 /* ---- killing -------------------------------------------------------------- */
@@ -521,7 +539,7 @@ static void refuse(struct mon_reply *rp, const char *what)
 }
 
 static void answer(const struct mon_request *rq, ssize_t len, int flags, int *fd, size_t n_fds,
-		   struct mon_reply *rp)
+		   struct mon_reply *rp, int *gate)
 {
 	if (getppid() != broker_pid)
 		refuse(rp, "the broker that started the monitor is gone");
@@ -530,7 +548,7 @@ static void answer(const struct mon_request *rq, ssize_t len, int flags, int *fd
 	else if (rq->n_fds != n_fds)
 		refuse(rp, "a request whose descriptors are not the ones it names");
 	else if (rq->op == MON_SPAWN)
-		spawn(rq, fd, n_fds, rp);
+		spawn(rq, fd, n_fds, rp, gate);
 	else if (rq->op == MON_KILL && n_fds == 0)
 		kill_child(rq, rp);
 	else if (rq->op == MON_KILL)
@@ -554,9 +572,10 @@ static bool on_request(void)
 	struct iovec iov = { spare, sizeof(spare) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
 			     .msg_controllen = sizeof(cbuf) };
-	int fd[MON_FDS_MAX];
+	int fd[MON_FDS_MAX], gate = -1;
 	size_t n_fds;
 	ssize_t len;
+	bool sent;
 
 	/* One byte more than a request, so a longer one shows as longer. */
 	len = recvmsg(MON_FD_REQUESTS, &mh, MSG_CMSG_CLOEXEC);
@@ -566,10 +585,14 @@ static bool on_request(void)
 		return true;
 	memcpy(&rq, spare, (size_t)len < sizeof(rq) ? (size_t)len : sizeof(rq));
 	n_fds = take_fds(&mh, fd);
-	answer(&rq, len, mh.msg_flags, fd, n_fds, &rp);
+	answer(&rq, len, mh.msg_flags, fd, n_fds, &rp, &gate);
 	for (size_t i = 0; i < n_fds; i++)
 		close(fd[i]);
-	return send(MON_FD_REQUESTS, &rp, sizeof(rp), MSG_NOSIGNAL) == (ssize_t)sizeof(rp);
+	sent = send(MON_FD_REQUESTS, &rp, sizeof(rp), MSG_NOSIGNAL) == (ssize_t)sizeof(rp);
+	/* Its close lets the child started go on, the answer sent or not. */
+	if (gate >= 0)
+		close(gate);
+	return sent;
 }
 
 /* ---- start ---------------------------------------------------------------- */

@@ -21,7 +21,11 @@ enum { MON_FD_LISTEN = 3, MON_FD_REQUESTS = 4, MON_FD_ATTACH = 5 };
 enum mon_op {
 	/* Start a worker for the peer uid `uid` attached to a live
 	 * connection.  fds: the worker's 0-3 (code, stdout, stderr, worker
-	 * link), then the run's cgroup.procs files (0 to 2). */
+	 * link), the write end of B's start-report pipe, then the run's
+	 * cgroup.procs files (0 to 2).  M answers once the child exists; a
+	 * start that fails in the child later is told on that pipe as one
+	 * `struct mon_start_fail`, and the pipe closes without it at the
+	 * worker's exec. */
 	MON_SPAWN = 1,
 	/* SIGKILL to pid, which must be a child of B (a worker, or what a
 	 * dead worker left reparented to B).  No fds. */
@@ -32,8 +36,10 @@ enum mon_op {
 	MON_STARTED = 3,
 };
 
-/* The most fds a request carries: four for the worker, two cgroup.procs. */
-#define MON_FDS_MAX 6
+/* The fds of MON_SPAWN: the worker's four, the start-report pipe, then
+ * at most two cgroup.procs. */
+enum { MON_SPAWN_FDS = 5 };
+#define MON_FDS_MAX 7
 
 struct mon_request {
 	uint32_t op;       /* enum mon_op */
@@ -47,10 +53,18 @@ struct mon_request {
 enum mon_step { MON_STEP_NONE, MON_STEP_CGROUP, MON_STEP_IDENTITY, MON_STEP_CAPS,
 		MON_STEP_WORKER };
 
+/* Written by M's child on the start-report pipe when the start fails
+ * after M has answered: B tells it to the run as the setup_error the
+ * worker would have sent. */
+struct mon_start_fail {
+	uint32_t step;     /* enum mon_step */
+	int32_t err;       /* errno */
+	char what[200];    /* why, in words */
+};
+
 struct mon_reply {
 	int32_t err;       /* 0, or an errno: the request was refused or failed */
 	int32_t pid;       /* MON_SPAWN: the worker, a child of B (CLONE_PARENT) */
-	uint32_t step;     /* MON_SPAWN: enum mon_step of a failed start */
 	char what[240];    /* why, in words */
 };
 

@@ -12,7 +12,8 @@ With --warm no, the same with cold runs: each starts its worker then, so
 for a build with a monitor the request to it is on the measured path.
 The figure is the broker's own exec->ready of those runs (its
 t_exec_to_ready_us debug line), p50 over all rounds, and each build's p50
-against the first's.  As root each broker is a system broker: for a build
+against the first's; beside it the hand-over part of it (t_handover_us:
+cold, the worker's start and its job sent).  As root each broker is a system broker: for a build
 with a monitor, the hop to it is in the figure (ARCHITECTURE.md, "The
 monitor's requests").
 """
@@ -31,8 +32,8 @@ CONF = "[sandbox]\nwarm = %s\nlandlock = yes\n"
 
 
 def one_round(b, work, runs, first_id, warm):
-    """runs runs; the broker's exec->ready of each (warm: each that took a
-    spare)."""
+    """runs runs; the broker's exec->ready and hand-over of each (warm:
+    each that took a spare)."""
     off = len(b.read_log())
     c = bench.Client(b.socket, work)
     c.hello()
@@ -45,8 +46,24 @@ def one_round(b, work, runs, first_id, warm):
     c.close()
     log = b.read_log()[off:]
     took = set(re.findall(r"run=(\d+) took spare worker", log))
-    return [int(us) for r, us in re.findall(r"run=(\d+) t_exec_to_ready_us=(\d+)", log)
-            if r in took or not warm]
+    lines = re.findall(r"run=(\d+) t_exec_to_ready_us=(\d+).*? t_handover_us=(\d+)", log)
+    return [(int(us), int(hand)) for r, us, hand in lines if r in took or not warm]
+
+
+def report(ready, warm):
+    """Each build's exec->ready, and its hand-over (cold: the worker's
+    start through the monitor, and the job sent), against b0's."""
+    base = [bench.pct([t[j] for t in ready[0]], 50) if ready[0] else 0 for j in (0, 1)]
+    for i, ts in enumerate(ready):
+        if not ts:
+            print("b%d: no run took a spare" % i)
+            continue
+        for j, what in enumerate(("exec->ready", "hand-over")):
+            xs = [t[j] for t in ts]
+            p50 = bench.pct(xs, 50)
+            print("b%d broker %s, %s: p50 %.0f us, p99 %.0f us (n=%d)%s" % (
+                i, what, "warm" if warm else "cold", p50, bench.pct(xs, 99), len(xs),
+                "; %.3f x b0" % (p50 / base[j]) if i and base[j] else ""))
 
 
 def main():
@@ -77,15 +94,7 @@ def main():
             for i in list(range(k, len(brokers))) + list(range(k)):
                 ready[i] += one_round(brokers[i], work, args.runs, 1 + r * args.runs,
                                       args.warm == "yes")
-        base = bench.pct(ready[0], 50) if ready[0] else 0
-        for i, xs in enumerate(ready):
-            if not xs:
-                print("b%d: no run took a spare" % i)
-                continue
-            p50 = bench.pct(xs, 50)
-            print("b%d broker exec->ready, %s: p50 %.0f us, p99 %.0f us (n=%d)%s" % (
-                i, "warm" if args.warm == "yes" else "cold", p50, bench.pct(xs, 99), len(xs),
-                "; %.3f x b0" % (p50 / base) if i and base else ""))
+        report(ready, args.warm == "yes")
     finally:
         for b in brokers:
             b.stop()

@@ -3,8 +3,10 @@ the test plays the broker, holding the two links and the listening socket
 it starts the real monitor with, and sends it what a broker an attacker
 controls could send.  Needs root (the monitor starts as root and becomes
 the service user with three capabilities)."""
+import errno
 import os
 import pwd
+import select
 import signal
 import socket
 import struct
@@ -23,13 +25,15 @@ MONITOR = os.path.join(BUILD, "kotoba-monitor")
 WORKER = os.path.abspath(os.path.join(BUILD, "kotoba-worker"))
 SPAWN, KILL, STARTED = 1, 2, 3
 REQUEST = struct.Struct("=IIiI")           # op, uid, pid, n_fds
-REPLY = struct.Struct("=iiI240s")          # err, pid, step, what
+REPLY = struct.Struct("=ii240s")           # err, pid, what
+START_FAIL = struct.Struct("=Ii200s")      # step, err, what: the child's report
 ATTACH = struct.Struct("=IIiI200s")        # uid, gid, pid, attached, why
 EBADMSG, EPERM = 74, 1
+STEP_CGROUP, STEP_WORKER = 1, 4
 
 
 class Monitor:
-    def __init__(self, linger_ms=0, started=True):
+    def __init__(self, linger_ms=0, started=True, worker=WORKER):
         ensure_service_user()
         self.dir = tempfile.mkdtemp(prefix="kotoba-mon-")
         os.chmod(self.dir, 0o755)
@@ -44,7 +48,7 @@ class Monitor:
         svc = pwd.getpwnam(SERVICE_USER)
         root_user = pwd.getpwnam("nobody")
         args = [MONITOR, "--service-uid", str(svc.pw_uid), "--service-gid", str(svc.pw_gid),
-                "--root-uid", str(root_user.pw_uid), "--worker", WORKER,
+                "--root-uid", str(root_user.pw_uid), "--worker", worker,
                 "--linger-ms", str(linger_ms)]
         self.pid = os.fork()
         if self.pid == 0:
@@ -68,8 +72,8 @@ class Monitor:
 
     def ask(self, data, fds=()):
         socket.send_fds(self.req, [data], list(fds))
-        err, pid, step, what = REPLY.unpack(self.req.recv(4096))
-        return err, pid, step, what.rstrip(b"\0").decode()
+        err, pid, what = REPLY.unpack(self.req.recv(4096))
+        return err, pid, what.rstrip(b"\0").decode()
 
     def spawn(self, uid, fds):
         return self.ask(REQUEST.pack(SPAWN, uid, 0, len(fds)), fds)
@@ -113,10 +117,24 @@ def connect_as(pw, path):
 
 def worker_fds():
     """What a broker hands a worker: fds 0-3 (here /dev/null and a link
-    the test holds, so the worker waits for its job)."""
+    the test holds, so the worker waits for its job) and the start-report
+    pipe's write end."""
     null = [os.open("/dev/null", os.O_RDWR) for _ in range(3)]
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    return null + [theirs.fileno()], mine, null + [theirs]
+    report_r, report_w = os.pipe()
+    return null + [theirs.fileno(), report_w], mine, null + [theirs, report_r, report_w]
+
+
+def report_of(fd):
+    """All the start-report pipe held when its last writer closed it."""
+    data = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], 60)
+        assert ready, "the start-report pipe to close"
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return data
+        data += chunk
 
 
 def status(pid):
@@ -132,18 +150,21 @@ def test_spawns_only_for_an_attached_user(monitor):
     ta = ensure_user("kotoba-ta")
     fds, mine, keep = worker_fds()
     # No connection of this uid: refused, nothing started.
-    err, pid, _, what = monitor.spawn(ta.pw_uid, fds)
+    err, pid, what = monitor.spawn(ta.pw_uid, fds)
     assert err == EPERM and pid == 0 and "no open connection" in what, what
     conn = connect_as(ta, monitor.path)
     uid, attached, why, got = monitor.attached()
     assert uid == ta.pw_uid and attached == 1, why
-    err, pid, step, what = monitor.spawn(ta.pw_uid, fds)
-    assert err == 0 and pid > 0 and step == 0, what
+    err, pid, what = monitor.spawn(ta.pw_uid, fds)
+    assert err == 0 and pid > 0, what
     try:
         # The worker is the broker's (here the test's) child, as its peer,
         # holding no capability.
         st = status(pid)
         assert int(st["PPid"]) == os.getpid(), st
+        # The exec closes the report pipe with nothing in it.
+        os.close(keep[5])
+        assert report_of(keep[4]) == b""
         wait_for(lambda: status(pid)["Uid"].split()[0] == str(ta.pw_uid), "the worker's uid")
         assert int(status(pid)["CapEff"], 16) == 0 and int(status(pid)["CapPrm"], 16) == 0
     finally:
@@ -153,6 +174,7 @@ def test_spawns_only_for_an_attached_user(monitor):
     # uid is not attached any more (linger 0 here).
     conn.close()
     close_all(got)
+    fds, mine, keep = worker_fds()
     wait_for(lambda: monitor.spawn(ta.pw_uid, fds)[0] == EPERM, "the detach at hang-up")
     close_all(keep)
 
@@ -169,7 +191,7 @@ def test_service_user_and_root_are_not_attached_as_themselves(monitor):
     uid, attached, why, got2 = monitor.attached()
     assert uid == 0 and attached == 1, why
     assert monitor.spawn(0, fds)[0] == EPERM
-    err, pid, _, what = monitor.spawn(pwd.getpwnam("nobody").pw_uid, fds)
+    err, pid, what = monitor.spawn(pwd.getpwnam("nobody").pw_uid, fds)
     assert err == 0 and pid > 0, what
     mine.close()
     os.waitpid(pid, 0)
@@ -184,10 +206,15 @@ def test_malformed_requests_are_refused_and_logged(monitor):
         (REQUEST.pack(SPAWN, 0, 0, 0) + b"\0" * 64, [], "wrong size"),
         (REQUEST.pack(SPAWN, 0, 0, 2), fds, "not the ones it names"),
         (REQUEST.pack(99, 0, 0, 0), [], "unknown request"),
-        (REQUEST.pack(KILL, 0, 1, 4), fds, "carries descriptors"),
+        (REQUEST.pack(KILL, 0, 1, 5), fds, "carries descriptors"),
+        (REQUEST.pack(SPAWN, 0, 0, 4), fds[:4], "needs 5 descriptors"),
+        # The report pipe's place holding something else: the child would
+        # write its report there.
+        (REQUEST.pack(SPAWN, 0, 0, 5), fds[:4] + [fds[0]], "not the write end of a pipe"),
+        (REQUEST.pack(SPAWN, 0, 0, 5), fds[:4] + [keep[4]], "not the write end of a pipe"),
     ]
     for data, f, words in cases:
-        err, pid, _, what = monitor.ask(data, f)
+        err, pid, what = monitor.ask(data, f)
         assert err == EBADMSG and pid == 0 and words in what, (data, what)
     # Still serving: a well-formed request is answered.
     assert monitor.spawn(12345, fds)[0] == EPERM
@@ -276,7 +303,7 @@ def test_root_user_starts_without_a_connection_only_during_start_up():
     try:
         nobody = pwd.getpwnam("nobody").pw_uid
         fds, mine, keep = worker_fds()
-        err, pid, _, what = m.spawn(nobody, fds)
+        err, pid, what = m.spawn(nobody, fds)
         assert err == 0 and pid > 0, what
         mine.close()
         os.waitpid(pid, 0)
@@ -288,3 +315,84 @@ def test_root_user_starts_without_a_connection_only_during_start_up():
         close_all(keep)
     finally:
         m.stop()
+
+
+def failed_start(monitor, fds, mine, keep):
+    """Spawns for an attached user a start that fails in the child: the
+    monitor answers with its pid all the same; the child, the test's own
+    (CLONE_PARENT), ends with nothing on the worker link and its report on
+    the pipe."""
+    ta = ensure_user("kotoba-ta")
+    conn = connect_as(ta, monitor.path)
+    _, attached, why, got = monitor.attached()
+    assert attached == 1, why
+    err, pid, what = monitor.spawn(ta.pw_uid, fds)
+    assert err == 0 and pid > 0, what
+    os.close(keep[5])
+    report = report_of(keep[4])
+    _, st = os.waitpid(pid, 0)
+    assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 127, st
+    close_all(keep[:4])
+    mine.settimeout(60)
+    assert mine.recv(4096) == b"", "the link carries no frame of a start that failed"
+    close_all([conn, mine] + got + [keep[4]])
+    assert len(report) == START_FAIL.size, report
+    step, err, what = START_FAIL.unpack(report)
+    return step, err, what.rstrip(b"\0").decode()
+
+
+def test_an_exec_that_fails_after_the_answer_is_reported_on_the_pipe():
+    m = Monitor(worker="/nonexistent/kotoba-worker")
+    try:
+        fds, mine, keep = worker_fds()
+        step, err, what = failed_start(m, fds, mine, keep)
+        assert step == STEP_WORKER and err == errno.ENOENT, (step, err, what)
+        assert "cannot exec kotoba-worker" in what, what
+    finally:
+        m.stop()
+
+
+def test_a_cgroup_that_cannot_be_joined_is_reported_on_the_pipe(monitor):
+    # A cgroup.procs the child cannot write (read-only): the kernel's EBADF.
+    fds, mine, keep = worker_fds()
+    procs = os.open("/dev/null", os.O_RDONLY)
+    step, err, what = failed_start(monitor, fds + [procs], mine, keep)
+    os.close(procs)
+    assert step == STEP_CGROUP and err == errno.EBADF, (step, err, what)
+    assert "cgroup" in what, what
+
+
+def test_a_child_killed_before_its_identity_switch_leaves_no_report(monitor):
+    """The answer comes before the child's steps, so the broker may kill a
+    child that is still the monitor's code as the service user: it is the
+    broker's child all the same (CLONE_PARENT), and MON_KILL reaches it.
+    Here the child is held at its first step, a cgroup.procs write into a
+    full pipe, so it cannot have switched."""
+    svc = pwd.getpwnam(SERVICE_USER)
+    held_r, held_w = os.pipe2(os.O_NONBLOCK)
+    try:
+        while True:
+            os.write(held_w, b"x" * 65536)
+    except BlockingIOError:
+        pass
+    os.set_blocking(held_w, True)
+    fds, mine, keep = worker_fds()
+    ta = ensure_user("kotoba-ta")
+    conn = connect_as(ta, monitor.path)
+    _, attached, why, got = monitor.attached()
+    assert attached == 1, why
+    err, pid, what = monitor.spawn(ta.pw_uid, fds + [held_w])
+    assert err == 0 and pid > 0, what
+    os.close(held_w)
+    assert int(status(pid)["PPid"]) == os.getpid()
+    assert status(pid)["Uid"].split()[0] == str(svc.pw_uid), status(pid)
+    assert monitor.kill(pid)[0] == 0
+    _, st = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGKILL, st
+    # Neither a report nor a frame: the broker ends such a run worker-lost.
+    os.close(keep[5])
+    assert report_of(keep[4]) == b""
+    close_all(keep[:4])
+    mine.settimeout(60)
+    assert mine.recv(4096) == b""
+    close_all([conn, mine, held_r] + got + [keep[4]])

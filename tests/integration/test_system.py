@@ -1,6 +1,7 @@
 """A broker started as root serving several users (DESIGN.md, "Privilege
 model"): the service user, kept capabilities, per-peer identity, allow
 lists, reload, socket activation.  Needs root; skipped loudly otherwise."""
+import errno
 import grp
 import os
 import pickle
@@ -381,5 +382,37 @@ def test_the_service_user_is_refused_at_accept(work):
         assert not [r for r in rows if r[0] == svc.pw_uid and r[1] != "connect"], rows
         # control: root is served by the same broker
         assert b.run_json("print(1)")["exit"] == 0
+    finally:
+        b.stop()
+
+
+def test_a_worker_start_that_fails_in_the_monitors_child_names_its_step(users, work):
+    """The monitor answers as soon as the worker's process exists; what
+    fails after that (here the exec, as the peer, of a worker the peer
+    may not reach) still ends the run as a setup error naming the step,
+    with the kernel's errno, and the broker serves on."""
+    d, homes = work
+    svc = pwd.getpwnam(SERVICE_USER)
+    hidden = os.path.join(d, "hidden")
+    os.mkdir(hidden)
+    # The service user passes; the peer, in the socket group, does not.
+    os.chown(hidden, svc.pw_uid, 0)
+    os.chmod(hidden, 0o700)
+    worker = os.path.join(hidden, "kotoba-worker")
+    shutil.copy2(os.path.join(os.path.dirname(BROKERD), "kotoba-worker"), worker)
+    os.chmod(worker, 0o755)
+    b = Broker(tempfile.mkdtemp(dir=d),
+               config="[broker]\nallow_users = kotoba-ta\nworker = %s\n" % worker)
+    os.chmod(b.dir, 0o755)
+    b.start()
+    try:
+        for _ in range(2):  # and again: the broker is still serving
+            end, out, _ = as_user(users["kotoba-ta"], run_code, b.socket, "print(1)",
+                                  homes["kotoba-ta"])
+            assert end["type"] == "error" and end["code"] == "setup-failed", end
+            assert end["step"] == "worker" and end["errno"] == errno.EACCES, end
+            assert "cannot exec kotoba-worker" in end["message"], end
+            assert out == ""
+        assert b.alive()
     finally:
         b.stop()
