@@ -207,10 +207,15 @@ static void take_network(struct supervision *r, struct msghdr *mh, unsigned int 
 
 /* `ready`, with the egress proxy's listener when the run has one: from
  * then on the broker and the proxy hold it, S does not. */
+/* Once per worker: a warm job reports it before the code goes to python3
+ * (hand_over), and a cold child that replaces that python3 then does not
+ * report it again. */
 static bool send_ready(struct supervision *r)
 {
-	bool sent = report_ready(r->child, r->plan->landlock_abi, r->egress);
+	bool sent = r->plan->ready_sent ||
+		    report_ready(r->child, r->plan->landlock_abi, r->egress);
 
+	r->plan->ready_sent = true;
 	if (r->egress >= 0)
 		close(r->egress);
 	r->egress = -1;
@@ -373,6 +378,14 @@ static void take_go(struct supervision *r)
 /* The code to python3 when it still fits what the run would be built from
  * now; else supervise() returns SUPERVISE_COLD and main.c starts a cold
  * child with it. */
+/* python3 closed its end of the code's socket: it died since `warm`. */
+static bool interpreter_gone(const struct plan *p)
+{
+	struct pollfd pf = { .fd = p->code_tx, .events = POLLIN };
+
+	return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLERR));
+}
+
 static void hand_over(struct supervision *r)
 {
 	struct plan *p = r->plan;
@@ -388,17 +401,25 @@ static void hand_over(struct supervision *r)
 		return;
 	}
 	receipt_forget(r->log);
-	/* An interpreter that no longer takes the code (it died since `warm`)
-	 * is replaced the same way. */
-	if (!fits || warm_hand_over(p) < 0) {
+	if (!fits || interpreter_gone(p)) {
+		r->go_cold = true;
+		return;
+	}
+	/* `ready` first: handing the code over wakes python3, which on a busy
+	 * machine runs at once on this CPU, and `ready` would wait for the
+	 * snippet's first milliseconds.  An interpreter that dies between the
+	 * look above and the hand-over is replaced by a cold child all the
+	 * same, which reports no second `ready` (and `ready` named the dead
+	 * interpreter's pid). */
+	r->ready = true;
+	if (!send_ready(r))
+		r->broker_gone = true;
+	if (warm_hand_over(p) < 0) {
 		r->go_cold = true;
 		return;
 	}
 	close(p->code_fd);
 	p->code_fd = -1;
-	r->ready = true;
-	if (!send_ready(r))
-		r->broker_gone = true;
 }
 
 static void check_broker(struct supervision *r, short revents)

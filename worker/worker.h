@@ -122,6 +122,7 @@ struct secret_mask {
 
 struct plan {
 	const struct msg_job *job; /* strings point into the job frame */
+	bool ready_sent;           /* `ready` went to the broker: never again */
 	char python[PATH_MAX];     /* "" for "engine", which runs no python3 */
 	char cwd[PATH_MAX];
 	enum proto_profile profile; /* one of PROFILES_JOB */

@@ -574,3 +574,34 @@ def test_a_spare_that_dies_before_it_takes_the_code_fails_the_run_at_step_warm(
     end = out["end"]
     assert end["type"] == "error" and end.get("step") == "warm", end
     assert out["stdout"] == b"", out
+
+
+def test_a_spare_whose_interpreter_died_after_warm_runs_the_code_cold_once(make_broker,
+                                                                           tmpdir_k):
+    """`ready` goes before the code reaches python3; when python3 turns out
+    to be gone, a cold child runs the code and reports no second `ready`."""
+    b = warm_broker(make_broker)
+    run(b, "pass", tmpdir_k)
+    py = spare_waits(b)
+    worker = int(re.findall(r"started spare worker pid=(\d+)", b.read_log())[-1])
+    os.kill(worker, signal.SIGSTOP)
+    try:
+        c = b.client()
+        c.exec("import sys; print('ran', repr(sys.stdin.read()))", cwd=tmpdir_k)
+        wait_log(b, r"took spare worker pid=%d" % worker)
+        os.kill(py, signal.SIGKILL)
+        wait_for(lambda: gone(py) or open("/proc/%d/stat" % py).read().split()[2] == "Z",
+                 "the spare's python3 %d dead" % py)
+    finally:
+        os.kill(worker, signal.SIGCONT)
+    out = c.until_end()
+    c.close()
+    assert out["end"]["type"] == "exit" and out["end"]["code"] == 0, out
+    assert out["stdout"].decode() == "ran ''\n", out
+    started = [m for m in out["frames"] if m["type"] == "started"]
+    assert len(started) == 1, out["frames"]
+    log = b.read_log()
+    run_id = re.findall(r"run=(\d+) took spare worker pid=%d" % worker, log)[0]
+    pids = re.findall(r"run=%s snippet pid=(\d+) running" % run_id, log)
+    # The dead interpreter was seen before `ready`, which names the cold child.
+    assert len(pids) == 1 and int(pids[0]) != py, log
